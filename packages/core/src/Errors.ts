@@ -1,0 +1,214 @@
+/**
+ * Palyra's typed errors. Each carries a stable `code` that transports map to their own status
+ * vocabulary (gRPC codes, HTTP statuses) without inspecting messages.
+ *
+ * @since 0.1.0
+ */
+import { Predicate, Schema } from "effect"
+
+/** @since 0.1.0 @category Symbols */
+export const TypeId: unique symbol = Symbol.for("@palyra/core/PalyraError")
+/** @since 0.1.0 @category Symbols */
+export type TypeId = typeof TypeId
+
+/** Stable error codes. @since 0.1.0 @category Models */
+export type ErrorCode =
+  | "invalid_argument"
+  | "not_found"
+  | "invalid_transition"
+  | "conflict"
+  | "permission_denied"
+  | "unauthenticated"
+  | "policy_denied"
+  | "budget_exceeded"
+  | "payload_too_large"
+  | "provider_error"
+  | "tool_error"
+  | "journal_error"
+  | "unavailable"
+
+/** A request was malformed: bad id, missing field, value out of range. @since 0.1.0 @category Errors */
+export class InvalidArgument extends Schema.TaggedError<InvalidArgument>("@palyra/core/InvalidArgument")(
+  "InvalidArgument",
+  { message: Schema.String, field: Schema.optional(Schema.String) }
+) {
+  readonly [TypeId]: TypeId = TypeId
+  get code(): ErrorCode {
+    return "invalid_argument"
+  }
+}
+
+/** The named entity does not exist. @since 0.1.0 @category Errors */
+export class NotFound extends Schema.TaggedError<NotFound>("@palyra/core/NotFound")("NotFound", {
+  entity: Schema.String,
+  id: Schema.String
+}) {
+  readonly [TypeId]: TypeId = TypeId
+  get code(): ErrorCode {
+    return "not_found"
+  }
+  override get message() {
+    return `${this.entity} ${this.id} not found`
+  }
+}
+
+/** A run state transition that the state machine does not allow. @since 0.1.0 @category Errors */
+export class InvalidTransition extends Schema.TaggedError<InvalidTransition>("@palyra/core/InvalidTransition")(
+  "InvalidTransition",
+  { from: Schema.String, transition: Schema.String }
+) {
+  readonly [TypeId]: TypeId = TypeId
+  get code(): ErrorCode {
+    return "invalid_transition"
+  }
+  override get message() {
+    return `transition ${this.transition} is not allowed from state ${this.from}`
+  }
+}
+
+/** The operation lost a race or the entity is no longer in the required state. @since 0.1.0 @category Errors */
+export class Conflict extends Schema.TaggedError<Conflict>("@palyra/core/Conflict")("Conflict", {
+  message: Schema.String
+}) {
+  readonly [TypeId]: TypeId = TypeId
+  get code(): ErrorCode {
+    return "conflict"
+  }
+}
+
+/** The caller may not act on this entity (e.g. another principal's session). @since 0.1.0 @category Errors */
+export class PermissionDenied extends Schema.TaggedError<PermissionDenied>("@palyra/core/PermissionDenied")(
+  "PermissionDenied",
+  { message: Schema.String }
+) {
+  readonly [TypeId]: TypeId = TypeId
+  get code(): ErrorCode {
+    return "permission_denied"
+  }
+}
+
+/** The caller could not be authenticated. @since 0.1.0 @category Errors */
+export class Unauthenticated extends Schema.TaggedError<Unauthenticated>("@palyra/core/Unauthenticated")(
+  "Unauthenticated",
+  { message: Schema.String }
+) {
+  readonly [TypeId]: TypeId = TypeId
+  get code(): ErrorCode {
+    return "unauthenticated"
+  }
+}
+
+/** Policy denied an action. @since 0.1.0 @category Errors */
+export class PolicyDenied extends Schema.TaggedError<PolicyDenied>("@palyra/core/PolicyDenied")("PolicyDenied", {
+  tool: Schema.String,
+  policyIds: Schema.Array(Schema.String),
+  reasons: Schema.Array(Schema.String)
+}) {
+  readonly [TypeId]: TypeId = TypeId
+  get code(): ErrorCode {
+    return "policy_denied"
+  }
+  override get message() {
+    return `policy denied ${this.tool}: ${this.reasons.join("; ") || "no permitting policy"}`
+  }
+}
+
+/** A run or session budget was spent. @since 0.1.0 @category Errors */
+export class BudgetExceeded extends Schema.TaggedError<BudgetExceeded>("@palyra/core/BudgetExceeded")(
+  "BudgetExceeded",
+  { budget: Schema.String, limit: Schema.Number, used: Schema.Number }
+) {
+  readonly [TypeId]: TypeId = TypeId
+  get code(): ErrorCode {
+    return "budget_exceeded"
+  }
+  override get message() {
+    return `budget ${this.budget} exceeded: used ${this.used} of ${this.limit}`
+  }
+}
+
+/** A payload is larger than the configured limit. @since 0.1.0 @category Errors */
+export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>("@palyra/core/PayloadTooLarge")(
+  "PayloadTooLarge",
+  { what: Schema.String, size: Schema.Number, limit: Schema.Number }
+) {
+  readonly [TypeId]: TypeId = TypeId
+  get code(): ErrorCode {
+    return "payload_too_large"
+  }
+  override get message() {
+    return `${this.what} is ${this.size} bytes, over the limit of ${this.limit}`
+  }
+}
+
+/** Why a model provider call failed. @since 0.1.0 @category Models */
+export const ProviderErrorReason = Schema.Literal(
+  "rate_limit",
+  "auth",
+  "overloaded",
+  "bad_request",
+  "network",
+  "timeout",
+  "script_exhausted",
+  "unknown"
+)
+/** @since 0.1.0 @category Models */
+export type ProviderErrorReason = typeof ProviderErrorReason.Type
+
+/** A model provider failed. `retryable` tells the retry policy whether to try again. @since 0.1.0 @category Errors */
+export class ProviderError extends Schema.TaggedError<ProviderError>("@palyra/core/ProviderError")("ProviderError", {
+  provider: Schema.String,
+  reason: ProviderErrorReason,
+  retryable: Schema.Boolean,
+  message: Schema.String,
+  status: Schema.optional(Schema.Number),
+  cause: Schema.optional(Schema.Defect)
+}) {
+  readonly [TypeId]: TypeId = TypeId
+  get code(): ErrorCode {
+    return "provider_error"
+  }
+}
+
+/** A tool failed; the failure goes back to the model as a tool result. @since 0.1.0 @category Errors */
+export class ToolError extends Schema.TaggedError<ToolError>("@palyra/core/ToolError")("ToolError", {
+  tool: Schema.String,
+  reason: Schema.Literal("invalid_arguments", "timeout", "failed", "unknown_tool", "output_too_large", "refused"),
+  message: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {
+  readonly [TypeId]: TypeId = TypeId
+  get code(): ErrorCode {
+    return "tool_error"
+  }
+}
+
+/** The journal could not read or write. Stored data is unchanged when this is raised. @since 0.1.0 @category Errors */
+export class JournalError extends Schema.TaggedError<JournalError>("@palyra/core/JournalError")("JournalError", {
+  method: Schema.String,
+  message: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {
+  readonly [TypeId]: TypeId = TypeId
+  get code(): ErrorCode {
+    return "journal_error"
+  }
+}
+
+/** @since 0.1.0 @category Models */
+export type PalyraError =
+  | InvalidArgument
+  | NotFound
+  | InvalidTransition
+  | Conflict
+  | PermissionDenied
+  | Unauthenticated
+  | PolicyDenied
+  | BudgetExceeded
+  | PayloadTooLarge
+  | ProviderError
+  | ToolError
+  | JournalError
+
+/** True for every error class in this module. @since 0.1.0 @category Guards */
+export const isPalyraError = (u: unknown): u is PalyraError => Predicate.hasProperty(u, TypeId)

@@ -1,0 +1,64 @@
+/**
+ * Branded ULID identifiers. ULIDs sort by creation time and are safe in URLs and file names.
+ *
+ * Ids are generated through Effect's `Clock` and `Random`, so `TestClock`/`TestRandom` make them
+ * deterministic in tests.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Effect, Random, Schema } from "effect"
+
+const ULID_PATTERN = /^[0-9A-HJKMNP-TV-Z]{26}$/
+const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+const ulidString = (kind: string) =>
+  Schema.String.pipe(
+    Schema.pattern(ULID_PATTERN, { message: () => `${kind} must be a 26-character ULID (Crockford base32)` })
+  )
+
+/** @since 0.1.0 @category Ids */
+export const SessionId = ulidString("SessionId").pipe(Schema.brand("SessionId"))
+/** @since 0.1.0 @category Ids */
+export type SessionId = typeof SessionId.Type
+/** @since 0.1.0 @category Ids */
+export const RunId = ulidString("RunId").pipe(Schema.brand("RunId"))
+/** @since 0.1.0 @category Ids */
+export type RunId = typeof RunId.Type
+/** @since 0.1.0 @category Ids */
+export const ApprovalId = ulidString("ApprovalId").pipe(Schema.brand("ApprovalId"))
+/** @since 0.1.0 @category Ids */
+export type ApprovalId = typeof ApprovalId.Type
+/** @since 0.1.0 @category Ids */
+export const ToolCallId = ulidString("ToolCallId").pipe(Schema.brand("ToolCallId"))
+/** @since 0.1.0 @category Ids */
+export type ToolCallId = typeof ToolCallId.Type
+
+/** Encodes a millisecond timestamp and 80 random bits as a ULID. @since 0.1.0 @category Ids */
+export const encodeUlid = (timeMs: number, random: ReadonlyArray<number>): string => {
+  let time = ""
+  let t = Math.max(0, Math.floor(timeMs))
+  for (let i = 0; i < 10; i++) {
+    time = CROCKFORD[t % 32] + time
+    t = Math.floor(t / 32)
+  }
+  let rand = ""
+  for (let i = 0; i < 16; i++) rand += CROCKFORD[(random[i] ?? 0) & 31]
+  return time + rand
+}
+
+/** A fresh ULID from the current `Clock` and `Random`. @since 0.1.0 @category Ids */
+export const ulid: Effect.Effect<string> = Effect.gen(function* () {
+  const now = yield* Clock.currentTimeMillis
+  const random: Array<number> = []
+  for (let i = 0; i < 16; i++) random.push(yield* Random.nextIntBetween(0, 32))
+  return encodeUlid(now, random)
+})
+
+/** @since 0.1.0 @category Ids */
+export const makeSessionId = ulid as Effect.Effect<SessionId>
+/** @since 0.1.0 @category Ids */
+export const makeRunId = ulid as Effect.Effect<RunId>
+/** @since 0.1.0 @category Ids */
+export const makeApprovalId = ulid as Effect.Effect<ApprovalId>
+/** @since 0.1.0 @category Ids */
+export const makeToolCallId = ulid as Effect.Effect<ToolCallId>

@@ -1,0 +1,162 @@
+/**
+ * The `Journal` port: Palyra's source of truth. Every tape event is appended here before anyone
+ * sees it; runs, sessions and approvals are stored beside the tape. `@palyra/journal` implements it on
+ * SQLite; `layerMemory` here is a real in-memory implementation for fast tests and embedding.
+ *
+ * Appends are atomic with their side effects (`AppendEffects`): a run's state change and the
+ * `RunStateChanged` event that records it commit together or not at all.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Layer, Option } from "effect"
+import type { NonEmptyReadonlyArray } from "effect/Array"
+import { Conflict, type JournalError, NotFound, type PayloadTooLarge } from "./Errors.js"
+import type { ApprovalId, RunId, SessionId } from "./Ids.js"
+import { makeMemoryJournal } from "./internal/memoryJournal.js"
+import type {
+  ApprovalFilter,
+  ApprovalRecord,
+  ApprovalStatus,
+  Run,
+  RunFilter,
+  Session,
+  SessionFilter
+} from "./Records.js"
+import type { RunState } from "./RunState.js"
+import type { ApprovalScope, NewTapeEvent, TapeEvent } from "./TapeEvent.js"
+
+/** Changes committed in the same transaction as an append. @since 0.1.0 @category Models */
+export interface AppendEffects {
+  /** Insert this run (its first events are usually `RunAccepted` + `UserMessage`). */
+  readonly createRun?: Run | undefined
+  /** Compare-and-set a run's state: fails with `Conflict` (and appends nothing) unless it is `from`. */
+  readonly runTransition?:
+    | {
+        readonly runId: RunId
+        readonly from: RunState
+        readonly to: RunState
+        readonly error?: { readonly code: string; readonly message: string } | undefined
+      }
+    | undefined
+  /** Insert this approval record. */
+  readonly createApproval?: ApprovalRecord | undefined
+  /** Add to the session's token counter. */
+  readonly addTokens?: number | undefined
+}
+
+/** A compare-and-set resolution of a pending approval. @since 0.1.0 @category Models */
+export interface ApprovalResolution {
+  readonly status: Exclude<ApprovalStatus, "pending">
+  readonly scope: ApprovalScope
+  readonly resolver: string
+  readonly reason: string
+  readonly resolvedAt: number
+}
+
+/** @since 0.1.0 @category Models */
+export interface ReadTapeOptions {
+  /** Return events with `tapeSeq > afterSeq`. */
+  readonly afterSeq: number
+  /** At most this many events (default: all). */
+  readonly limit?: number | undefined
+  /** Only events of this run. */
+  readonly runId?: RunId | undefined
+  /** Only events with `tapeSeq <= uptoSeq`. */
+  readonly uptoSeq?: number | undefined
+}
+
+/** Result of recomputing the hash chain. @since 0.1.0 @category Models */
+export type VerifyResult =
+  | { readonly ok: true; readonly checked: number }
+  | {
+      readonly ok: false
+      readonly checked: number
+      readonly sessionId: string
+      readonly tapeSeq: number
+      readonly reason: "edited" | "inserted" | "deleted" | "reordered" | "truncated"
+      readonly detail: string
+    }
+
+/** @since 0.1.0 @category Models */
+export interface Service {
+  /** Append events to one session's tape; assigns gap-free `tapeSeq`s; atomic with `effects`. */
+  readonly append: (
+    sessionId: SessionId,
+    events: NonEmptyReadonlyArray<NewTapeEvent>,
+    effects?: AppendEffects
+  ) => Effect.Effect<ReadonlyArray<TapeEvent>, JournalError | PayloadTooLarge | NotFound | Conflict>
+  readonly readTape: (
+    sessionId: SessionId,
+    options: ReadTapeOptions
+  ) => Effect.Effect<ReadonlyArray<TapeEvent>, JournalError>
+  /** The highest `tapeSeq` of the session, 0 when empty. */
+  readonly headSeq: (sessionId: SessionId) => Effect.Effect<number, JournalError>
+
+  readonly createSession: (session: Session) => Effect.Effect<void, JournalError | Conflict>
+  readonly getSession: (id: SessionId) => Effect.Effect<Option.Option<Session>, JournalError>
+  readonly findSessionByKey: (principal: string, key: string) => Effect.Effect<Option.Option<Session>, JournalError>
+  readonly updateSession: (session: Session) => Effect.Effect<void, JournalError | NotFound>
+  readonly listSessions: (filter: SessionFilter) => Effect.Effect<ReadonlyArray<Session>, JournalError>
+
+  readonly getRun: (id: RunId) => Effect.Effect<Option.Option<Run>, JournalError>
+  readonly listRuns: (filter: RunFilter) => Effect.Effect<ReadonlyArray<Run>, JournalError>
+
+  /** Compare-and-set from `pending`: exactly one concurrent resolution wins, the rest get `Conflict`. */
+  readonly resolveApproval: (
+    id: ApprovalId,
+    resolution: ApprovalResolution
+  ) => Effect.Effect<ApprovalRecord, JournalError | NotFound | Conflict>
+  readonly getApproval: (id: ApprovalId) => Effect.Effect<Option.Option<ApprovalRecord>, JournalError>
+  readonly listApprovals: (filter: ApprovalFilter) => Effect.Effect<ReadonlyArray<ApprovalRecord>, JournalError>
+
+  /** Recompute the tamper-evidence chain over the whole journal. */
+  readonly verify: Effect.Effect<VerifyResult, JournalError>
+}
+
+/** @since 0.1.0 @category Tags */
+export class Journal extends Context.Tag("@palyra/core/Journal")<Journal, Service>() {}
+
+/** Options of the in-memory journal. @since 0.1.0 @category Models */
+export interface MemoryOptions {
+  /** Largest encoded event accepted, in bytes (default 1 MiB). */
+  readonly maxEventBytes?: number | undefined
+}
+
+/** A real, non-durable journal held in memory. @since 0.1.0 @category Constructors */
+export const makeMemory = (options: MemoryOptions = {}): Effect.Effect<Service> => makeMemoryJournal(options)
+
+/** @since 0.1.0 @category Layers */
+export const layerMemory = (options: MemoryOptions = {}): Layer.Layer<Journal> =>
+  Layer.effect(Journal, makeMemory(options))
+
+/** Read a session or fail with `NotFound`. @since 0.1.0 @category Accessors */
+export const requireSession = (journal: Service, id: SessionId): Effect.Effect<Session, JournalError | NotFound> =>
+  journal.getSession(id).pipe(
+    Effect.flatMap(
+      Option.match({
+        onNone: () => Effect.fail(new NotFound({ entity: "session", id })),
+        onSome: Effect.succeed
+      })
+    )
+  )
+
+/** Read a run or fail with `NotFound`. @since 0.1.0 @category Accessors */
+export const requireRun = (journal: Service, id: RunId): Effect.Effect<Run, JournalError | NotFound> =>
+  journal
+    .getRun(id)
+    .pipe(
+      Effect.flatMap(
+        Option.match({ onNone: () => Effect.fail(new NotFound({ entity: "run", id })), onSome: Effect.succeed })
+      )
+    )
+
+/** Shared check for `AppendEffects.runTransition`. @since 0.1.0 @category Internals */
+export const checkRunTransition = (
+  run: Run | undefined,
+  t: NonNullable<AppendEffects["runTransition"]>
+): Effect.Effect<void, NotFound | Conflict> =>
+  run === undefined
+    ? Effect.fail(new NotFound({ entity: "run", id: t.runId }))
+    : run.state !== t.from
+      ? Effect.fail(new Conflict({ message: `run ${t.runId} is ${run.state}, expected ${t.from}` }))
+      : Effect.void

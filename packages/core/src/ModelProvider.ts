@@ -1,0 +1,76 @@
+/**
+ * The `ModelProvider` port: one streaming call to a language model. Implementations adapt the AI
+ * SDK (`AiSdkModel`), or play a script (`ScriptedModel` in `@palyra/core/testing`, also the daemon's
+ * offline `demo` model).
+ *
+ * Providers never execute tools: they report tool calls, and Palyra's loop decides, after policy
+ * and approval, whether to run them.
+ *
+ * @since 0.1.0
+ */
+import { Context, type Stream } from "effect"
+import type { ProviderError } from "./Errors.js"
+
+/** A message of the prompt, provider-neutral. @since 0.1.0 @category Models */
+export type PromptMessage =
+  | { readonly role: "system"; readonly text: string }
+  | { readonly role: "user"; readonly text: string }
+  | {
+      readonly role: "assistant"
+      readonly text: string
+      readonly toolCalls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly args: unknown }>
+    }
+  | {
+      readonly role: "tool"
+      readonly toolCallId: string
+      readonly name: string
+      readonly output: string
+      readonly isError: boolean
+    }
+
+/** A tool as the model sees it: name, description and JSON Schema of its parameters. @since 0.1.0 @category Models */
+export interface ToolSpec {
+  readonly name: string
+  readonly description: string
+  readonly parameters: Record<string, unknown>
+}
+
+/** @since 0.1.0 @category Models */
+export interface ModelRequest {
+  readonly instructions?: string | undefined
+  readonly messages: ReadonlyArray<PromptMessage>
+  readonly tools: ReadonlyArray<ToolSpec>
+}
+
+/** @since 0.1.0 @category Models */
+export type FinishReason = "stop" | "tool-calls" | "length" | "content-filter" | "error" | "other"
+
+/** What a provider streams back. @since 0.1.0 @category Models */
+export type ModelEvent =
+  | { readonly type: "text-delta"; readonly text: string }
+  | { readonly type: "tool-call"; readonly id: string; readonly name: string; readonly args: unknown }
+  | { readonly type: "usage"; readonly inputTokens: number; readonly outputTokens: number }
+  | { readonly type: "finish"; readonly reason: FinishReason }
+
+/** @since 0.1.0 @category Models */
+export interface Service {
+  /** A name for the tape, e.g. `openai:gpt-4.1-mini` or `demo:scripted`. */
+  readonly name: string
+  /** One model call. Interrupting the stream must abort the underlying request. */
+  readonly stream: (request: ModelRequest) => Stream.Stream<ModelEvent, ProviderError>
+}
+
+/** @since 0.1.0 @category Tags */
+export class ModelProvider extends Context.Tag("@palyra/core/ModelProvider")<ModelProvider, Service>() {}
+
+/** Rough token estimate (4 characters a token) used for budget checks before a call. @since 0.1.0 @category Utils */
+export const estimateTokens = (request: ModelRequest): number => {
+  let chars = request.instructions?.length ?? 0
+  for (const m of request.messages) {
+    if (m.role === "tool") chars += m.output.length + m.name.length
+    else if (m.role === "assistant") chars += m.text.length + JSON.stringify(m.toolCalls).length
+    else chars += m.text.length
+  }
+  for (const t of request.tools) chars += t.name.length + t.description.length + JSON.stringify(t.parameters).length
+  return Math.ceil(chars / 4)
+}

@@ -1,0 +1,133 @@
+/**
+ * The `PolicyEngine` port decides, for each tool call, `allow`, `deny` or `require_approval`, with
+ * the ids of the policies that decided and the reasons. The rule is the same for every engine:
+ *
+ * any `forbid` on `tool.execute` → deny; a `permit` on `tool.execute` → allow; else any `forbid` on
+ * `tool.request_approval` → deny; a `permit` on `tool.request_approval` → require approval; else deny
+ * (deny by default: a tool with no permitting policy does not run).
+ *
+ * `layerRules` is a small, fast engine over declarative rules, for tests and embedding. The Cedar
+ * engine implements the same port.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Layer } from "effect"
+import type { SessionId } from "./Ids.js"
+import type { PolicyDecision, Risk } from "./TapeEvent.js"
+
+/** @since 0.1.0 @category Models */
+export interface PolicyRequest {
+  readonly principal: string
+  readonly sessionId: SessionId
+  readonly channel: string | null
+  readonly tool: { readonly name: string; readonly risk: Risk; readonly category: string }
+  readonly args: unknown
+}
+
+/** @since 0.1.0 @category Models */
+export interface Decision {
+  readonly decision: PolicyDecision
+  readonly policyIds: ReadonlyArray<string>
+  readonly reasons: ReadonlyArray<string>
+}
+
+/** @since 0.1.0 @category Models */
+export interface Service {
+  readonly decide: (request: PolicyRequest) => Effect.Effect<Decision>
+}
+
+/** @since 0.1.0 @category Tags */
+export class PolicyEngine extends Context.Tag("@palyra/core/PolicyEngine")<PolicyEngine, Service>() {}
+
+/** A declarative rule. All given `when` fields must match. @since 0.1.0 @category Models */
+export interface Rule {
+  readonly id: string
+  readonly effect: "permit" | "forbid"
+  readonly action: "tool.execute" | "tool.request_approval"
+  readonly when?:
+    | {
+        readonly tools?: ReadonlyArray<string> | undefined
+        readonly risk?: ReadonlyArray<Risk> | undefined
+        readonly categories?: ReadonlyArray<string> | undefined
+        readonly principals?: ReadonlyArray<string> | undefined
+      }
+    | undefined
+  readonly reason?: string | undefined
+}
+
+/**
+ * The default rules: low-risk tools run; sensitive tools need approval; critical tools never run.
+ *
+ * @since 0.1.0
+ * @category Constants
+ */
+export const defaultRules: ReadonlyArray<Rule> = [
+  {
+    id: "default.low-risk-allowed",
+    effect: "permit",
+    action: "tool.execute",
+    when: { risk: ["low"] },
+    reason: "low-risk tools are allowed"
+  },
+  {
+    id: "default.sensitive-needs-approval",
+    effect: "permit",
+    action: "tool.request_approval",
+    when: { risk: ["sensitive"] },
+    reason: "sensitive tools need a human approval"
+  },
+  {
+    id: "default.critical-denied",
+    effect: "forbid",
+    action: "tool.execute",
+    when: { risk: ["critical"] },
+    reason: "critical tools are denied"
+  },
+  {
+    id: "default.critical-no-approval",
+    effect: "forbid",
+    action: "tool.request_approval",
+    when: { risk: ["critical"] },
+    reason: "critical tools cannot be approved"
+  }
+]
+
+const matches = (rule: Rule, r: PolicyRequest): boolean => {
+  const w = rule.when
+  if (w === undefined) return true
+  return (
+    (w.tools === undefined || w.tools.includes(r.tool.name)) &&
+    (w.risk === undefined || w.risk.includes(r.tool.risk)) &&
+    (w.categories === undefined || w.categories.includes(r.tool.category)) &&
+    (w.principals === undefined || w.principals.includes(r.principal))
+  )
+}
+
+/** Apply the decision rule to the matching rules. @since 0.1.0 @category Constructors */
+export const decideWithRules = (rules: ReadonlyArray<Rule>, request: PolicyRequest): Decision => {
+  const hits = (effect: Rule["effect"], action: Rule["action"]) =>
+    rules.filter((rule) => rule.effect === effect && rule.action === action && matches(rule, request))
+  const explain = (decision: PolicyDecision, matched: ReadonlyArray<Rule>): Decision => ({
+    decision,
+    policyIds: matched.map((m) => m.id),
+    reasons: matched.map((m) => m.reason ?? `${m.effect} ${m.action}`)
+  })
+  const forbidExec = hits("forbid", "tool.execute")
+  if (forbidExec.length > 0) return explain("deny", forbidExec)
+  const permitExec = hits("permit", "tool.execute")
+  if (permitExec.length > 0) return explain("allow", permitExec)
+  const forbidApproval = hits("forbid", "tool.request_approval")
+  if (forbidApproval.length > 0) return explain("deny", forbidApproval)
+  const permitApproval = hits("permit", "tool.request_approval")
+  if (permitApproval.length > 0) return explain("require_approval", permitApproval)
+  return { decision: "deny", policyIds: [], reasons: [`no policy permits ${request.tool.name} (deny by default)`] }
+}
+
+/** @since 0.1.0 @category Constructors */
+export const makeRules = (rules: ReadonlyArray<Rule> = defaultRules): Service => ({
+  decide: (request) => Effect.sync(() => decideWithRules(rules, request))
+})
+
+/** @since 0.1.0 @category Layers */
+export const layerRules = (rules: ReadonlyArray<Rule> = defaultRules): Layer.Layer<PolicyEngine> =>
+  Layer.succeed(PolicyEngine, makeRules(rules))

@@ -1,0 +1,103 @@
+/**
+ * Stored records other than tape events: sessions, runs and approvals.
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+import { ApprovalId, RunId, SessionId, ToolCallId } from "./Ids.js"
+import { RunState } from "./RunState.js"
+import { ApprovalScope, Risk } from "./TapeEvent.js"
+
+/**
+ * A conversation bound to one principal. `historyFromSeq` moves forward on reset (older tape stays,
+ * but is no longer part of the prompt); a branch starts from its parent's tape up to `parentSeq`.
+ *
+ * @since 0.1.0
+ * @category Records
+ */
+export const Session = Schema.Struct({
+  id: SessionId,
+  principal: Schema.String,
+  key: Schema.NullOr(Schema.String),
+  channel: Schema.NullOr(Schema.String),
+  title: Schema.NullOr(Schema.String),
+  parentId: Schema.NullOr(SessionId),
+  parentSeq: Schema.NullOr(Schema.Number),
+  resetGeneration: Schema.Number,
+  historyFromSeq: Schema.Number,
+  tokensUsed: Schema.Number,
+  archived: Schema.Boolean,
+  createdAt: Schema.Number,
+  updatedAt: Schema.Number
+})
+/** @since 0.1.0 @category Records */
+export type Session = typeof Session.Type
+
+/** @since 0.1.0 @category Records */
+export const Run = Schema.Struct({
+  id: RunId,
+  sessionId: SessionId,
+  principal: Schema.String,
+  state: RunState,
+  input: Schema.String,
+  startSeq: Schema.Number,
+  error: Schema.NullOr(Schema.Struct({ code: Schema.String, message: Schema.String })),
+  createdAt: Schema.Number,
+  updatedAt: Schema.Number
+})
+/** @since 0.1.0 @category Records */
+export type Run = typeof Run.Type
+
+/** @since 0.1.0 @category Records */
+export const ApprovalStatus = Schema.Literal("pending", "approved", "denied", "expired")
+/** @since 0.1.0 @category Records */
+export type ApprovalStatus = typeof ApprovalStatus.Type
+
+/**
+ * A request for a human decision, bound to exactly one tool call (run, tool call id, args digest).
+ *
+ * @since 0.1.0
+ * @category Records
+ */
+export const ApprovalRecord = Schema.Struct({
+  id: ApprovalId,
+  sessionId: SessionId,
+  runId: RunId,
+  toolCallId: ToolCallId,
+  principal: Schema.String,
+  tool: Schema.String,
+  argsDigest: Schema.String,
+  risk: Risk,
+  summary: Schema.String,
+  status: ApprovalStatus,
+  scope: ApprovalScope,
+  requestedAt: Schema.Number,
+  expiresAt: Schema.Number,
+  resolvedAt: Schema.NullOr(Schema.Number),
+  resolver: Schema.NullOr(Schema.String),
+  reason: Schema.NullOr(Schema.String)
+})
+/** @since 0.1.0 @category Records */
+export type ApprovalRecord = typeof ApprovalRecord.Type
+
+/** Filter for listing approvals. @since 0.1.0 @category Records */
+export interface ApprovalFilter {
+  readonly sessionId?: SessionId | undefined
+  readonly runId?: RunId | undefined
+  readonly status?: ApprovalStatus | undefined
+  readonly limit?: number | undefined
+}
+
+/** Filter for listing runs. @since 0.1.0 @category Records */
+export interface RunFilter {
+  readonly sessionId?: SessionId | undefined
+  readonly states?: ReadonlyArray<RunState> | undefined
+  readonly limit?: number | undefined
+}
+
+/** Filter for listing sessions. @since 0.1.0 @category Records */
+export interface SessionFilter {
+  readonly principal?: string | undefined
+  readonly includeArchived?: boolean | undefined
+  readonly limit?: number | undefined
+}

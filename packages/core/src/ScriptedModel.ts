@@ -1,0 +1,98 @@
+/**
+ * A deterministic `ModelProvider` that plays a script of turns and records every prompt it was
+ * given. It is honest about what it is: no model runs. Used by unit tests of agents, by benchmarks,
+ * and by the daemon's offline `demo:scripted` model.
+ *
+ * @since 0.1.0
+ */
+import { Duration, Effect, Layer, Stream } from "effect"
+import { ProviderError, type ProviderErrorReason } from "./Errors.js"
+import { type FinishReason, type ModelEvent, ModelProvider, type ModelRequest, type Service } from "./ModelProvider.js"
+
+/** One scripted model response. @since 0.1.0 @category Models */
+export interface ScriptedTurn {
+  /** The answer text, as one string or as the deltas to stream. */
+  readonly text?: string | ReadonlyArray<string> | undefined
+  readonly toolCalls?:
+    | ReadonlyArray<{ readonly name: string; readonly args?: unknown; readonly id?: string }>
+    | undefined
+  readonly usage?: { readonly inputTokens: number; readonly outputTokens: number } | undefined
+  /** Pause before each delta (uses Effect's clock, so `TestClock` controls it). */
+  readonly delayPerDelta?: Duration.DurationInput | undefined
+  /** Fail the call instead of answering. */
+  readonly fail?:
+    | { readonly reason: ProviderErrorReason; readonly message: string; readonly retryable?: boolean }
+    | undefined
+  readonly finish?: FinishReason | undefined
+}
+
+/** A script: a list of turns played in order, or a function of the request and call index. @since 0.1.0 @category Models */
+export type Script = ReadonlyArray<ScriptedTurn> | ((request: ModelRequest, index: number) => ScriptedTurn)
+
+/** @since 0.1.0 @category Models */
+export interface ScriptedModel extends Service {
+  /** Every request the model received, in order. */
+  readonly prompts: ReadonlyArray<ModelRequest>
+}
+
+/** @since 0.1.0 @category Constructors */
+export const make = (script: Script, options: { readonly name?: string } = {}): ScriptedModel => {
+  const name = options.name ?? "scripted"
+  const prompts: Array<ModelRequest> = []
+  const next = (request: ModelRequest): ScriptedTurn | undefined => {
+    const index = prompts.length
+    prompts.push(request)
+    return typeof script === "function" ? script(request, index) : script[index]
+  }
+  return {
+    name,
+    prompts,
+    stream: (request) =>
+      Stream.suspend(() => {
+        const turn = next(request)
+        if (turn === undefined) {
+          return Stream.fail(
+            new ProviderError({
+              provider: name,
+              reason: "script_exhausted",
+              retryable: false,
+              message: `the script has no turn ${prompts.length}`
+            })
+          )
+        }
+        if (turn.fail) {
+          return Stream.fail(
+            new ProviderError({
+              provider: name,
+              reason: turn.fail.reason,
+              retryable: turn.fail.retryable ?? false,
+              message: turn.fail.message
+            })
+          )
+        }
+        const deltas = turn.text === undefined ? [] : typeof turn.text === "string" ? [turn.text] : turn.text
+        const delay = turn.delayPerDelta === undefined ? undefined : Duration.decode(turn.delayPerDelta)
+        const events: Array<ModelEvent> = []
+        for (const [i, c] of (turn.toolCalls ?? []).entries()) {
+          events.push({
+            type: "tool-call",
+            id: c.id ?? `call_${prompts.length}_${i}`,
+            name: c.name,
+            args: c.args ?? {}
+          })
+        }
+        if (turn.usage) events.push({ type: "usage", ...turn.usage })
+        events.push({ type: "finish", reason: turn.finish ?? (turn.toolCalls?.length ? "tool-calls" : "stop") })
+        const text = Stream.fromIterable(deltas).pipe(
+          Stream.mapEffect((t) =>
+            (delay ? Effect.sleep(delay) : Effect.void).pipe(Effect.as({ type: "text-delta", text: t } as ModelEvent))
+          )
+        )
+        return Stream.concat(text, Stream.fromIterable(events))
+      })
+  }
+}
+
+/** @since 0.1.0 @category Layers */
+export const layer = (script: Script, options: { readonly name?: string } = {}): Layer.Layer<ModelProvider> =>
+  Layer.succeed(ModelProvider, make(script, options))

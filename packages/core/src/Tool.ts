@@ -1,0 +1,184 @@
+/**
+ * Tools: what an agent may do. A tool declares its parameters (an Effect `Schema` or a JSON Schema,
+ * validated before execution), its risk and category (inputs to policy), a timeout, an output budget
+ * and whether it is safe to retry after a crash (`idempotent`) or must run at most once.
+ *
+ * `ToolRuntime` is the catalog plus execution with those limits.
+ *
+ * @since 0.1.0
+ */
+import { Context, Duration, Effect, JSONSchema, Layer, Option, ParseResult, Schema } from "effect"
+import { ToolError } from "./Errors.js"
+import type { RunId, SessionId, ToolCallId } from "./Ids.js"
+import { validate } from "./internal/jsonSchema.js"
+import type { ToolSpec } from "./ModelProvider.js"
+import type { Risk } from "./TapeEvent.js"
+
+/** What a running tool knows about its call. @since 0.1.0 @category Models */
+export interface ToolContext {
+  readonly sessionId: SessionId
+  readonly runId: RunId
+  readonly toolCallId: ToolCallId
+  readonly principal: string
+  /** Write a note onto the session's tape (used by `session.note`). */
+  readonly note: (text: string) => Effect.Effect<void>
+}
+
+/** @since 0.1.0 @category Models */
+export type Idempotency = "idempotent" | "atMostOnce"
+
+/** A tool with its arguments already decoded to `A`. @since 0.1.0 @category Models */
+export interface Tool<A = unknown> {
+  readonly name: string
+  readonly description: string
+  /** JSON Schema of the parameters, as sent to the model. */
+  readonly parameters: Record<string, unknown>
+  readonly risk: Risk
+  readonly category: string
+  readonly timeout: Duration.Duration
+  /** Largest output (in characters) the model gets back; the rest is cut and marked. */
+  readonly outputBudget: number
+  readonly idempotency: Idempotency
+  /** Validate raw arguments from the model. */
+  readonly decode: (args: unknown) => Effect.Effect<A, ToolError>
+  readonly execute: (args: A, context: ToolContext) => Effect.Effect<unknown, ToolError>
+}
+
+/** @since 0.1.0 @category Models */
+// biome-ignore lint/suspicious/noExplicitAny: a catalog holds tools of different argument types
+export type AnyTool = Tool<any>
+
+/** Common options of `make` and `fromJsonSchema`. @since 0.1.0 @category Models */
+export interface ToolOptions<A> {
+  readonly description: string
+  readonly risk?: Risk | undefined
+  readonly category?: string | undefined
+  readonly timeout?: Duration.DurationInput | undefined
+  readonly outputBudget?: number | undefined
+  readonly idempotency?: Idempotency | undefined
+  readonly execute: (args: A, context: ToolContext) => Effect.Effect<unknown, ToolError>
+}
+
+const defaults = {
+  risk: "sensitive" as Risk,
+  category: "general",
+  timeout: "30 seconds" as Duration.DurationInput,
+  outputBudget: 16_000
+}
+
+/**
+ * A tool whose parameters are an Effect `Schema`. Risk defaults to `sensitive` (needs approval
+ * under the default policies): declare `low` only for read-only, side-effect-free tools.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const make = <S extends Schema.Schema.AnyNoContext>(
+  name: string,
+  options: ToolOptions<Schema.Schema.Type<S>> & { readonly parameters: S }
+): Tool<Schema.Schema.Type<S>> => {
+  const decode = Schema.decodeUnknown(options.parameters, { errors: "all", onExcessProperty: "error" })
+  return {
+    name,
+    description: options.description,
+    parameters: JSONSchema.make(options.parameters) as unknown as Record<string, unknown>,
+    risk: options.risk ?? defaults.risk,
+    category: options.category ?? defaults.category,
+    timeout: Duration.decode(options.timeout ?? defaults.timeout),
+    outputBudget: options.outputBudget ?? defaults.outputBudget,
+    idempotency: options.idempotency ?? "atMostOnce",
+    decode: (args) =>
+      decode(args).pipe(
+        Effect.mapError(
+          (e) =>
+            new ToolError({
+              tool: name,
+              reason: "invalid_arguments",
+              message: ParseResult.TreeFormatter.formatErrorSync(e)
+            })
+        )
+      ),
+    execute: options.execute
+  }
+}
+
+/** A tool whose parameters are a JSON Schema object. @since 0.1.0 @category Constructors */
+export const fromJsonSchema = <A = Record<string, unknown>>(
+  name: string,
+  options: ToolOptions<A> & { readonly parameters: Record<string, unknown> }
+): Tool<A> => ({
+  name,
+  description: options.description,
+  parameters: options.parameters,
+  risk: options.risk ?? defaults.risk,
+  category: options.category ?? defaults.category,
+  timeout: Duration.decode(options.timeout ?? defaults.timeout),
+  outputBudget: options.outputBudget ?? defaults.outputBudget,
+  idempotency: options.idempotency ?? "atMostOnce",
+  decode: (args) => {
+    const errors = validate(options.parameters, args)
+    return errors.length === 0
+      ? Effect.succeed(args as A)
+      : Effect.fail(new ToolError({ tool: name, reason: "invalid_arguments", message: errors.join("\n") }))
+  },
+  execute: options.execute
+})
+
+/** @since 0.1.0 @category Models */
+export interface ToolOutcome {
+  readonly output: string
+  readonly truncated: boolean
+}
+
+/** @since 0.1.0 @category Models */
+export interface Service {
+  readonly specs: ReadonlyArray<ToolSpec>
+  readonly get: (name: string) => Option.Option<AnyTool>
+  /** Decode, run with the tool's timeout, render and cut the output to the tool's budget. */
+  readonly execute: (tool: AnyTool, args: unknown, context: ToolContext) => Effect.Effect<ToolOutcome, ToolError>
+}
+
+/** @since 0.1.0 @category Tags */
+export class ToolRuntime extends Context.Tag("@palyra/core/ToolRuntime")<ToolRuntime, Service>() {}
+
+/** Render a tool's return value as the text the model reads. @since 0.1.0 @category Utils */
+export const renderOutput = (value: unknown): string =>
+  typeof value === "string" ? value : value === undefined ? "" : JSON.stringify(value, null, 0)
+
+/** Cut text to a budget of characters, marking the cut. @since 0.1.0 @category Utils */
+export const truncate = (text: string, budget: number): ToolOutcome =>
+  text.length <= budget
+    ? { output: text, truncated: false }
+    : { output: `${text.slice(0, budget)}\n…[truncated ${text.length - budget} characters]`, truncated: true }
+
+/** @since 0.1.0 @category Constructors */
+export const makeRuntime = (tools: ReadonlyArray<AnyTool>): Service => {
+  const byName = new Map<string, AnyTool>()
+  for (const t of tools) {
+    if (byName.has(t.name)) throw new Error(`duplicate tool name: ${t.name}`)
+    byName.set(t.name, t)
+  }
+  return {
+    specs: tools.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters })),
+    get: (name) => Option.fromNullable(byName.get(name)),
+    execute: (tool, args, context) =>
+      tool.decode(args).pipe(
+        Effect.flatMap((decoded) => tool.execute(decoded, context)),
+        Effect.timeoutFail({
+          duration: tool.timeout,
+          onTimeout: () =>
+            new ToolError({
+              tool: tool.name,
+              reason: "timeout",
+              message: `timed out after ${Duration.format(tool.timeout)}`
+            })
+        }),
+        Effect.map((value) => truncate(renderOutput(value), tool.outputBudget)),
+        Effect.withSpan("ToolRuntime.execute", { attributes: { tool: tool.name } })
+      )
+  }
+}
+
+/** @since 0.1.0 @category Layers */
+export const layer = (tools: ReadonlyArray<AnyTool>): Layer.Layer<ToolRuntime> =>
+  Layer.sync(ToolRuntime, () => makeRuntime(tools))

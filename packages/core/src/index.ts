@@ -1,0 +1,19 @@
+/**
+ * `@palyra/core`: Palyra's kernel. Effect API as namespaces (`Gateway.layer`, `Journal.Journal`, …)
+ * and a Promise API (`createPalyra`, `defineTool`) for code that does not use Effect.
+ *
+ * @since 0.1.0
+ */
+export * as Approvals from "./Approvals.js"
+export * as Canonical from "./Canonical.js"
+export * as Errors from "./Errors.js"
+export * as Gateway from "./Gateway.js"
+export * as Ids from "./Ids.js"
+export * as Journal from "./Journal.js"
+export * as ModelProvider from "./ModelProvider.js"
+export * as PolicyEngine from "./PolicyEngine.js"
+export * as Records from "./Records.js"
+export * as RunState from "./RunState.js"
+export * as ScriptedModel from "./ScriptedModel.js"
+export * as TapeEvent from "./TapeEvent.js"
+export * as Tool from "./Tool.js"

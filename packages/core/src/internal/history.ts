@@ -1,0 +1,74 @@
+import type { PromptMessage } from "../ModelProvider.js"
+import type { TapeEvent } from "../TapeEvent.js"
+
+type AssistantMsg = Extract<PromptMessage, { role: "assistant" }> & {
+  toolCalls: Array<{ id: string; name: string; args: unknown }>
+}
+
+/**
+ * Rebuild the conversation the model sees from tape events (in tapeSeq order). A compaction replaces
+ * the range it covers with its summary. Every tool call gets a result message: a call whose run ended
+ * before it finished gets an explicit "no result" so providers that pair calls and results accept it.
+ * @internal
+ */
+export const buildMessages = (events: Iterable<TapeEvent>): Array<PromptMessage> => {
+  let messages: Array<PromptMessage> = []
+  let lastAssistant: AssistantMsg | undefined
+  for (const e of events) {
+    switch (e._tag) {
+      case "CompactionApplied":
+        messages = [{ role: "system", text: `Summary of the earlier conversation:\n${e.summary}` }]
+        lastAssistant = undefined
+        break
+      case "UserMessage":
+        messages.push({ role: "user", text: e.text })
+        lastAssistant = undefined
+        break
+      case "AssistantMessage": {
+        const m: AssistantMsg = { role: "assistant", text: e.text, toolCalls: [] }
+        messages.push(m)
+        lastAssistant = m
+        break
+      }
+      case "ToolProposed":
+        if (lastAssistant) lastAssistant.toolCalls.push({ id: e.toolCallId, name: e.tool, args: e.args })
+        break
+      case "ToolResult":
+        messages.push({
+          role: "tool",
+          toolCallId: e.toolCallId,
+          name: e.tool,
+          output: e.status === "ok" ? e.output : `[${e.status}] ${e.output}`,
+          isError: e.status !== "ok"
+        })
+        break
+      default:
+        break
+    }
+  }
+  return pairToolResults(messages)
+}
+
+const pairToolResults = (messages: Array<PromptMessage>): Array<PromptMessage> => {
+  const out: Array<PromptMessage> = []
+  const results = new Map<string, PromptMessage>()
+  for (const m of messages) if (m.role === "tool") results.set(m.toolCallId, m)
+  for (const m of messages) {
+    if (m.role === "tool") continue
+    out.push(m)
+    if (m.role === "assistant") {
+      for (const call of m.toolCalls) {
+        out.push(
+          results.get(call.id) ?? {
+            role: "tool",
+            toolCallId: call.id,
+            name: call.name,
+            output: "[interrupted] no result: the run ended before this call finished",
+            isError: true
+          }
+        )
+      }
+    }
+  }
+  return out
+}

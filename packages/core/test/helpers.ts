@@ -1,0 +1,35 @@
+import { Effect, type Layer, Schema } from "effect"
+import { Gateway, Journal, type ScriptedModel, Tool } from "../src/index.js"
+import { type GatewayLayerOptions, gatewayLayer } from "../src/testing.js"
+
+/** A low-risk tool that records each execution, so tests can prove whether its body ran. */
+export const recordingTool = (
+  name: string,
+  risk: "low" | "sensitive" | "critical",
+  extra: Partial<Tool.ToolOptions<{ readonly x: number }>> = {}
+) => {
+  const calls: Array<{ x: number }> = []
+  const tool = Tool.make(name, {
+    description: `test tool ${name}`,
+    parameters: Schema.Struct({ x: Schema.Number }),
+    risk,
+    execute: (args) =>
+      Effect.sync(() => {
+        calls.push(args)
+        return { doubled: args.x * 2 }
+      }),
+    ...extra
+  })
+  return { tool, calls }
+}
+
+/** Run `body` with a Gateway built from `options`, in its own scope. */
+export const withGateway = <A, E>(
+  options: Omit<GatewayLayerOptions, "model"> & { model: ScriptedModel.ScriptedModel },
+  body: (gateway: Gateway.Service, journal: Journal.Service) => Effect.Effect<A, E>
+) =>
+  Effect.gen(function* () {
+    const gateway = yield* Gateway.Gateway
+    const journal = yield* Journal.Journal
+    return yield* body(gateway, journal)
+  }).pipe(Effect.provide(gatewayLayer(options) as Layer.Layer<Gateway.Gateway | Journal.Journal>), Effect.scoped)
