@@ -1,4 +1,7 @@
 import { defineConfig, mergeConfig } from "vitest/config"
 import shared from "../vitest.shared.js"
 
-export default mergeConfig(shared, defineConfig({ test: { include: ["*/test/**/*.test.ts"] } }))
+export default mergeConfig(
+  shared,
+  defineConfig({ test: { include: ["**/*.test.ts"], exclude: ["**/node_modules/**"] } })
+)

@@ -8,16 +8,42 @@ import { createHash } from "node:crypto"
 
 /** Deterministic JSON: object keys sorted, `undefined` fields dropped. @since 0.1.0 @category Encoding */
 export const canonicalJson = (value: unknown): string => {
-  if (value === null || typeof value !== "object") {
-    if (typeof value === "number" && !Number.isFinite(value)) return "null"
-    if (typeof value === "bigint") return JSON.stringify(value.toString())
-    return JSON.stringify(value) ?? "null"
+  switch (typeof value) {
+    case "string":
+      return JSON.stringify(value)
+    case "number":
+      return Number.isFinite(value) ? String(value) : "null"
+    case "boolean":
+      return value ? "true" : "false"
+    case "bigint":
+      return JSON.stringify(value.toString())
+    case "object": {
+      if (value === null) return "null"
+      if (Array.isArray(value)) {
+        let out = "["
+        for (let i = 0; i < value.length; i++) {
+          if (i > 0) out += ","
+          const v = value[i]
+          out += v === undefined || typeof v === "function" ? "null" : canonicalJson(v)
+        }
+        return `${out}]`
+      }
+      const obj = value as Record<string, unknown>
+      const keys = Object.keys(obj).sort()
+      let out = "{"
+      let first = true
+      for (const k of keys) {
+        const v = obj[k]
+        if (v === undefined || typeof v === "function") continue
+        if (!first) out += ","
+        first = false
+        out += `${JSON.stringify(k)}:${canonicalJson(v)}`
+      }
+      return `${out}}`
+    }
+    default:
+      return "null"
   }
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`
-  const entries = Object.entries(value as Record<string, unknown>)
-    .filter(([, v]) => v !== undefined)
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`
 }
 
 /** Hex SHA-256 of a string. @since 0.1.0 @category Encoding */

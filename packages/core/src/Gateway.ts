@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Duration, Effect, Fiber, Layer, Option, type Scope, Stream } from "effect"
+import { Clock, Context, Duration, Effect, Fiber, Layer, Option, PubSub, type Queue, type Scope, Stream } from "effect"
 import { Approvals, type ResolveRequest } from "./Approvals.js"
 import {
   Conflict,
@@ -25,7 +25,7 @@ import { ModelProvider } from "./ModelProvider.js"
 import { PolicyEngine } from "./PolicyEngine.js"
 import type { ApprovalFilter, ApprovalRecord, Run, RunFilter, Session, SessionFilter } from "./Records.js"
 import { isTerminal } from "./RunState.js"
-import { isRunEnd, type TapeEvent } from "./TapeEvent.js"
+import type { TapeEvent } from "./TapeEvent.js"
 import { ToolRuntime } from "./Tool.js"
 
 /** Budgets that end a run. Every field has a safe default. @since 0.1.0 @category Models */
@@ -134,6 +134,11 @@ export interface Service {
   readonly listApprovals: (filter: ApprovalFilter) => Effect.Effect<ReadonlyArray<ApprovalRecord>, GatewayError>
   /** Announce an approval channel for every session (e.g. an operator console) until the scope closes. */
   readonly registerApprover: Effect.Effect<void, never, Scope.Scope>
+  /**
+   * Every approval that a run starts waiting for, from now until the scope closes. The subscriber
+   * counts as an approval channel for every session meanwhile.
+   */
+  readonly watchApprovals: Effect.Effect<Queue.Dequeue<ApprovalRecord>, never, Scope.Scope>
 
   /** Replay the session's tape after `afterSeq`, then follow it live. */
   readonly subscribe: (
@@ -187,6 +192,17 @@ export const make = (
       else approvers.set(sessionId, n)
     }
 
+    const approvalRequests = yield* PubSub.unbounded<ApprovalRecord>()
+    const registerApprover = Effect.acquireRelease(
+      Effect.sync(() => {
+        globalApprovers++
+      }),
+      () =>
+        Effect.sync(() => {
+          globalApprovers--
+        })
+    )
+
     const deps = {
       journal,
       tape,
@@ -200,7 +216,8 @@ export const make = (
       requireApprovalChannel: options.requireApprovalChannel ?? true,
       coalesceChars: options.coalesceChars ?? 48,
       coalesceMillis: options.coalesceMillis ?? 40,
-      hasApprover: (sessionId: SessionId) => globalApprovers > 0 || (approvers.get(sessionId) ?? 0) > 0
+      hasApprover: (sessionId: SessionId) => globalApprovers > 0 || (approvers.get(sessionId) ?? 0) > 0,
+      onApprovalRequested: (record: ApprovalRecord) => PubSub.publish(approvalRequests, record)
     }
 
     // ---- run admission: one run at a time per session, in order ------------------------------
@@ -286,37 +303,37 @@ export const make = (
         return session
       })
 
-    const resolveSession: Service["resolveSession"] = Effect.fn("Gateway.resolveSession")(function* (
-      request: ResolveSessionRequest
-    ) {
-      if (request.principal.length === 0) {
-        return yield* new InvalidArgument({ message: "principal must not be empty", field: "principal" })
-      }
-      if (request.sessionId !== undefined) {
-        const session = yield* ownedSession(request.sessionId, request.principal)
-        if (session.archived) return yield* new Conflict({ message: `session ${session.id} is archived` })
-        return session
-      }
-      if (request.key !== undefined) {
-        const existing = yield* journal.findSessionByKey(request.principal, request.key)
-        if (Option.isSome(existing)) return existing.value
-      }
-      return yield* newSession({
-        principal: request.principal,
-        key: request.key ?? null,
-        channel: request.channel ?? null,
-        title: request.title ?? null
-      }).pipe(
-        // Two concurrent creations with one key: the loser reuses the winner's session.
-        Effect.catchTag("Conflict", (e) =>
-          request.key === undefined
-            ? Effect.fail(e)
-            : journal
-                .findSessionByKey(request.principal, request.key)
-                .pipe(Effect.flatMap(Option.match({ onNone: () => Effect.fail(e), onSome: Effect.succeed })))
+    const resolveSession: Service["resolveSession"] = Effect.fn("Gateway.resolveSession", { captureStackTrace: false })(
+      function* (request: ResolveSessionRequest) {
+        if (request.principal.length === 0) {
+          return yield* new InvalidArgument({ message: "principal must not be empty", field: "principal" })
+        }
+        if (request.sessionId !== undefined) {
+          const session = yield* ownedSession(request.sessionId, request.principal)
+          if (session.archived) return yield* new Conflict({ message: `session ${session.id} is archived` })
+          return session
+        }
+        if (request.key !== undefined) {
+          const existing = yield* journal.findSessionByKey(request.principal, request.key)
+          if (Option.isSome(existing)) return existing.value
+        }
+        return yield* newSession({
+          principal: request.principal,
+          key: request.key ?? null,
+          channel: request.channel ?? null,
+          title: request.title ?? null
+        }).pipe(
+          // Two concurrent creations with one key: the loser reuses the winner's session.
+          Effect.catchTag("Conflict", (e) =>
+            request.key === undefined
+              ? Effect.fail(e)
+              : journal
+                  .findSessionByKey(request.principal, request.key)
+                  .pipe(Effect.flatMap(Option.match({ onNone: () => Effect.fail(e), onSome: Effect.succeed })))
+          )
         )
-      )
-    })
+      }
+    )
 
     const updateSession = (session: Session, patch: Partial<Session>) =>
       Effect.gen(function* () {
@@ -326,7 +343,7 @@ export const make = (
       })
 
     // ---- runs ------------------------------------------------------------------------------
-    const admit = Effect.fn("Gateway.admit")(function* (request: MessageRequest) {
+    const admit = Effect.fn("Gateway.admit", { captureStackTrace: false })(function* (request: MessageRequest) {
       if (request.text.length === 0)
         return yield* new InvalidArgument({ message: "text must not be empty", field: "text" })
       if (request.text.length > maxMessageChars) {
@@ -366,10 +383,7 @@ export const make = (
     })
 
     const runEvents = (run: Run): Stream.Stream<TapeEvent, JournalError> =>
-      tape.subscribe(run.sessionId, run.startSeq - 1).pipe(
-        Stream.filter((e) => e.runId === run.id),
-        Stream.takeUntil(isRunEnd)
-      )
+      tape.subscribe(run.sessionId, run.startSeq - 1, { runId: run.id })
 
     const startRun: Service["startRun"] = (request) =>
       Effect.gen(function* () {
@@ -523,15 +537,8 @@ export const make = (
           Option.isSome(o) ? Effect.succeed(o.value) : Effect.fail(notFoundApproval(id))
         ),
       listApprovals: (filter) => approvals.list(filter),
-      registerApprover: Effect.acquireRelease(
-        Effect.sync(() => {
-          globalApprovers++
-        }),
-        () =>
-          Effect.sync(() => {
-            globalApprovers--
-          })
-      ),
+      registerApprover,
+      watchApprovals: Effect.zipRight(registerApprover, PubSub.subscribe(approvalRequests)),
       subscribe: (sessionId, afterSeq, o) => {
         const stream = tape.subscribe(sessionId, afterSeq)
         if (!o?.approver) return stream

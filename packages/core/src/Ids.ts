@@ -49,8 +49,12 @@ export const encodeUlid = (timeMs: number, random: ReadonlyArray<number>): strin
 /** A fresh ULID from the current `Clock` and `Random`. @since 0.1.0 @category Ids */
 export const ulid: Effect.Effect<string> = Effect.gen(function* () {
   const now = yield* Clock.currentTimeMillis
+  // 80 random bits from four draws of 20 bits each (16 base32 digits).
   const random: Array<number> = []
-  for (let i = 0; i < 16; i++) random.push(yield* Random.nextIntBetween(0, 32))
+  for (let i = 0; i < 4; i++) {
+    const r = yield* Random.nextIntBetween(0, 1 << 20)
+    random.push((r >> 15) & 31, (r >> 10) & 31, (r >> 5) & 31, r & 31)
+  }
   return encodeUlid(now, random)
 })
 

@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import { Context, type Stream } from "effect"
+import { Context, type Effect, Stream } from "effect"
 import type { ProviderError } from "./Errors.js"
 
 /** A message of the prompt, provider-neutral. @since 0.1.0 @category Models */
@@ -58,10 +58,44 @@ export interface Service {
   readonly name: string
   /** One model call. Interrupting the stream must abort the underlying request. */
   readonly stream: (request: ModelRequest) => Stream.Stream<ModelEvent, ProviderError>
+  /**
+   * The same call, pushing each event into `sink` in order. Optional: the agent loop uses it when
+   * present because it avoids a `Stream` per model turn (measurable in tight tool loops); without
+   * it the loop consumes `stream`. Interrupting the effect must abort the request.
+   */
+  readonly streamTo?: (
+    request: ModelRequest,
+    sink: (event: ModelEvent) => Effect.Effect<void, unknown>
+  ) => Effect.Effect<void, unknown>
 }
+
+/**
+ * Run one model call into a sink, through `streamTo` when the provider has it.
+ *
+ * @since 0.1.0
+ * @category Utils
+ */
+export const runInto = <E>(
+  model: Service,
+  request: ModelRequest,
+  sink: (event: ModelEvent) => Effect.Effect<void, E>
+): Effect.Effect<void, E | ProviderError> =>
+  model.streamTo
+    ? (model.streamTo(request, sink) as Effect.Effect<void, E | ProviderError>)
+    : Stream.runForEach(model.stream(request), sink)
 
 /** @since 0.1.0 @category Tags */
 export class ModelProvider extends Context.Tag("@palyra/core/ModelProvider")<ModelProvider, Service>() {}
+
+const toolCharsCache = new WeakMap<ToolSpec, number>()
+const toolChars = (t: ToolSpec): number => {
+  let n = toolCharsCache.get(t)
+  if (n === undefined) {
+    n = t.name.length + t.description.length + JSON.stringify(t.parameters).length
+    toolCharsCache.set(t, n)
+  }
+  return n
+}
 
 /** Rough token estimate (4 characters a token) used for budget checks before a call. @since 0.1.0 @category Utils */
 export const estimateTokens = (request: ModelRequest): number => {
@@ -71,6 +105,6 @@ export const estimateTokens = (request: ModelRequest): number => {
     else if (m.role === "assistant") chars += m.text.length + JSON.stringify(m.toolCalls).length
     else chars += m.text.length
   }
-  for (const t of request.tools) chars += t.name.length + t.description.length + JSON.stringify(t.parameters).length
+  for (const t of request.tools) chars += toolChars(t)
   return Math.ceil(chars / 4)
 }

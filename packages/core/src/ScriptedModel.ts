@@ -44,53 +44,60 @@ export const make = (script: Script, options: { readonly name?: string } = {}): 
     prompts.push(request)
     return typeof script === "function" ? script(request, index) : script[index]
   }
+  const plan = (request: ModelRequest): Effect.Effect<Plan, ProviderError> =>
+    Effect.suspend(() => {
+      const turn = next(request)
+      if (turn === undefined) {
+        return Effect.fail(
+          new ProviderError({
+            provider: name,
+            reason: "script_exhausted",
+            retryable: false,
+            message: `the script has no turn ${prompts.length}`
+          })
+        )
+      }
+      if (turn.fail) {
+        return Effect.fail(
+          new ProviderError({
+            provider: name,
+            reason: turn.fail.reason,
+            retryable: turn.fail.retryable ?? false,
+            message: turn.fail.message
+          })
+        )
+      }
+      const deltas = turn.text === undefined ? [] : typeof turn.text === "string" ? [turn.text] : turn.text
+      const events: Array<ModelEvent> = deltas.map((text) => ({ type: "text-delta", text }))
+      for (const [i, c] of (turn.toolCalls ?? []).entries()) {
+        events.push({ type: "tool-call", id: c.id ?? `call_${prompts.length}_${i}`, name: c.name, args: c.args ?? {} })
+      }
+      if (turn.usage) events.push({ type: "usage", ...turn.usage })
+      events.push({ type: "finish", reason: turn.finish ?? (turn.toolCalls?.length ? "tool-calls" : "stop") })
+      const delay = turn.delayPerDelta === undefined ? undefined : Duration.decode(turn.delayPerDelta)
+      return Effect.succeed({ events, delay })
+    })
+  const pace = (event: ModelEvent, delay: Duration.Duration | undefined) =>
+    delay !== undefined && event.type === "text-delta" ? Effect.sleep(delay) : Effect.void
   return {
     name,
     prompts,
     stream: (request) =>
-      Stream.suspend(() => {
-        const turn = next(request)
-        if (turn === undefined) {
-          return Stream.fail(
-            new ProviderError({
-              provider: name,
-              reason: "script_exhausted",
-              retryable: false,
-              message: `the script has no turn ${prompts.length}`
-            })
-          )
-        }
-        if (turn.fail) {
-          return Stream.fail(
-            new ProviderError({
-              provider: name,
-              reason: turn.fail.reason,
-              retryable: turn.fail.retryable ?? false,
-              message: turn.fail.message
-            })
-          )
-        }
-        const deltas = turn.text === undefined ? [] : typeof turn.text === "string" ? [turn.text] : turn.text
-        const delay = turn.delayPerDelta === undefined ? undefined : Duration.decode(turn.delayPerDelta)
-        const events: Array<ModelEvent> = []
-        for (const [i, c] of (turn.toolCalls ?? []).entries()) {
-          events.push({
-            type: "tool-call",
-            id: c.id ?? `call_${prompts.length}_${i}`,
-            name: c.name,
-            args: c.args ?? {}
-          })
-        }
-        if (turn.usage) events.push({ type: "usage", ...turn.usage })
-        events.push({ type: "finish", reason: turn.finish ?? (turn.toolCalls?.length ? "tool-calls" : "stop") })
-        const text = Stream.fromIterable(deltas).pipe(
-          Stream.mapEffect((t) =>
-            (delay ? Effect.sleep(delay) : Effect.void).pipe(Effect.as({ type: "text-delta", text: t } as ModelEvent))
-          )
+      Stream.unwrap(
+        Effect.map(plan(request), ({ events, delay }) =>
+          Stream.fromIterable(events).pipe(Stream.tap((event) => pace(event, delay)))
         )
-        return Stream.concat(text, Stream.fromIterable(events))
-      })
+      ),
+    streamTo: (request, sink) =>
+      Effect.flatMap(plan(request), ({ events, delay }) =>
+        Effect.forEach(events, (event) => Effect.zipRight(pace(event, delay), sink(event)), { discard: true })
+      )
   }
+}
+
+interface Plan {
+  readonly events: ReadonlyArray<ModelEvent>
+  readonly delay: Duration.Duration | undefined
 }
 
 /** @since 0.1.0 @category Layers */

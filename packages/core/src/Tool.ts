@@ -174,7 +174,7 @@ export const makeRuntime = (tools: ReadonlyArray<AnyTool>): Service => {
             })
         }),
         Effect.map((value) => truncate(renderOutput(value), tool.outputBudget)),
-        Effect.withSpan("ToolRuntime.execute", { attributes: { tool: tool.name } })
+        Effect.withSpan("ToolRuntime.execute", { attributes: { tool: tool.name }, captureStackTrace: false })
       )
   }
 }

@@ -7,10 +7,33 @@
 export * as Approvals from "./Approvals.js"
 export * as Canonical from "./Canonical.js"
 export * as Errors from "./Errors.js"
+export { isPalyraError } from "./Errors.js"
 export * as Gateway from "./Gateway.js"
 export * as Ids from "./Ids.js"
 export * as Journal from "./Journal.js"
 export * as ModelProvider from "./ModelProvider.js"
+// The Promise API, for code that does not use Effect.
+export {
+  type ApprovalAnswer,
+  createPalyra,
+  type DefineToolOptions,
+  defineTool,
+  type JournalAdapter,
+  journalAdapter,
+  type MessageOptions,
+  type ModelAdapter,
+  memoryJournal,
+  modelAdapter,
+  type Palyra,
+  type PalyraApproval,
+  type PalyraOptions,
+  type PolicyRule,
+  type RunResult,
+  type StartedRun,
+  scriptedModel,
+  type ToolCallContext,
+  type ToolDefinition
+} from "./Palyra.js"
 export * as PolicyEngine from "./PolicyEngine.js"
 export * as Records from "./Records.js"
 export * as RunState from "./RunState.js"

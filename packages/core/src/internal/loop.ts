@@ -1,11 +1,11 @@
-import { Cause, Clock, Duration, Effect, Option, Stream } from "effect"
+import { Cause, Clock, Duration, Effect, Option } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import type { Service as ApprovalsService } from "../Approvals.js"
 import { digest } from "../Canonical.js"
 import { BudgetExceeded, isPalyraError, type PalyraError } from "../Errors.js"
 import { type ApprovalId, makeApprovalId, makeToolCallId, type RunId, type ToolCallId } from "../Ids.js"
 import { type AppendEffects, type Service as JournalService, requireRun, requireSession } from "../Journal.js"
-import { estimateTokens, type Service as ModelService } from "../ModelProvider.js"
+import { estimateTokens, type Service as ModelService, runInto } from "../ModelProvider.js"
 import type { Service as PolicyService } from "../PolicyEngine.js"
 import type { ApprovalRecord, Run, Session } from "../Records.js"
 import { isTerminal, transition as nextState, type RunState, type Transition } from "../RunState.js"
@@ -39,6 +39,7 @@ export interface LoopDeps {
   readonly coalesceChars: number
   readonly coalesceMillis: number
   readonly hasApprover: (sessionId: Session["id"]) => boolean
+  readonly onApprovalRequested: (record: ApprovalRecord) => Effect.Effect<unknown>
 }
 
 type CallView = {
@@ -156,7 +157,7 @@ export const runLoop = (deps: LoopDeps, runId: RunId, cancelRequested: () => str
         ])
       )
 
-    const execute = (call: CallView, tool: AnyTool) =>
+    const execute = (call: CallView, tool: AnyTool, prefix: ReadonlyArray<NewTapeEvent> = []) =>
       Effect.gen(function* () {
         if (toolCallsStarted >= deps.budgets.maxToolCalls) {
           return yield* new BudgetExceeded({
@@ -167,16 +168,15 @@ export const runLoop = (deps: LoopDeps, runId: RunId, cancelRequested: () => str
         }
         const attempt = (call.started?.attempt ?? 0) + 1
         const startedAt = yield* now
-        yield* emit([
-          {
-            _tag: "ToolStarted",
-            ...base(),
-            at: startedAt,
-            toolCallId: call.proposed.toolCallId,
-            tool: tool.name,
-            attempt
-          }
-        ])
+        const started: NewTapeEvent = {
+          _tag: "ToolStarted",
+          ...base(),
+          at: startedAt,
+          toolCallId: call.proposed.toolCallId,
+          tool: tool.name,
+          attempt
+        }
+        yield* emit([...prefix, started] as unknown as NonEmptyReadonlyArray<NewTapeEvent>)
         const outcome = yield* deps.tools
           .execute(tool, call.proposed.args, {
             sessionId: session.id,
@@ -283,6 +283,7 @@ export const runLoop = (deps: LoopDeps, runId: RunId, cancelRequested: () => str
           return "no-channel" as const
         }
         yield* move("AwaitApproval", `waiting for approval ${approvalId}`, [requested], { createApproval: record })
+        yield* deps.onApprovalRequested(record)
         const final = yield* awaitApproval(call, approvalId)
         return final.status === "approved" ? ("approved" as const) : ("denied" as const)
       })
@@ -312,19 +313,19 @@ export const runLoop = (deps: LoopDeps, runId: RunId, cancelRequested: () => str
             tool: { name: tool.value.name, risk: tool.value.risk, category: tool.value.category },
             args: call.proposed.args
           })
-          const at = yield* now
-          yield* emit([
-            {
-              _tag: "PolicyDecided",
-              ...base(),
-              at,
-              toolCallId: call.proposed.toolCallId,
-              tool: tool.value.name,
-              decision: decision.decision,
-              policyIds: [...decision.policyIds],
-              reasons: [...decision.reasons]
-            }
-          ])
+          const decidedEvent: NewTapeEvent = {
+            _tag: "PolicyDecided",
+            ...base(),
+            at: yield* now,
+            toolCallId: call.proposed.toolCallId,
+            tool: tool.value.name,
+            decision: decision.decision,
+            policyIds: [...decision.policyIds],
+            reasons: [...decision.reasons]
+          }
+          // An allowed call's decision and start commit together, before the tool runs.
+          if (decision.decision === "allow") return yield* execute(call, tool.value, [decidedEvent])
+          yield* emit([decidedEvent])
           decided = call.decided!
         }
         if (decided.decision === "deny") {
@@ -335,6 +336,10 @@ export const runLoop = (deps: LoopDeps, runId: RunId, cancelRequested: () => str
         let outcome: "approved" | "denied" | "no-channel"
         if (call.resolved) outcome = call.resolved.decision === "approved" ? "approved" : "denied"
         else if (call.requested) {
+          // Resumed while waiting: announce the pending approval again to whoever watches now.
+          const pending = yield* deps.approvals.get(call.requested.approvalId)
+          if (Option.isSome(pending) && pending.value.status === "pending")
+            yield* deps.onApprovalRequested(pending.value)
           const record = yield* awaitApproval(call, call.requested.approvalId)
           outcome = record.status === "approved" ? "approved" : "denied"
         } else outcome = yield* requestApproval(call, tool.value)
@@ -416,33 +421,31 @@ export const runLoop = (deps: LoopDeps, runId: RunId, cancelRequested: () => str
         yield* countEvent
         yield* emit([{ _tag: "AssistantDelta", ...base(), at: yield* now, turn: thisTurn, text: chunk }])
       })
-      yield* deps.model.stream(request).pipe(
-        Stream.runForEach((event) =>
-          Effect.gen(function* () {
-            switch (event.type) {
-              case "text-delta": {
-                const t = yield* now
-                if (buffer.length === 0) bufferSince = t
-                buffer += event.text
-                text += event.text
-                if (buffer.length >= deps.coalesceChars || t - bufferSince >= deps.coalesceMillis) yield* flush
-                break
-              }
-              case "tool-call":
-                yield* flush
-                yield* countEvent
-                proposed.push({ providerId: event.id, name: event.name, args: event.args })
-                break
-              case "usage":
-                inputTokens += event.inputTokens
-                outputTokens += event.outputTokens
-                break
-              case "finish":
-                finishReason = event.reason
-                break
+      yield* runInto(deps.model, request, (event) =>
+        Effect.gen(function* () {
+          switch (event.type) {
+            case "text-delta": {
+              const t = yield* now
+              if (buffer.length === 0) bufferSince = t
+              buffer += event.text
+              text += event.text
+              if (buffer.length >= deps.coalesceChars || t - bufferSince >= deps.coalesceMillis) yield* flush
+              break
             }
-          })
-        )
+            case "tool-call":
+              yield* flush
+              yield* countEvent
+              proposed.push({ providerId: event.id, name: event.name, args: event.args })
+              break
+            case "usage":
+              inputTokens += event.inputTokens
+              outputTokens += event.outputTokens
+              break
+            case "finish":
+              finishReason = event.reason
+              break
+          }
+        })
       )
       yield* flush
       const at = yield* now
@@ -556,7 +559,7 @@ export const runLoop = (deps: LoopDeps, runId: RunId, cancelRequested: () => str
       Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("run loop could not start", cause)
     ),
     Effect.annotateLogs({ runId }),
-    Effect.withSpan("AgentLoop.run", { attributes: { runId } })
+    Effect.withSpan("AgentLoop.run", { attributes: { runId }, captureStackTrace: false })
   )
 
 /** Events that make up a session's prompt history: its parent's (for branches) then its own. @internal */

@@ -1,18 +1,10 @@
 import { Effect, Option } from "effect"
-import { canonicalJson, sha256 } from "../Canonical.js"
 import { Conflict, NotFound, PayloadTooLarge } from "../Errors.js"
 import type { ApprovalId, RunId, SessionId } from "../Ids.js"
 import type { MemoryOptions, Service } from "../Journal.js"
 import type { ApprovalRecord, Run, Session } from "../Records.js"
 import type { TapeEvent } from "../TapeEvent.js"
 
-interface StoredEvent {
-  readonly event: TapeEvent
-  readonly prevHash: string
-  readonly hash: string
-}
-
-const GENESIS = "0".repeat(64)
 const clampLimit = (limit: number | undefined) => (limit === undefined ? Number.POSITIVE_INFINITY : Math.max(0, limit))
 
 /** @internal */
@@ -20,20 +12,21 @@ export const makeMemoryJournal = (options: MemoryOptions): Effect.Effect<Service
   Effect.gen(function* () {
     const maxEventBytes = options.maxEventBytes ?? 1024 * 1024
     const lock = yield* Effect.makeSemaphore(1)
-    const tapes = new Map<SessionId, Array<StoredEvent>>()
-    const chain: Array<StoredEvent> = []
+    const tapes = new Map<SessionId, Array<TapeEvent>>()
     const sessions = new Map<SessionId, Session>()
     const runs = new Map<RunId, Run>()
     const approvals = new Map<ApprovalId, ApprovalRecord>()
-    let head = GENESIS
 
     const append: Service["append"] = (sessionId, events, effects = {}) =>
       lock.withPermits(1)(
         Effect.suspend((): Effect.Effect<ReadonlyArray<TapeEvent>, NotFound | PayloadTooLarge | Conflict> => {
           const session = sessions.get(sessionId)
           if (session === undefined) return Effect.fail(new NotFound({ entity: "session", id: sessionId }))
-          for (const e of events) {
-            const size = Buffer.byteLength(canonicalJson(e))
+          const tape = tapes.get(sessionId) ?? []
+          let seq = tape.length === 0 ? 0 : tape[tape.length - 1]!.tapeSeq
+          const staged = events.map((e) => ({ ...e, tapeSeq: ++seq }) as TapeEvent)
+          for (const e of staged) {
+            const size = Buffer.byteLength(JSON.stringify(e))
             if (size > maxEventBytes) {
               return Effect.fail(new PayloadTooLarge({ what: `${e._tag} event`, size, limit: maxEventBytes }))
             }
@@ -55,17 +48,10 @@ export const makeMemoryJournal = (options: MemoryOptions): Effect.Effect<Service
             }
           }
           // All checks passed: apply everything (the in-memory "transaction").
-          const tape = tapes.get(sessionId) ?? []
           tapes.set(sessionId, tape)
-          let seq = tape.length === 0 ? 0 : tape[tape.length - 1]!.event.tapeSeq
           const stored: Array<TapeEvent> = []
-          for (const e of events) {
-            const event = { ...e, tapeSeq: ++seq } as TapeEvent
-            const hash = sha256(head + canonicalJson(event))
-            const row = { event, prevHash: head, hash }
-            head = hash
-            tape.push(row)
-            chain.push(row)
+          for (const event of staged) {
+            tape.push(event)
             stored.push(event)
           }
           const now = stored[stored.length - 1]!.at
@@ -95,7 +81,7 @@ export const makeMemoryJournal = (options: MemoryOptions): Effect.Effect<Service
         const limit = clampLimit(o.limit)
         // tapeSeq n sits at index n - 1.
         for (let i = Math.max(0, o.afterSeq); i < tape.length && out.length < limit; i++) {
-          const e = tape[i]!.event
+          const e = tape[i]!
           if (o.uptoSeq !== undefined && e.tapeSeq > o.uptoSeq) break
           if (o.runId !== undefined && e.runId !== o.runId) continue
           out.push(e)
@@ -193,24 +179,26 @@ export const makeMemoryJournal = (options: MemoryOptions): Effect.Effect<Service
             .sort((a, b) => (a.id < b.id ? -1 : 1))
             .slice(0, clampLimit(f.limit))
         ),
+      // Memory holds no hash chain (nothing in a process's own memory is tamper-proof); verify
+      // checks what can break here: every session's tape is gap-free and ordered.
       verify: Effect.sync(() => {
-        let prev = GENESIS
-        for (let i = 0; i < chain.length; i++) {
-          const row = chain[i]!
-          const expect = sha256(prev + canonicalJson(row.event))
-          if (row.prevHash !== prev || row.hash !== expect) {
-            return {
-              ok: false as const,
-              checked: i,
-              sessionId: row.event.sessionId,
-              tapeSeq: row.event.tapeSeq,
-              reason: "edited" as const,
-              detail: "hash does not match the row's contents"
+        let checked = 0
+        for (const [sessionId, tape] of tapes) {
+          for (let i = 0; i < tape.length; i++) {
+            checked++
+            if (tape[i]!.tapeSeq !== i + 1) {
+              return {
+                ok: false as const,
+                checked,
+                sessionId,
+                tapeSeq: tape[i]!.tapeSeq,
+                reason: "reordered" as const,
+                detail: `expected tapeSeq ${i + 1}`
+              }
             }
           }
-          prev = row.hash
         }
-        return { ok: true as const, checked: chain.length }
+        return { ok: true as const, checked }
       })
     }
     return service

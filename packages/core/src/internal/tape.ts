@@ -1,9 +1,9 @@
-import { Chunk, Effect, Option, PubSub, type Queue, Stream } from "effect"
+import { Chunk, Effect, Option, PubSub, Queue, Stream } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import type { JournalError } from "../Errors.js"
-import type { SessionId } from "../Ids.js"
+import type { RunId, SessionId } from "../Ids.js"
 import type { AppendEffects, Service as JournalService } from "../Journal.js"
-import type { NewTapeEvent, TapeEvent } from "../TapeEvent.js"
+import { isRunEnd, type NewTapeEvent, type TapeEvent } from "../TapeEvent.js"
 
 /** @internal */
 export interface Tape {
@@ -13,8 +13,15 @@ export interface Tape {
     events: NonEmptyReadonlyArray<NewTapeEvent>,
     effects?: AppendEffects
   ) => ReturnType<JournalService["append"]>
-  /** Replay from the journal after `afterSeq`, then live events; no gap and no duplicate at the seam. */
-  readonly subscribe: (sessionId: SessionId, afterSeq: number) => Stream.Stream<TapeEvent, JournalError>
+  /**
+   * Replay from the journal after `afterSeq`, then live events; no gap and no duplicate at the seam.
+   * With `runId`, only that run's events, ending with the event that ends the run.
+   */
+  readonly subscribe: (
+    sessionId: SessionId,
+    afterSeq: number,
+    options?: { readonly runId?: RunId | undefined }
+  ) => Stream.Stream<TapeEvent, JournalError>
 }
 
 interface Hub {
@@ -78,28 +85,45 @@ export const makeTape = (journal: JournalService): Effect.Effect<Tape> =>
           })
       )
 
-    const subscribe: Tape["subscribe"] = (sessionId, afterSeq) =>
+    // One stage: replay pages, then batches from the live queue, filtered and deduplicated inline.
+    // (Composing Stream operators here costs a channel per stage per element; this is the hot path.)
+    const subscribe: Tape["subscribe"] = (sessionId, afterSeq, options = {}) =>
       Stream.unwrapScoped(
         Effect.gen(function* () {
           // Subscribe to live events first, then read the journal: every event is in one or the other.
           const hub = yield* acquireHub(sessionId)
           const live = yield* PubSub.subscribe(hub.pubsub)
+          const runId = options.runId
           let last = afterSeq
-          const replay = Stream.paginateChunkEffect(afterSeq, (cursor) =>
-            journal.readTape(sessionId, { afterSeq: cursor, limit: REPLAY_PAGE }).pipe(
-              Effect.map((page) => {
-                const next = page.length === REPLAY_PAGE ? Option.some(page[page.length - 1]!.tapeSeq) : Option.none()
-                return [Chunk.unsafeFromArray(page), next] as const
-              })
-            )
-          )
-          return Stream.concat(replay, Stream.fromQueue(live as Queue.Dequeue<TapeEvent>)).pipe(
-            Stream.filter((event) => {
-              if (event.tapeSeq <= last) return false
-              last = event.tapeSeq
-              return true
-            })
-          )
+          let replaying = true
+          let ended = false
+          const accept = (events: Iterable<TapeEvent>): Array<TapeEvent> => {
+            const out: Array<TapeEvent> = []
+            for (const e of events) {
+              if (ended || e.tapeSeq <= last) continue
+              last = e.tapeSeq
+              if (runId !== undefined) {
+                if (e.runId !== runId) continue
+                if (isRunEnd(e)) ended = true
+              }
+              out.push(e)
+            }
+            return out
+          }
+          const pull: Effect.Effect<Chunk.Chunk<TapeEvent>, Option.Option<JournalError>> = Effect.suspend(() => {
+            if (ended) return Effect.fail(Option.none())
+            if (replaying) {
+              return journal.readTape(sessionId, { afterSeq: last, limit: REPLAY_PAGE }).pipe(
+                Effect.mapError(Option.some),
+                Effect.map((page) => {
+                  if (page.length < REPLAY_PAGE) replaying = false
+                  return Chunk.unsafeFromArray(accept(page))
+                })
+              )
+            }
+            return Effect.map(Queue.takeBetween(live, 1, REPLAY_PAGE), (chunk) => Chunk.unsafeFromArray(accept(chunk)))
+          })
+          return Stream.repeatEffectChunkOption(pull)
         })
       )
 

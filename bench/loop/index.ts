@@ -1,0 +1,118 @@
+/**
+ * bench/loop: orchestration overhead per agent-loop step.
+ *
+ * Ours: a 10-step tool loop (9 tool calls + a final answer) through Palyra's Gateway and AgentLoop,
+ * with a zero-latency scripted model and the in-memory journal, so every event is journaled
+ * (hash-chained) and fanned out. Competitor, in the same process: the same 10-step loop through the
+ * AI SDK's own `generateText` with its mock model (`MockLanguageModelV4`) and `isStepCount(10)`.
+ */
+import { Gateway, ScriptedModel, Tool } from "@palyra/core"
+import { collect, gatewayLayer } from "@palyra/core/testing"
+import { generateText, isStepCount, tool } from "ai"
+import { MockLanguageModelV4 } from "ai/test"
+import { Effect, type Layer, ManagedRuntime, Schema } from "effect"
+import { z } from "zod"
+import { quick, result, round, table } from "../lib/report.js"
+
+const STEPS = 10
+const runs = quick ? 20 : 400
+const warmup = quick ? 5 : 50
+
+// ---- ours -----------------------------------------------------------------------------------
+const add = Tool.make("math.add", {
+  description: "Add two numbers",
+  parameters: Schema.Struct({ a: Schema.Number, b: Schema.Number }),
+  risk: "low",
+  execute: ({ a, b }) => Effect.succeed(a + b)
+})
+const model = ScriptedModel.make((request) => {
+  const toolResults = request.messages.filter((m) => m.role === "tool").length
+  return toolResults < STEPS - 1
+    ? { toolCalls: [{ name: "math.add", args: { a: toolResults, b: 1 } }], usage: { inputTokens: 10, outputTokens: 5 } }
+    : { text: "The sum is 9.", usage: { inputTokens: 10, outputTokens: 5 } }
+})
+const runtime = ManagedRuntime.make(
+  gatewayLayer({ model, tools: [add], budgets: { maxModelTurns: 50 } }) as Layer.Layer<Gateway.Gateway>
+)
+const oursOnce = Effect.gen(function* () {
+  const gateway = yield* Gateway.Gateway
+  const { events } = yield* gateway.startRun({ principal: "bench", text: "add up" })
+  const seen = yield* collect(events)
+  const last = seen.at(-1)
+  if (last?._tag !== "RunStateChanged" || last.to !== "Done") throw new Error("run did not finish")
+  return seen.length
+})
+
+// ---- AI SDK ---------------------------------------------------------------------------------
+const usage = {
+  inputTokens: { total: 10, noCache: 10, cacheRead: undefined, cacheWrite: undefined },
+  outputTokens: { total: 5, text: 5, reasoning: undefined }
+}
+const aiModel = new MockLanguageModelV4({
+  doGenerate: async (options) => {
+    const toolResults = options.prompt.filter((m) => m.role === "tool").length
+    return toolResults < STEPS - 1
+      ? {
+          content: [
+            { type: "tool-call", toolCallId: `c${toolResults}`, toolName: "add", input: `{"a":${toolResults},"b":1}` }
+          ],
+          finishReason: { unified: "tool-calls", raw: undefined },
+          usage,
+          warnings: []
+        }
+      : {
+          content: [{ type: "text", text: "The sum is 9." }],
+          finishReason: { unified: "stop", raw: undefined },
+          usage,
+          warnings: []
+        }
+  }
+})
+const aiOnce = async () => {
+  const r = await generateText({
+    model: aiModel,
+    tools: {
+      add: tool({
+        description: "Add two numbers",
+        inputSchema: z.object({ a: z.number(), b: z.number() }),
+        execute: async ({ a, b }) => a + b
+      })
+    },
+    stopWhen: isStepCount(STEPS),
+    prompt: "add up"
+  })
+  if (r.steps.length !== STEPS) throw new Error(`AI SDK ran ${r.steps.length} steps`)
+}
+
+const time = async (f: () => Promise<unknown>, n: number) => {
+  const start = process.hrtime.bigint()
+  for (let i = 0; i < n; i++) await f()
+  return Number(process.hrtime.bigint() - start) / 1e3 / (n * STEPS) // µs per step
+}
+
+const main = async () => {
+  let events = 0
+  const ours = () => runtime.runPromise(oursOnce).then((n) => (events = n))
+  // Interleave warm-up and measurement rounds so both see the same machine state.
+  await time(ours, warmup)
+  await time(aiOnce, warmup)
+  const oursUs: Array<number> = []
+  const aiUs: Array<number> = []
+  const rounds = 4
+  for (let r = 0; r < rounds; r++) {
+    oursUs.push(await time(ours, runs / rounds))
+    aiUs.push(await time(aiOnce, runs / rounds))
+  }
+  await runtime.dispose()
+  const median = (xs: Array<number>) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+  const stepOverheadUs = round(median(oursUs))
+  const aiSdkStepUs = round(median(aiUs))
+  table(`bench/loop: ${STEPS}-step tool loop, ${runs} runs each (median of ${rounds} rounds)`, [
+    { system: "Palyra (stream + policy + journal, in-memory)", "µs/step": stepOverheadUs, "events/run": events },
+    { system: "AI SDK generateText (mock model)", "µs/step": aiSdkStepUs, "events/run": "-" }
+  ])
+  console.log(`\nratio ours / AI SDK: ${round(stepOverheadUs / aiSdkStepUs)} (goal ≤ 2)`)
+  result("loop", { stepOverheadUs, aiSdkStepUs, ratio: round(stepOverheadUs / aiSdkStepUs) })
+}
+
+await main()

@@ -1,0 +1,352 @@
+/**
+ * The Journal contract: one suite every `Journal` implementation runs against itself, so the
+ * in-memory journal and the SQLite journal are interchangeable. Uses `@effect/vitest`.
+ *
+ * ```ts
+ * import { journalContract } from "@palyra/core/journal-contract"
+ * journalContract("sqlite", () => SqliteJournal.layer({ filename: ":memory:" }))
+ * ```
+ *
+ * @since 0.1.0
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, type Layer, Option } from "effect"
+import type { ApprovalId, RunId, SessionId, ToolCallId } from "./Ids.js"
+import { encodeUlid } from "./Ids.js"
+import { Journal } from "./Journal.js"
+import type { ApprovalRecord, Run, Session } from "./Records.js"
+import type { NewTapeEvent } from "./TapeEvent.js"
+
+let counter = 0
+const id = <T extends string>(): T => {
+  counter++
+  const random = Array.from({ length: 16 }, (_, i) => (counter >> (i % 4)) + i + Math.floor(Math.random() * 32))
+  return encodeUlid(Date.now(), random) as T
+}
+
+const session = (principal = "alice", key: string | null = null): Session => ({
+  id: id<SessionId>(),
+  principal,
+  key,
+  channel: null,
+  title: null,
+  parentId: null,
+  parentSeq: null,
+  resetGeneration: 0,
+  historyFromSeq: 0,
+  tokensUsed: 0,
+  archived: false,
+  createdAt: 1,
+  updatedAt: 1
+})
+
+const run = (s: Session, state: Run["state"] = "Pending"): Run => ({
+  id: id<RunId>(),
+  sessionId: s.id,
+  principal: s.principal,
+  state,
+  input: "hello",
+  startSeq: 1,
+  error: null,
+  createdAt: 1,
+  updatedAt: 1
+})
+
+const note = (s: Session, text: string, runId: RunId | null = null): NewTapeEvent => ({
+  _tag: "SessionNote",
+  sessionId: s.id,
+  runId,
+  at: 1_700_000_000_000,
+  author: "test",
+  text
+})
+
+const approval = (s: Session, r: Run, expiresAt = Number.MAX_SAFE_INTEGER): ApprovalRecord => ({
+  id: id<ApprovalId>(),
+  sessionId: s.id,
+  runId: r.id,
+  toolCallId: id<ToolCallId>(),
+  principal: s.principal,
+  tool: "fs.write",
+  argsDigest: "d".repeat(64),
+  risk: "sensitive",
+  summary: "write a file",
+  status: "pending",
+  scope: "once",
+  requestedAt: 1,
+  expiresAt,
+  resolvedAt: null,
+  resolver: null,
+  reason: null
+})
+
+/**
+ * Register the contract tests for a journal. `make` is called per test, so each test gets a fresh,
+ * empty journal.
+ *
+ * @since 0.1.0
+ * @category Testing
+ */
+export const journalContract = (name: string, make: () => Layer.Layer<Journal, unknown>) =>
+  describe(`Journal contract: ${name}`, () => {
+    const test = (title: string, body: Effect.Effect<void, unknown, Journal>) =>
+      it.live(title, () => body.pipe(Effect.provide(make()), Effect.scoped) as Effect.Effect<void, unknown>)
+
+    test(
+      "appends assign gap-free, strictly increasing tapeSeq per session, in call order",
+      Effect.gen(function* () {
+        const j = yield* Journal
+        const a = session()
+        const b = session("bob")
+        yield* j.createSession(a)
+        yield* j.createSession(b)
+        const first = yield* j.append(a.id, [note(a, "1"), note(a, "2")])
+        yield* j.append(b.id, [note(b, "b1")])
+        const second = yield* j.append(a.id, [note(a, "3")])
+        assert.deepStrictEqual(
+          [...first, ...second].map((e) => e.tapeSeq),
+          [1, 2, 3]
+        )
+        assert.strictEqual(yield* j.headSeq(a.id), 3)
+        assert.strictEqual(yield* j.headSeq(b.id), 1)
+        const tape = yield* j.readTape(a.id, { afterSeq: 0 })
+        assert.deepStrictEqual(
+          tape.map((e) => (e._tag === "SessionNote" ? e.text : "")),
+          ["1", "2", "3"]
+        )
+        assert.deepStrictEqual(tape, [...first, ...second])
+      })
+    )
+
+    test(
+      "concurrent appends to one session stay gap-free and lose nothing",
+      Effect.gen(function* () {
+        const j = yield* Journal
+        const s = session()
+        yield* j.createSession(s)
+        yield* Effect.forEach(
+          Array.from({ length: 200 }, (_, i) => i),
+          (i) => j.append(s.id, [note(s, `n${i}`), note(s, `m${i}`)]),
+          { concurrency: 32 }
+        )
+        const tape = yield* j.readTape(s.id, { afterSeq: 0 })
+        assert.strictEqual(tape.length, 400)
+        assert.deepStrictEqual(
+          tape.map((e) => e.tapeSeq),
+          tape.map((_, i) => i + 1)
+        )
+        // Each append's two events are adjacent (appends are atomic).
+        for (let i = 0; i < tape.length; i += 2) {
+          const a = tape[i]!
+          const b = tape[i + 1]!
+          assert.isTrue(a._tag === "SessionNote" && b._tag === "SessionNote" && a.text.slice(1) === b.text.slice(1))
+        }
+        const v = yield* j.verify
+        assert.isTrue(v.ok)
+      })
+    )
+
+    test(
+      "readTape after a seq, with paging, run filter and an upper bound",
+      Effect.gen(function* () {
+        const j = yield* Journal
+        const s = session()
+        yield* j.createSession(s)
+        const r = run(s)
+        yield* j.append(s.id, [note(s, "a")], { createRun: r })
+        for (let i = 0; i < 9; i++) yield* j.append(s.id, [note(s, `x${i}`, i % 2 ? r.id : null)])
+        const page1 = yield* j.readTape(s.id, { afterSeq: 3, limit: 4 })
+        assert.deepStrictEqual(
+          page1.map((e) => e.tapeSeq),
+          [4, 5, 6, 7]
+        )
+        const page2 = yield* j.readTape(s.id, { afterSeq: 7, limit: 4 })
+        assert.deepStrictEqual(
+          page2.map((e) => e.tapeSeq),
+          [8, 9, 10]
+        )
+        const ofRun = yield* j.readTape(s.id, { afterSeq: 0, runId: r.id })
+        assert.isTrue(ofRun.every((e) => e.runId === r.id))
+        assert.strictEqual(ofRun.length, 4)
+        const bounded = yield* j.readTape(s.id, { afterSeq: 0, uptoSeq: 2 })
+        assert.deepStrictEqual(
+          bounded.map((e) => e.tapeSeq),
+          [1, 2]
+        )
+        assert.deepStrictEqual(yield* j.readTape(s.id, { afterSeq: 10 }), [])
+      })
+    )
+
+    test(
+      "appending to an unknown session fails with NotFound and stores nothing",
+      Effect.gen(function* () {
+        const j = yield* Journal
+        const s = session()
+        const error = yield* Effect.flip(j.append(s.id, [note(s, "x")]))
+        assert.strictEqual(error._tag, "NotFound")
+        assert.strictEqual(yield* j.headSeq(s.id), 0)
+      })
+    )
+
+    test(
+      "an oversized event is refused with PayloadTooLarge and nothing of that append is stored",
+      Effect.gen(function* () {
+        const j = yield* Journal
+        const s = session()
+        yield* j.createSession(s)
+        yield* j.append(s.id, [note(s, "ok")])
+        const error = yield* Effect.flip(j.append(s.id, [note(s, "small"), note(s, "x".repeat(2 * 1024 * 1024))]))
+        assert.strictEqual(error._tag, "PayloadTooLarge")
+        assert.strictEqual(yield* j.headSeq(s.id), 1)
+        assert.isTrue((yield* j.verify).ok)
+      })
+    )
+
+    test(
+      "run transitions are compare-and-set and atomic with their events",
+      Effect.gen(function* () {
+        const j = yield* Journal
+        const s = session()
+        yield* j.createSession(s)
+        const r = run(s)
+        yield* j.append(s.id, [note(s, "admit", r.id)], {
+          createRun: r,
+          runTransition: { runId: r.id, from: "Pending", to: "Accepted" }
+        })
+        assert.strictEqual(Option.getOrThrow(yield* j.getRun(r.id)).state, "Accepted")
+        const stale = yield* Effect.flip(
+          j.append(s.id, [note(s, "should not land", r.id)], {
+            runTransition: { runId: r.id, from: "Pending", to: "Accepted" }
+          })
+        )
+        assert.strictEqual(stale._tag, "Conflict")
+        assert.strictEqual(yield* j.headSeq(s.id), 1)
+        yield* j.append(s.id, [note(s, "fail", r.id)], {
+          runTransition: { runId: r.id, from: "Accepted", to: "Failed", error: { code: "x", message: "boom" } }
+        })
+        const failed = Option.getOrThrow(yield* j.getRun(r.id))
+        assert.strictEqual(failed.state, "Failed")
+        assert.deepStrictEqual(failed.error, { code: "x", message: "boom" })
+        const listed = yield* j.listRuns({ sessionId: s.id, states: ["Failed"] })
+        assert.deepStrictEqual(
+          listed.map((x) => x.id),
+          [r.id]
+        )
+        assert.deepStrictEqual(yield* j.listRuns({ states: ["InProgress"] }), [])
+      })
+    )
+
+    test(
+      "approvals: compare-and-set from pending; exactly one of many concurrent resolutions wins",
+      Effect.gen(function* () {
+        const j = yield* Journal
+        const s = session()
+        yield* j.createSession(s)
+        const r = run(s)
+        const a = approval(s, r)
+        yield* j.append(s.id, [note(s, "req", r.id)], { createRun: r, createApproval: a })
+        assert.strictEqual(Option.getOrThrow(yield* j.getApproval(a.id)).status, "pending")
+        const results = yield* Effect.forEach(
+          Array.from({ length: 50 }, (_, i) => i),
+          (i) =>
+            Effect.either(
+              j.resolveApproval(a.id, {
+                status: i % 2 ? "approved" : "denied",
+                scope: "once",
+                resolver: `u${i}`,
+                reason: "r",
+                resolvedAt: 2
+              })
+            ),
+          { concurrency: "unbounded" }
+        )
+        const winners = results.filter((x) => x._tag === "Right")
+        assert.strictEqual(winners.length, 1)
+        const stored = Option.getOrThrow(yield* j.getApproval(a.id))
+        assert.strictEqual(winners[0]!._tag === "Right" && winners[0]!.right.resolver, stored.resolver)
+        const missing = yield* Effect.flip(
+          j.resolveApproval(id<ApprovalId>(), {
+            status: "approved",
+            scope: "once",
+            resolver: "x",
+            reason: "r",
+            resolvedAt: 2
+          })
+        )
+        assert.strictEqual(missing._tag, "NotFound")
+        const pending = yield* j.listApprovals({ sessionId: s.id, status: "pending" })
+        assert.strictEqual(pending.length, 0)
+        const byRun = yield* j.listApprovals({ runId: r.id })
+        assert.strictEqual(byRun.length, 1)
+      })
+    )
+
+    test(
+      "sessions: create, find by principal and key, update, list; keys are unique per principal",
+      Effect.gen(function* () {
+        const j = yield* Journal
+        const a = session("alice", "chat")
+        yield* j.createSession(a)
+        const dup = yield* Effect.flip(j.createSession(session("alice", "chat")))
+        assert.strictEqual(dup._tag, "Conflict")
+        yield* j.createSession(session("bob", "chat"))
+        const found = yield* j.findSessionByKey("alice", "chat")
+        assert.strictEqual(Option.getOrThrow(found).id, a.id)
+        assert.isTrue(Option.isNone(yield* j.findSessionByKey("carol", "chat")))
+        yield* j.updateSession({ ...a, title: "Renamed", historyFromSeq: 5, updatedAt: 9 })
+        const updated = Option.getOrThrow(yield* j.getSession(a.id))
+        assert.strictEqual(updated.title, "Renamed")
+        assert.strictEqual(updated.historyFromSeq, 5)
+        const mine = yield* j.listSessions({ principal: "alice" })
+        assert.deepStrictEqual(
+          mine.map((x) => x.id),
+          [a.id]
+        )
+        yield* j.updateSession({ ...updated, archived: true })
+        assert.strictEqual((yield* j.listSessions({ principal: "alice" })).length, 0)
+        assert.strictEqual((yield* j.listSessions({ principal: "alice", includeArchived: true })).length, 1)
+        const missing = yield* Effect.flip(j.updateSession(session("zed")))
+        assert.strictEqual(missing._tag, "NotFound")
+      })
+    )
+
+    test(
+      "token counters add up atomically with appends",
+      Effect.gen(function* () {
+        const j = yield* Journal
+        const s = session()
+        yield* j.createSession(s)
+        yield* Effect.forEach(
+          Array.from({ length: 20 }, () => 0),
+          () => j.append(s.id, [note(s, "u")], { addTokens: 5 }),
+          { concurrency: 8 }
+        )
+        assert.strictEqual(Option.getOrThrow(yield* j.getSession(s.id)).tokensUsed, 100)
+      })
+    )
+
+    test(
+      "events round-trip exactly, including nested JSON arguments",
+      Effect.gen(function* () {
+        const j = yield* Journal
+        const s = session()
+        yield* j.createSession(s)
+        const r = run(s)
+        const proposed: NewTapeEvent = {
+          _tag: "ToolProposed",
+          sessionId: s.id,
+          runId: r.id,
+          at: 1_700_000_000_123,
+          toolCallId: id<ToolCallId>(),
+          providerCallId: "call_1",
+          tool: "fs.read",
+          args: { path: "a/b.txt", opts: { lines: [1, 2, 3], follow: false }, note: "ünïcödé ✓" },
+          argsDigest: "a".repeat(64)
+        }
+        const [stored] = yield* j.append(s.id, [proposed], { createRun: r })
+        const [read] = yield* j.readTape(s.id, { afterSeq: 0 })
+        assert.deepStrictEqual(read, stored)
+        assert.deepStrictEqual(read, { ...proposed, tapeSeq: 1 })
+      })
+    )
+  })

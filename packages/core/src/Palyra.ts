@@ -1,0 +1,423 @@
+/**
+ * The Promise API: embed Palyra in any Node app without touching Effect.
+ *
+ * ```ts
+ * import { createPalyra, defineTool, scriptedModel } from "@palyra/core"
+ *
+ * const palyra = createPalyra({
+ *   model: scriptedModel([{ toolCalls: [{ name: "clock", args: {} }] }, { text: "Done." }]),
+ *   tools: [defineTool({ name: "clock", description: "Current time", parameters: { type: "object" }, risk: "low",
+ *     execute: async () => new Date().toISOString() })]
+ * })
+ * const result = await palyra.run("What time is it?")
+ * console.log(result.text)
+ * await palyra.close()
+ * ```
+ *
+ * Errors are Palyra's own tagged errors (`instanceof` works; `_tag` and `code` are stable). Every
+ * method takes an optional `AbortSignal`.
+ *
+ * @since 0.1.0
+ */
+import { Cause, Duration, Effect, Exit, Layer, ManagedRuntime, Queue, Schema, Stream } from "effect"
+import * as Approvals from "./Approvals.js"
+import { ToolError } from "./Errors.js"
+import * as Gateway from "./Gateway.js"
+import type { ApprovalId, RunId, SessionId } from "./Ids.js"
+import * as Journal from "./Journal.js"
+import { ModelProvider, type Service as ModelService } from "./ModelProvider.js"
+import * as PolicyEngine from "./PolicyEngine.js"
+import type { ApprovalRecord, ApprovalStatus, Run, Session } from "./Records.js"
+import * as ScriptedModel from "./ScriptedModel.js"
+import type { ApprovalScope, Risk, TapeEvent } from "./TapeEvent.js"
+import * as Tool from "./Tool.js"
+
+const AdapterTypeId: unique symbol = Symbol.for("@palyra/core/Adapter")
+
+/** A journal to pass to `createPalyra` (e.g. `sqliteJournal(...)` from `@palyra/journal`). @since 0.1.0 @category Adapters */
+export interface JournalAdapter {
+  readonly [AdapterTypeId]: "journal"
+}
+/** A model to pass to `createPalyra`. @since 0.1.0 @category Adapters */
+export interface ModelAdapter {
+  readonly [AdapterTypeId]: "model"
+}
+/** A tool made with `defineTool`. @since 0.1.0 @category Adapters */
+export interface ToolDefinition {
+  readonly [AdapterTypeId]: "tool"
+  readonly name: string
+}
+
+interface Internal<L> {
+  readonly value: L
+}
+const wrap = <K extends "journal" | "model" | "tool", L>(kind: K, value: L, extra: object = {}) =>
+  ({ [AdapterTypeId]: kind, value, ...extra }) as unknown as { readonly [AdapterTypeId]: K }
+const unwrap = <L>(adapter: object): L => (adapter as unknown as Internal<L>).value
+
+/** Wrap a journal layer as an adapter value (for adapter packages). @since 0.1.0 @category Adapters */
+export const journalAdapter = (layer: Layer.Layer<Journal.Journal, unknown>): JournalAdapter =>
+  wrap("journal", layer) as JournalAdapter
+/** Wrap a `ModelProvider` service as an adapter value. @since 0.1.0 @category Adapters */
+export const modelAdapter = (model: ModelService): ModelAdapter => wrap("model", model) as ModelAdapter
+/** The in-memory journal (the default). @since 0.1.0 @category Adapters */
+export const memoryJournal = (): JournalAdapter => journalAdapter(Journal.layerMemory())
+
+/** A deterministic model that plays a script (honest test double; also the offline demo). @since 0.1.0 @category Adapters */
+export const scriptedModel = (script: ScriptedModel.Script, options: { readonly name?: string } = {}): ModelAdapter =>
+  modelAdapter(ScriptedModel.make(script, options))
+
+/** What a Promise-based tool receives besides its arguments. @since 0.1.0 @category Tools */
+export interface ToolCallContext {
+  readonly sessionId: string
+  readonly runId: string
+  readonly toolCallId: string
+  readonly principal: string
+  /** Aborted when the run is cancelled or the tool times out: stop work when it fires. */
+  readonly signal: AbortSignal
+  /** Write a note onto the session's tape. */
+  readonly note: (text: string) => Promise<void>
+}
+
+/** @since 0.1.0 @category Tools */
+export interface DefineToolOptions<A> {
+  readonly name: string
+  readonly description: string
+  /** An Effect `Schema` or a JSON Schema object; arguments are validated before `execute` runs. */
+  // biome-ignore lint/suspicious/noExplicitAny: the encoded side of the schema is free
+  readonly parameters: Schema.Schema<A, any> | Record<string, unknown>
+  /** `low` runs under the default policy; `sensitive` needs approval; `critical` is denied. Default `sensitive`. */
+  readonly risk?: Risk
+  readonly category?: string
+  readonly timeoutMs?: number
+  /** Largest output in characters the model gets back (default 16,000). */
+  readonly outputBudget?: number
+  /** Whether re-running after a crash is safe (default `atMostOnce`). */
+  readonly idempotency?: Tool.Idempotency
+  readonly execute: (args: A, context: ToolCallContext) => Promise<unknown> | unknown
+}
+
+/** Define a tool with a Promise-returning `execute`. @since 0.1.0 @category Tools */
+export const defineTool = <A = Record<string, unknown>>(options: DefineToolOptions<A>): ToolDefinition => {
+  const execute = (args: A, ctx: Tool.ToolContext) =>
+    Effect.flatMap(Effect.runtime<never>(), (runtime) =>
+      Effect.tryPromise({
+        try: async (signal) =>
+          options.execute(args, {
+            sessionId: ctx.sessionId,
+            runId: ctx.runId,
+            toolCallId: ctx.toolCallId,
+            principal: ctx.principal,
+            signal,
+            note: (text) => Effect.runPromise(Effect.provide(ctx.note(text), runtime.context))
+          }),
+        catch: (cause) =>
+          new ToolError({
+            tool: options.name,
+            reason: "failed",
+            message: cause instanceof Error ? cause.message : String(cause),
+            cause
+          })
+      })
+    )
+  const common = {
+    description: options.description,
+    risk: options.risk,
+    category: options.category,
+    timeout: options.timeoutMs === undefined ? undefined : Duration.millis(options.timeoutMs),
+    outputBudget: options.outputBudget,
+    idempotency: options.idempotency,
+    execute
+  } as const
+  const tool: Tool.AnyTool = Schema.isSchema(options.parameters)
+    ? Tool.make(options.name, { ...common, parameters: options.parameters as Schema.Schema<A> })
+    : Tool.fromJsonSchema<A>(options.name, { ...common, parameters: options.parameters as Record<string, unknown> })
+  return wrap("tool", tool, { name: options.name }) as ToolDefinition
+}
+
+/** A policy rule (see `PolicyEngine.Rule`). @since 0.1.0 @category Models */
+export type PolicyRule = PolicyEngine.Rule
+
+/** What `onApproval` answers. @since 0.1.0 @category Models */
+export type ApprovalAnswer =
+  | "approve"
+  | "deny"
+  | { readonly decision: "approve" | "deny"; readonly scope?: ApprovalScope; readonly reason?: string }
+
+/** A pending approval, as plain data. @since 0.1.0 @category Models */
+export type PalyraApproval = ApprovalRecord
+
+/** @since 0.1.0 @category Models */
+export interface PalyraOptions {
+  readonly model: ModelAdapter
+  readonly tools?: ReadonlyArray<ToolDefinition>
+  /** Policy rules; default: low risk allowed, sensitive needs approval, critical denied. */
+  readonly policies?: ReadonlyArray<PolicyRule>
+  /** Default: in memory. */
+  readonly journal?: JournalAdapter
+  readonly instructions?: string
+  readonly budgets?: {
+    readonly maxModelTurns?: number
+    readonly maxToolCalls?: number
+    readonly maxEventsPerTurn?: number
+    readonly wallClockMs?: number
+    readonly maxTokensPerRun?: number
+    readonly maxTokensPerSession?: number
+  }
+  readonly approvalTimeoutMs?: number
+  /**
+   * Answer approvals in-process (e.g. ask your own UI). While set, every session has an approval
+   * channel. Without it, approvals go to whoever consumes a run's events and calls `resolveApproval`.
+   */
+  readonly onApproval?: (approval: PalyraApproval) => Promise<ApprovalAnswer> | ApprovalAnswer
+  /** The principal used when a call names none (default `"local"`). */
+  readonly defaultPrincipal?: string
+}
+
+/** Where a message goes. @since 0.1.0 @category Models */
+export interface MessageOptions {
+  readonly principal?: string
+  readonly sessionId?: string
+  /** Reuse (or create) the principal's session with this key. */
+  readonly sessionKey?: string
+  readonly signal?: AbortSignal
+}
+
+/** @since 0.1.0 @category Models */
+export interface RunResult {
+  readonly runId: string
+  readonly sessionId: string
+  readonly state: Run["state"]
+  /** The final assistant message, when the run completed. */
+  readonly text: string
+  readonly error: { readonly code: string; readonly message: string } | null
+  readonly events: ReadonlyArray<TapeEvent>
+}
+
+/** @since 0.1.0 @category Models */
+export interface StartedRun {
+  readonly runId: string
+  readonly sessionId: string
+  /** This run's events until it ends. Breaking out of the loop stops listening, not the run. */
+  readonly events: AsyncIterable<TapeEvent>
+}
+
+/** The embedded Palyra instance. @since 0.1.0 @category Models */
+export interface Palyra extends AsyncDisposable {
+  /** Send a message and wait for the run to end. */
+  run(text: string, options?: MessageOptions): Promise<RunResult>
+  /** Send a message and stream the run's events. */
+  startRun(text: string, options?: MessageOptions): Promise<StartedRun>
+  /** Send a message without waiting. */
+  send(text: string, options?: MessageOptions): Promise<{ readonly runId: string; readonly sessionId: string }>
+  cancelRun(runId: string, options?: { readonly by?: string; readonly signal?: AbortSignal }): Promise<Run>
+  getRun(runId: string, options?: { readonly signal?: AbortSignal }): Promise<Run>
+  waitForRun(runId: string, options?: { readonly signal?: AbortSignal }): Promise<Run>
+  listApprovals(filter?: {
+    readonly sessionId?: string
+    readonly runId?: string
+    readonly status?: ApprovalStatus
+  }): Promise<ReadonlyArray<PalyraApproval>>
+  resolveApproval(
+    approvalId: string,
+    decision: "approve" | "deny",
+    options?: {
+      readonly scope?: ApprovalScope
+      readonly by?: string
+      readonly reason?: string
+      readonly signal?: AbortSignal
+    }
+  ): Promise<PalyraApproval>
+  session(options: {
+    readonly principal?: string
+    readonly sessionId?: string
+    readonly sessionKey?: string
+    readonly title?: string
+  }): Promise<Session>
+  resetSession(sessionId: string, options?: { readonly principal?: string }): Promise<Session>
+  readTape(
+    sessionId: string,
+    options?: { readonly afterSeq?: number; readonly limit?: number }
+  ): Promise<ReadonlyArray<TapeEvent>>
+  /** Replay a session's tape after `afterSeq`, then follow it live. */
+  subscribe(sessionId: string, afterSeq?: number): AsyncIterable<TapeEvent>
+  verifyJournal(): Promise<Journal.VerifyResult>
+  close(): Promise<void>
+}
+
+/**
+ * Create an embedded Palyra. Nothing starts a process, a server or a signal handler; call `close()`
+ * (or `await using`) to stop runs and release the journal.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const createPalyra = (options: PalyraOptions): Palyra => {
+  const principalOf = (o?: { readonly principal?: string | undefined }) =>
+    o?.principal ?? options.defaultPrincipal ?? "local"
+  const journal = unwrap<Layer.Layer<Journal.Journal, unknown>>(options.journal ?? memoryJournal())
+  const services = Layer.mergeAll(
+    Layer.succeed(ModelProvider, unwrap<ModelService>(options.model)),
+    Tool.layer((options.tools ?? []).map((t) => unwrap<Tool.AnyTool>(t))),
+    PolicyEngine.layerRules(options.policies ?? PolicyEngine.defaultRules),
+    Approvals.layer
+  ).pipe(Layer.provideMerge(journal))
+  const b = options.budgets
+  const gatewayLayer = Gateway.layer({
+    instructions: options.instructions,
+    approvalTimeout: options.approvalTimeoutMs === undefined ? undefined : Duration.millis(options.approvalTimeoutMs),
+    budgets: b && {
+      maxModelTurns: b.maxModelTurns,
+      maxToolCalls: b.maxToolCalls,
+      maxEventsPerTurn: b.maxEventsPerTurn,
+      wallClock: b.wallClockMs === undefined ? undefined : Duration.millis(b.wallClockMs),
+      maxTokensPerRun: b.maxTokensPerRun,
+      maxTokensPerSession: b.maxTokensPerSession
+    }
+  }).pipe(Layer.provideMerge(services))
+  const onApproval = options.onApproval
+  const approver = onApproval
+    ? Layer.scopedDiscard(
+        Effect.gen(function* () {
+          const gateway = yield* Gateway.Gateway
+          const queue = yield* gateway.watchApprovals
+          const answer = (record: ApprovalRecord) =>
+            Effect.tryPromise(async () => onApproval(record)).pipe(
+              Effect.map((a) => (typeof a === "string" ? { decision: a } : a)),
+              Effect.orElseSucceed(() => ({ decision: "deny" as const, reason: "onApproval threw" })),
+              Effect.flatMap((a) =>
+                gateway.resolveApproval({
+                  approvalId: record.id,
+                  decision: a.decision,
+                  scope: "scope" in a ? a.scope : undefined,
+                  reason: "reason" in a ? a.reason : undefined,
+                  by: "onApproval"
+                })
+              ),
+              Effect.catchAll((e) => Effect.logWarning("onApproval could not resolve", e))
+            )
+          yield* Queue.take(queue).pipe(
+            Effect.flatMap((record) => Effect.fork(answer(record))),
+            Effect.forever,
+            Effect.forkScoped
+          )
+        })
+      ).pipe(Layer.provideMerge(gatewayLayer))
+    : gatewayLayer
+  const runtime = ManagedRuntime.make(approver as Layer.Layer<Gateway.Gateway | Journal.Journal, unknown>)
+
+  const run = <A>(effect: Effect.Effect<A, unknown, Gateway.Gateway | Journal.Journal>, signal?: AbortSignal) =>
+    runtime.runPromiseExit(effect, signal ? { signal } : undefined).then((exit) => {
+      if (Exit.isSuccess(exit)) return exit.value
+      throw Cause.squash(exit.cause)
+    })
+  const withGateway = <A>(f: (g: Gateway.Service) => Effect.Effect<A, unknown>, signal?: AbortSignal) =>
+    run(Effect.flatMap(Gateway.Gateway, f), signal)
+  const iterate = (
+    stream: Stream.Stream<TapeEvent, unknown, Gateway.Gateway | Journal.Journal>
+  ): AsyncIterable<TapeEvent> => ({
+    [Symbol.asyncIterator]: () => {
+      let inner: AsyncIterator<TapeEvent> | undefined
+      const get = async () => {
+        inner ??= Stream.toAsyncIterableRuntime(stream, await runtime.runtime())[Symbol.asyncIterator]()
+        return inner
+      }
+      return {
+        next: async () => (await get()).next(),
+        return: async (value?: unknown) => {
+          const it = await get()
+          return it.return ? it.return(value) : { done: true, value: undefined }
+        }
+      }
+    }
+  })
+  const message = (text: string, o?: MessageOptions): Gateway.MessageRequest => ({
+    principal: principalOf(o),
+    text,
+    sessionId: o?.sessionId as SessionId | undefined,
+    key: o?.sessionKey
+  })
+
+  const palyra: Palyra = {
+    run: (text, o) =>
+      withGateway(
+        (g) =>
+          Effect.gen(function* () {
+            const started = yield* g.startRun(message(text, o))
+            const events = yield* Stream.runCollect(started.events)
+            const list = [...events]
+            const final = yield* g.getRun(started.run.id)
+            const answer = list.filter((e) => e._tag === "AssistantMessage").at(-1)
+            return {
+              runId: final.id,
+              sessionId: final.sessionId,
+              state: final.state,
+              text: final.state === "Done" && answer?._tag === "AssistantMessage" ? answer.text : "",
+              error: final.error,
+              events: list
+            }
+          }),
+        o?.signal
+      ),
+    startRun: (text, o) =>
+      withGateway(
+        (g) =>
+          Effect.map(g.startRun(message(text, o)), (s) => ({
+            runId: s.run.id,
+            sessionId: s.session.id,
+            events: iterate(s.events)
+          })),
+        o?.signal
+      ),
+    send: (text, o) =>
+      withGateway(
+        (g) => Effect.map(g.sendMessage(message(text, o)), (s) => ({ runId: s.run.id, sessionId: s.session.id })),
+        o?.signal
+      ),
+    cancelRun: (runId, o) => withGateway((g) => g.cancelRun(runId as RunId, o?.by ?? "api"), o?.signal),
+    getRun: (runId, o) => withGateway((g) => g.getRun(runId as RunId), o?.signal),
+    waitForRun: (runId, o) => withGateway((g) => g.awaitRun(runId as RunId), o?.signal),
+    listApprovals: (f = {}) =>
+      withGateway((g) =>
+        g.listApprovals({
+          sessionId: f.sessionId as SessionId | undefined,
+          runId: f.runId as RunId | undefined,
+          status: f.status
+        })
+      ),
+    resolveApproval: (approvalId, decision, o) =>
+      withGateway(
+        (g) =>
+          g.resolveApproval({
+            approvalId: approvalId as ApprovalId,
+            decision,
+            scope: o?.scope,
+            by: o?.by ?? principalOf(),
+            reason: o?.reason
+          }),
+        o?.signal
+      ),
+    session: (o) =>
+      withGateway((g) =>
+        g.resolveSession({
+          principal: principalOf(o),
+          sessionId: o.sessionId as SessionId | undefined,
+          key: o.sessionKey,
+          title: o.title
+        })
+      ),
+    resetSession: (sessionId, o) => withGateway((g) => g.resetSession(sessionId as SessionId, principalOf(o))),
+    readTape: (sessionId, o) =>
+      withGateway((g) => g.readTape(sessionId as SessionId, { afterSeq: o?.afterSeq ?? 0, limit: o?.limit })),
+    subscribe: (sessionId, afterSeq = 0) =>
+      iterate(
+        Stream.unwrap(
+          Effect.map(Gateway.Gateway, (g) => g.subscribe(sessionId as SessionId, afterSeq, { approver: true }))
+        )
+      ),
+    verifyJournal: () => run(Effect.flatMap(Journal.Journal, (j) => j.verify)),
+    close: () => runtime.dispose(),
+    [Symbol.asyncDispose]: () => runtime.dispose()
+  }
+  return palyra
+}
