@@ -11,6 +11,9 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     testTimeout: 30_000,
     hookTimeout: 30_000,
-    fakeTimers: { toFake: [] }
+    fakeTimers: { toFake: [] },
+    // The JSON report feeds the workspace-wide closing line (scripts/test-summary.mjs).
+    reporters: ["default", "json"],
+    outputFile: { json: ".vitest-report.json" }
   }
 })
