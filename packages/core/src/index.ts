@@ -36,6 +36,7 @@ export {
 } from "./Palyra.js"
 export * as PolicyEngine from "./PolicyEngine.js"
 export * as Records from "./Records.js"
+export * as Redaction from "./Redaction.js"
 export * as RunState from "./RunState.js"
 export * as ScriptedModel from "./ScriptedModel.js"
 export * as TapeEvent from "./TapeEvent.js"

@@ -1,0 +1,657 @@
+/**
+ * The SQLite journal: Palyra's durable, ordered, hash-chained, redacted record.
+ *
+ * - **Durability.** WAL mode. `synchronous = NORMAL` by default: a committed append survives a crash
+ *   of the process (SIGKILL, OOM, panic) because the WAL is written before the commit returns; a
+ *   power loss or kernel crash may lose the last few commits (the WAL is fsynced at checkpoints).
+ *   Choose `synchronous: "FULL"` to fsync every commit and survive power loss too, at a cost per commit
+ *   that group commit amortises.
+ * - **Group commit.** Appends queue up; one writer takes everything queued (up to `maxBatch`) and
+ *   commits it in one short transaction, each append in its own savepoint (one append's `Conflict`
+ *   never affects another). No append is acknowledged before its transaction committed.
+ * - **Order.** `tape_seq` is assigned inside the transaction from the session's head: gap-free and
+ *   strictly increasing under any concurrency.
+ * - **Hash chain.** Every row stores `prev_hash` and `hash = SHA-256(JSON [prev_hash, session, seq,
+ *   run, kind, at, payload])`, in one chain across the whole file; `chain_head` holds the last hash
+ *   and the row count, so deleting the tail is detected too. `verify` recomputes it in pages.
+ * - **Redaction.** Events, run inputs and approval summaries pass through the redactor before they
+ *   are encoded: secrets never reach the file.
+ *
+ * better-sqlite3 is synchronous, so every transaction runs on the caller's thread: batches are
+ * bounded (`maxBatch`) to keep each stall short (see `bench/journal` for the event-loop delay).
+ *
+ * @since 0.1.0
+ */
+import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
+import {
+  Canonical,
+  Errors,
+  type Ids,
+  Journal,
+  type JournalAdapter,
+  journalAdapter,
+  type Records,
+  Redaction,
+  type TapeEvent
+} from "@palyra/core"
+import Database from "better-sqlite3"
+import { Config, Deferred, Effect, Either, Exit, Fiber, Layer, Option, Queue, type Scope } from "effect"
+import { GENESIS, MIGRATIONS_TABLE, migrations } from "./internal/migrations.js"
+import { makeSqlClient } from "./internal/sqlClient.js"
+
+/** @since 0.1.0 @category Models */
+export interface Options {
+  /** A file path, or `:memory:` (tests). */
+  readonly filename: string
+  /** Redaction rules, added to the defaults. `false` turns redaction off (not recommended). */
+  readonly redaction?: Redaction.RedactionOptions | false | undefined
+  /** Largest encoded event, in bytes (default 1 MiB). */
+  readonly maxEventBytes?: number | undefined
+  /** `NORMAL` (default: survives process crashes) or `FULL` (also survives power loss). */
+  readonly synchronous?: "NORMAL" | "FULL" | undefined
+  /** How long to wait for a lock held by another connection (default 5,000 ms). */
+  readonly busyTimeoutMs?: number | undefined
+  /** Most appends committed in one transaction (default 256). */
+  readonly maxBatch?: number | undefined
+}
+
+type AppendError = Errors.JournalError | Errors.NotFound | Errors.Conflict
+type StoredRow = {
+  chain_seq: number
+  session_id: string
+  tape_seq: number
+  run_id: string | null
+  kind: string
+  created_at: number
+  payload: string
+  prev_hash: string
+  hash: string
+}
+
+interface Prepared {
+  readonly tag: string
+  readonly runId: string | null
+  readonly at: number
+  readonly payload: string
+  readonly body: Record<string, unknown>
+}
+
+interface Pending {
+  readonly sessionId: string
+  readonly events: ReadonlyArray<Prepared>
+  readonly effects: Journal.AppendEffects
+  readonly deferred: Deferred.Deferred<ReadonlyArray<TapeEvent.TapeEvent>, AppendError>
+}
+
+const ENVELOPE = new Set(["_tag", "sessionId", "runId", "tapeSeq", "at"])
+
+/** The hash of one row; the same function writes and verifies. @internal */
+export const rowHash = (
+  prevHash: string,
+  sessionId: string,
+  tapeSeq: number,
+  runId: string | null,
+  kind: string,
+  at: number,
+  payload: string
+) => Canonical.sha256(JSON.stringify([prevHash, sessionId, tapeSeq, runId, kind, at, payload]))
+
+const toEvent = (row: StoredRow): TapeEvent.TapeEvent =>
+  ({
+    ...JSON.parse(row.payload),
+    _tag: row.kind,
+    sessionId: row.session_id,
+    runId: row.run_id,
+    tapeSeq: row.tape_seq,
+    at: row.created_at
+  }) as TapeEvent.TapeEvent
+
+const toSession = (r: Record<string, unknown>): Records.Session => ({
+  id: r.id as Ids.SessionId,
+  principal: r.principal as string,
+  key: (r.key as string | null) ?? null,
+  channel: (r.channel as string | null) ?? null,
+  title: (r.title as string | null) ?? null,
+  parentId: (r.parent_id as Ids.SessionId | null) ?? null,
+  parentSeq: (r.parent_seq as number | null) ?? null,
+  resetGeneration: r.reset_generation as number,
+  historyFromSeq: r.history_from_seq as number,
+  tokensUsed: r.tokens_used as number,
+  archived: r.archived === 1,
+  createdAt: r.created_at as number,
+  updatedAt: r.updated_at as number
+})
+
+const toRun = (r: Record<string, unknown>): Records.Run => ({
+  id: r.id as Ids.RunId,
+  sessionId: r.session_id as Ids.SessionId,
+  principal: r.principal as string,
+  state: r.state as Records.Run["state"],
+  input: r.input as string,
+  startSeq: r.start_seq as number,
+  error: r.error_code === null ? null : { code: r.error_code as string, message: (r.error_message as string) ?? "" },
+  createdAt: r.created_at as number,
+  updatedAt: r.updated_at as number
+})
+
+const toApproval = (r: Record<string, unknown>): Records.ApprovalRecord => ({
+  id: r.id as Ids.ApprovalId,
+  sessionId: r.session_id as Ids.SessionId,
+  runId: r.run_id as Ids.RunId,
+  toolCallId: r.tool_call_id as Ids.ToolCallId,
+  principal: r.principal as string,
+  tool: r.tool as string,
+  argsDigest: r.args_digest as string,
+  risk: r.risk as Records.ApprovalRecord["risk"],
+  summary: r.summary as string,
+  status: r.status as Records.ApprovalStatus,
+  scope: r.scope as Records.ApprovalRecord["scope"],
+  requestedAt: r.requested_at as number,
+  expiresAt: r.expires_at as number,
+  resolvedAt: (r.resolved_at as number | null) ?? null,
+  resolver: (r.resolver as string | null) ?? null,
+  reason: (r.reason as string | null) ?? null
+})
+
+const journalError = (method: string) => (cause: unknown) =>
+  new Errors.JournalError({ method, message: cause instanceof Error ? cause.message : String(cause), cause })
+
+/**
+ * Open (creating or migrating) a journal file. The journal is closed, after the writer has committed
+ * everything queued, when the scope closes.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const make = (options: Options): Effect.Effect<Journal.Service, Errors.JournalError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const maxEventBytes = options.maxEventBytes ?? 1024 * 1024
+    const maxBatch = options.maxBatch ?? 256
+    const redactor = options.redaction === false ? undefined : Redaction.make(options.redaction || {})
+    const redact = <A>(value: A): A => (redactor ? redactor.redact(value) : value)
+
+    const db = yield* Effect.acquireRelease(
+      Effect.try({
+        try: () => {
+          const db = new Database(options.filename)
+          if (options.filename !== ":memory:") db.pragma("journal_mode = WAL")
+          db.pragma(`synchronous = ${options.synchronous ?? "NORMAL"}`)
+          db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`)
+          db.pragma("foreign_keys = ON")
+          return db
+        },
+        catch: journalError("open")
+      }),
+      (db) => Effect.sync(() => db.close())
+    )
+
+    const sql = yield* makeSqlClient(db)
+    yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: MIGRATIONS_TABLE }).pipe(
+      Effect.provideService(SqlClient.SqlClient, sql),
+      Effect.mapError(journalError("migrate"))
+    )
+
+    const st = {
+      sessionHead: db.prepare("SELECT head_seq FROM sessions WHERE id = ?"),
+      session: db.prepare("SELECT * FROM sessions WHERE id = ?"),
+      sessionByKey: db.prepare("SELECT * FROM sessions WHERE principal = ? AND key = ? AND archived = 0"),
+      insertSession: db.prepare(
+        `INSERT INTO sessions (id, principal, key, channel, title, parent_id, parent_seq, reset_generation,
+          history_from_seq, tokens_used, archived, head_seq, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)`
+      ),
+      updateSession: db.prepare(
+        `UPDATE sessions SET key = ?, channel = ?, title = ?, reset_generation = ?, history_from_seq = ?,
+          archived = ?, updated_at = ? WHERE id = ?`
+      ),
+      afterAppend: db.prepare(
+        "UPDATE sessions SET head_seq = ?, tokens_used = tokens_used + ?, updated_at = max(updated_at, ?) WHERE id = ?"
+      ),
+      insertEvent: db.prepare(
+        `INSERT INTO tape_events (chain_seq, session_id, tape_seq, run_id, kind, created_at, payload, prev_hash, hash)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+      ),
+      runState: db.prepare("SELECT state FROM runs WHERE id = ?"),
+      run: db.prepare("SELECT * FROM runs WHERE id = ?"),
+      insertRun: db.prepare(
+        `INSERT INTO runs (id, session_id, principal, state, input, start_seq, error_code, error_message, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+      ),
+      transitionRun: db.prepare(
+        `UPDATE runs SET state = ?, error_code = coalesce(?, error_code), error_message = coalesce(?, error_message),
+          updated_at = ? WHERE id = ? AND state = ?`
+      ),
+      approval: db.prepare("SELECT * FROM approvals WHERE id = ?"),
+      insertApproval: db.prepare(
+        `INSERT INTO approvals (id, session_id, run_id, tool_call_id, principal, tool, args_digest, risk, summary, status,
+          scope, requested_at, expires_at, resolved_at, resolver, reason)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+      ),
+      resolveApproval: db.prepare(
+        `UPDATE approvals SET status = ?, scope = ?, resolver = ?, reason = ?, resolved_at = ?
+         WHERE id = ? AND status = 'pending'`
+      ),
+      head: db.prepare("SELECT chain_seq, hash, count FROM chain_head WHERE id = 1"),
+      setHead: db.prepare("UPDATE chain_head SET chain_seq = ?, hash = ?, count = ? WHERE id = 1"),
+      page: db.prepare("SELECT * FROM tape_events WHERE chain_seq > ? ORDER BY chain_seq LIMIT ?")
+    }
+
+    let head = st.head.get() as { chain_seq: number; hash: string; count: number }
+
+    // ---- the writer ---------------------------------------------------------------------------
+    const applyOne = db.transaction((p: Pending): Array<TapeEvent.TapeEvent> => {
+      const session = st.sessionHead.get(p.sessionId) as { head_seq: number } | undefined
+      if (session === undefined) throw new Errors.NotFound({ entity: "session", id: p.sessionId })
+      const { createRun, runTransition, createApproval, addTokens } = p.effects
+      if (createRun) {
+        if (st.runState.get(createRun.id)) throw new Errors.Conflict({ message: `run ${createRun.id} exists` })
+        st.insertRun.run(
+          createRun.id,
+          createRun.sessionId,
+          createRun.principal,
+          createRun.state,
+          redact(createRun.input),
+          createRun.startSeq,
+          createRun.error?.code ?? null,
+          createRun.error?.message ?? null,
+          createRun.createdAt,
+          createRun.updatedAt
+        )
+      }
+      const last = p.events[p.events.length - 1]!
+      if (runTransition) {
+        const t = runTransition
+        const changed = st.transitionRun.run(
+          t.to,
+          t.error?.code ?? null,
+          t.error ? redact(t.error.message) : null,
+          last.at,
+          t.runId,
+          t.from
+        ).changes
+        if (changed === 0) {
+          const current = st.runState.get(t.runId) as { state: string } | undefined
+          if (current === undefined) throw new Errors.NotFound({ entity: "run", id: t.runId })
+          throw new Errors.Conflict({ message: `run ${t.runId} is ${current.state}, expected ${t.from}` })
+        }
+      }
+      if (createApproval) {
+        const a = createApproval
+        if (st.approval.get(a.id)) throw new Errors.Conflict({ message: `approval ${a.id} exists` })
+        st.insertApproval.run(
+          a.id,
+          a.sessionId,
+          a.runId,
+          a.toolCallId,
+          a.principal,
+          a.tool,
+          a.argsDigest,
+          a.risk,
+          redact(a.summary),
+          a.status,
+          a.scope,
+          a.requestedAt,
+          a.expiresAt,
+          a.resolvedAt,
+          a.resolver,
+          a.reason
+        )
+      }
+      let seq = session.head_seq
+      let { chain_seq: chainSeq, hash: prev, count } = head
+      const stored: Array<TapeEvent.TapeEvent> = []
+      for (const e of p.events) {
+        seq++
+        chainSeq++
+        count++
+        const hash = rowHash(prev, p.sessionId, seq, e.runId, e.tag, e.at, e.payload)
+        st.insertEvent.run(chainSeq, p.sessionId, seq, e.runId, e.tag, e.at, e.payload, prev, hash)
+        prev = hash
+        stored.push({ ...e.body, _tag: e.tag, sessionId: p.sessionId, runId: e.runId, tapeSeq: seq, at: e.at } as never)
+      }
+      st.afterAppend.run(seq, addTokens ?? 0, last.at, p.sessionId)
+      head = { chain_seq: chainSeq, hash: prev, count }
+      return stored
+    })
+
+    const commitBatch = (batch: ReadonlyArray<Pending>) => {
+      const before = head
+      const results: Array<Either.Either<ReadonlyArray<TapeEvent.TapeEvent>, AppendError>> = []
+      try {
+        db.transaction(() => {
+          for (const p of batch) {
+            const mark = head
+            try {
+              results.push(Either.right(applyOne(p)))
+            } catch (error) {
+              head = mark // the savepoint rolled back this append's rows
+              results.push(
+                Either.left(
+                  error instanceof Errors.NotFound || error instanceof Errors.Conflict
+                    ? error
+                    : journalError("append")(error)
+                )
+              )
+            }
+          }
+          st.setHead.run(head.chain_seq, head.hash, head.count)
+        })()
+      } catch (error) {
+        head = before
+        const failure = journalError("append")(error)
+        return batch.map(() => Either.left(failure) as Either.Either<never, AppendError>)
+      }
+      return results
+    }
+
+    const queue = yield* Queue.unbounded<Pending>()
+    const deliver = (batch: ReadonlyArray<Pending>) =>
+      Effect.forEach(
+        commitBatch(batch),
+        (result, i) =>
+          Deferred.done(
+            batch[i]!.deferred,
+            Either.isRight(result) ? Exit.succeed(result.right) : Exit.fail(result.left)
+          ),
+        { discard: true }
+      )
+    const writer = yield* Queue.takeBetween(queue, 1, maxBatch).pipe(
+      Effect.flatMap((chunk) => deliver([...chunk])),
+      Effect.forever,
+      Effect.forkDaemon
+    )
+    // On close: stop the writer between batches, commit whatever is still queued, then close the file.
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function* () {
+        yield* Fiber.interrupt(writer)
+        const rest = yield* Queue.takeAll(queue)
+        if (rest.length > 0) yield* deliver([...rest])
+        yield* Queue.shutdown(queue)
+      })
+    )
+
+    const prepare = (event: TapeEvent.NewTapeEvent): Either.Either<Prepared, Errors.PayloadTooLarge> => {
+      const clean = redact(event) as Record<string, unknown>
+      const body: Record<string, unknown> = {}
+      for (const k of Object.keys(clean)) if (!ENVELOPE.has(k)) body[k] = clean[k]
+      const payload = Canonical.canonicalJson(body)
+      const size = Buffer.byteLength(payload)
+      if (size > maxEventBytes) {
+        return Either.left(new Errors.PayloadTooLarge({ what: `${event._tag} event`, size, limit: maxEventBytes }))
+      }
+      return Either.right({ tag: event._tag, runId: event.runId, at: event.at, payload, body })
+    }
+
+    const append: Journal.Service["append"] = (sessionId, events, effects = {}) =>
+      Effect.gen(function* () {
+        const prepared: Array<Prepared> = []
+        for (const e of events) prepared.push(yield* prepare(e))
+        const deferred = yield* Deferred.make<ReadonlyArray<TapeEvent.TapeEvent>, AppendError>()
+        yield* Queue.offer(queue, { sessionId, events: prepared, effects, deferred })
+        return yield* Deferred.await(deferred)
+      })
+
+    const sync = <A>(method: string, f: () => A) => Effect.try({ try: f, catch: journalError(method) })
+
+    const readTape: Journal.Service["readTape"] = (sessionId, o) =>
+      sync("readTape", () => {
+        const where = ["session_id = ?", "tape_seq > ?"]
+        const params: Array<unknown> = [sessionId, o.afterSeq]
+        if (o.uptoSeq !== undefined) {
+          where.push("tape_seq <= ?")
+          params.push(o.uptoSeq)
+        }
+        if (o.runId !== undefined) {
+          where.push("run_id = ?")
+          params.push(o.runId)
+        }
+        params.push(o.limit === undefined ? -1 : Math.max(0, o.limit))
+        const rows = db
+          .prepare(`SELECT * FROM tape_events WHERE ${where.join(" AND ")} ORDER BY tape_seq LIMIT ?`)
+          .all(...params) as Array<StoredRow>
+        return rows.map(toEvent)
+      })
+
+    const verify: Journal.Service["verify"] = Effect.gen(function* () {
+      const PAGE = 2000
+      let prev = GENESIS
+      let after = 0
+      let checked = 0
+      const lastSeq = new Map<string, number>()
+      const broken = (row: StoredRow, reason: "edited" | "inserted" | "deleted" | "reordered", detail: string) => ({
+        ok: false as const,
+        checked,
+        sessionId: row.session_id,
+        tapeSeq: row.tape_seq,
+        reason,
+        detail: `row ${row.chain_seq} (session ${row.session_id}, tape_seq ${row.tape_seq}): ${detail}`
+      })
+      while (true) {
+        const rows = yield* sync("verify", () => st.page.all(after, PAGE) as Array<StoredRow>)
+        for (const row of rows) {
+          const expected = rowHash(
+            row.prev_hash,
+            row.session_id,
+            row.tape_seq,
+            row.run_id,
+            row.kind,
+            row.created_at,
+            row.payload
+          )
+          if (expected !== row.hash) return broken(row, "edited", "its contents do not match its hash")
+          const seen = lastSeq.get(row.session_id) ?? 0
+          if (row.prev_hash !== prev || row.tape_seq !== seen + 1) {
+            if (row.tape_seq <= seen) {
+              return broken(row, "reordered", `tape_seq ${row.tape_seq} comes after ${seen}`)
+            }
+            if (row.tape_seq > seen + 1) {
+              return broken(row, "deleted", `tape_seq ${seen + 1}..${row.tape_seq - 1} of this session are missing`)
+            }
+            if (row.chain_seq !== after + 1) {
+              return broken(row, "deleted", `chain rows ${after + 1}..${row.chain_seq - 1} are missing`)
+            }
+            return broken(row, "inserted", "the previous row is not the one this row was chained to")
+          }
+          lastSeq.set(row.session_id, row.tape_seq)
+          prev = row.hash
+          after = row.chain_seq
+          checked++
+        }
+        if (rows.length < PAGE) break
+        yield* Effect.yieldNow()
+      }
+      const h = yield* sync("verify", () => st.head.get() as { chain_seq: number; hash: string; count: number })
+      if (h.hash !== prev || h.count !== checked) {
+        return {
+          ok: false as const,
+          checked,
+          sessionId: "",
+          tapeSeq: 0,
+          reason: h.count > checked ? ("truncated" as const) : ("inserted" as const),
+          detail:
+            h.count > checked
+              ? `the chain head records ${h.count} rows ending at row ${h.chain_seq}; only ${checked} are present (last present: row ${after})`
+              : `${checked - h.count} rows were added after the recorded chain head`
+        }
+      }
+      return { ok: true as const, checked }
+    })
+
+    const service: Journal.Service = {
+      append,
+      readTape,
+      headSeq: (sessionId) =>
+        sync("headSeq", () => (st.sessionHead.get(sessionId) as { head_seq: number } | undefined)?.head_seq ?? 0),
+      createSession: (s) =>
+        Effect.flatMap(
+          sync("createSession", () => {
+            if (st.session.get(s.id)) return new Errors.Conflict({ message: `session ${s.id} exists` })
+            if (s.key !== null && st.sessionByKey.get(s.principal, s.key)) {
+              return new Errors.Conflict({ message: `session key ${s.key} is taken` })
+            }
+            st.insertSession.run(
+              s.id,
+              s.principal,
+              s.key,
+              s.channel,
+              s.title === null ? null : redact(s.title),
+              s.parentId,
+              s.parentSeq,
+              s.resetGeneration,
+              s.historyFromSeq,
+              s.tokensUsed,
+              s.archived ? 1 : 0,
+              s.createdAt,
+              s.updatedAt
+            )
+            return undefined
+          }),
+          (conflict) => (conflict ? Effect.fail(conflict) : Effect.void)
+        ),
+      getSession: (id) =>
+        sync("getSession", () =>
+          Option.map(Option.fromNullable(st.session.get(id) as Record<string, unknown> | undefined), toSession)
+        ),
+      findSessionByKey: (principal, key) =>
+        sync("findSessionByKey", () =>
+          Option.map(
+            Option.fromNullable(st.sessionByKey.get(principal, key) as Record<string, unknown> | undefined),
+            toSession
+          )
+        ),
+      updateSession: (s) =>
+        Effect.flatMap(
+          sync(
+            "updateSession",
+            () =>
+              st.updateSession.run(
+                s.key,
+                s.channel,
+                s.title === null ? null : redact(s.title),
+                s.resetGeneration,
+                s.historyFromSeq,
+                s.archived ? 1 : 0,
+                s.updatedAt,
+                s.id
+              ).changes
+          ),
+          (changes) => (changes === 0 ? Effect.fail(new Errors.NotFound({ entity: "session", id: s.id })) : Effect.void)
+        ),
+      listSessions: (f) =>
+        sync("listSessions", () => {
+          const where: Array<string> = []
+          const params: Array<unknown> = []
+          if (f.principal !== undefined) {
+            where.push("principal = ?")
+            params.push(f.principal)
+          }
+          if (!f.includeArchived) where.push("archived = 0")
+          params.push(f.limit === undefined ? -1 : f.limit)
+          const clause = where.length ? `WHERE ${where.join(" AND ")}` : ""
+          return (
+            db
+              .prepare(`SELECT * FROM sessions ${clause} ORDER BY updated_at DESC, id DESC LIMIT ?`)
+              .all(...params) as Array<Record<string, unknown>>
+          ).map(toSession)
+        }),
+      getRun: (id) =>
+        sync("getRun", () =>
+          Option.map(Option.fromNullable(st.run.get(id) as Record<string, unknown> | undefined), toRun)
+        ),
+      listRuns: (f) =>
+        sync("listRuns", () => {
+          const where: Array<string> = []
+          const params: Array<unknown> = []
+          if (f.sessionId !== undefined) {
+            where.push("session_id = ?")
+            params.push(f.sessionId)
+          }
+          if (f.states !== undefined) {
+            if (f.states.length === 0) return []
+            where.push(`state IN (${f.states.map(() => "?").join(", ")})`)
+            params.push(...f.states)
+          }
+          params.push(f.limit === undefined ? -1 : f.limit)
+          const clause = where.length ? `WHERE ${where.join(" AND ")}` : ""
+          return (
+            db.prepare(`SELECT * FROM runs ${clause} ORDER BY id LIMIT ?`).all(...params) as Array<
+              Record<string, unknown>
+            >
+          ).map(toRun)
+        }),
+      resolveApproval: (id, r) =>
+        Effect.flatMap(
+          sync("resolveApproval", () => {
+            const changes = st.resolveApproval.run(
+              r.status,
+              r.scope,
+              r.resolver,
+              redact(r.reason),
+              r.resolvedAt,
+              id
+            ).changes
+            return { changes, row: st.approval.get(id) as Record<string, unknown> | undefined }
+          }),
+          ({ changes, row }): Effect.Effect<Records.ApprovalRecord, Errors.NotFound | Errors.Conflict> =>
+            row === undefined
+              ? Effect.fail(new Errors.NotFound({ entity: "approval", id }))
+              : changes === 0
+                ? Effect.fail(new Errors.Conflict({ message: `approval ${id} is already ${row.status as string}` }))
+                : Effect.succeed(toApproval(row))
+        ),
+      getApproval: (id) =>
+        sync("getApproval", () =>
+          Option.map(Option.fromNullable(st.approval.get(id) as Record<string, unknown> | undefined), toApproval)
+        ),
+      listApprovals: (f) =>
+        sync("listApprovals", () => {
+          const where: Array<string> = []
+          const params: Array<unknown> = []
+          if (f.sessionId !== undefined) {
+            where.push("session_id = ?")
+            params.push(f.sessionId)
+          }
+          if (f.runId !== undefined) {
+            where.push("run_id = ?")
+            params.push(f.runId)
+          }
+          if (f.status !== undefined) {
+            where.push("status = ?")
+            params.push(f.status)
+          }
+          params.push(f.limit === undefined ? -1 : f.limit)
+          const clause = where.length ? `WHERE ${where.join(" AND ")}` : ""
+          return (
+            db.prepare(`SELECT * FROM approvals ${clause} ORDER BY id LIMIT ?`).all(...params) as Array<
+              Record<string, unknown>
+            >
+          ).map(toApproval)
+        }),
+      verify
+    }
+    return service
+  }).pipe(Effect.withSpan("SqliteJournal.open", { attributes: { filename: options.filename } }))
+
+/** @since 0.1.0 @category Layers */
+export const layer = (options: Options): Layer.Layer<Journal.Journal, Errors.JournalError> =>
+  Layer.scoped(Journal.Journal, make(options))
+
+/**
+ * The journal configured from `Config` (e.g. `PALYRA_JOURNAL_FILENAME` under the usual providers).
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const layerConfig = (
+  config: Config.Config.Wrap<Options>
+): Layer.Layer<Journal.Journal, Errors.JournalError | import("effect/ConfigError").ConfigError> =>
+  Layer.scoped(Journal.Journal, Effect.flatMap(Config.unwrap(config), make))
+
+/**
+ * The SQLite journal as a value for the Promise API: `createPalyra({ journal: sqliteJournal({ filename }) })`.
+ *
+ * @since 0.1.0
+ * @category Adapters
+ */
+export const sqliteJournal = (options: Options): JournalAdapter => journalAdapter(layer(options))

@@ -1,0 +1,117 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Effect } from "effect"
+
+/** The genesis hash: `prev_hash` of the first row. @internal */
+export const GENESIS = "0".repeat(64)
+
+const init = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`CREATE TABLE sessions (
+    id TEXT PRIMARY KEY,
+    principal TEXT NOT NULL,
+    key TEXT,
+    channel TEXT,
+    title TEXT,
+    parent_id TEXT REFERENCES sessions(id),
+    parent_seq INTEGER,
+    reset_generation INTEGER NOT NULL DEFAULT 0,
+    history_from_seq INTEGER NOT NULL DEFAULT 0,
+    tokens_used INTEGER NOT NULL DEFAULT 0,
+    archived INTEGER NOT NULL DEFAULT 0,
+    head_seq INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+  ) STRICT`
+  yield* sql`CREATE UNIQUE INDEX sessions_principal_key ON sessions(principal, key) WHERE key IS NOT NULL AND archived = 0`
+  yield* sql`CREATE INDEX sessions_principal_updated ON sessions(principal, updated_at DESC)`
+  yield* sql`CREATE TABLE runs (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL REFERENCES sessions(id),
+    principal TEXT NOT NULL,
+    state TEXT NOT NULL,
+    input TEXT NOT NULL,
+    start_seq INTEGER NOT NULL,
+    error_code TEXT,
+    error_message TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+  ) STRICT`
+  yield* sql`CREATE INDEX runs_session ON runs(session_id, start_seq)`
+  yield* sql`CREATE INDEX runs_state ON runs(state)`
+  yield* sql`CREATE TABLE tape_events (
+    chain_seq INTEGER PRIMARY KEY,
+    session_id TEXT NOT NULL REFERENCES sessions(id),
+    tape_seq INTEGER NOT NULL,
+    run_id TEXT,
+    kind TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    UNIQUE (session_id, tape_seq)
+  ) STRICT`
+  yield* sql`CREATE INDEX tape_events_run ON tape_events(run_id, tape_seq) WHERE run_id IS NOT NULL`
+  yield* sql`CREATE TABLE approvals (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL REFERENCES sessions(id),
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    tool_call_id TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    args_digest TEXT NOT NULL,
+    risk TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    status TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    requested_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    resolved_at INTEGER,
+    resolver TEXT,
+    reason TEXT
+  ) STRICT`
+  yield* sql`CREATE INDEX approvals_session_status ON approvals(session_id, status)`
+  yield* sql`CREATE INDEX approvals_run ON approvals(run_id)`
+  yield* sql`CREATE INDEX approvals_status ON approvals(status)`
+  yield* sql`CREATE TABLE checkpoints (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL REFERENCES sessions(id),
+    from_seq INTEGER NOT NULL,
+    to_seq INTEGER NOT NULL,
+    summary TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+  ) STRICT`
+  yield* sql`CREATE TABLE chain_head (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    chain_seq INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    count INTEGER NOT NULL
+  ) STRICT`
+  yield* sql`INSERT INTO chain_head (id, chain_seq, hash, count) VALUES (1, 0, ${GENESIS}, 0)`
+})
+
+const grantsAndTasks = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  // Standing grants are looked up by principal and tool on every approval-requiring call.
+  yield* sql`CREATE INDEX approvals_grants ON approvals(principal, tool, status, scope)`
+  yield* sql`CREATE TABLE background_tasks (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    state TEXT NOT NULL,
+    run_at INTEGER NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+  ) STRICT`
+  yield* sql`CREATE INDEX background_tasks_due ON background_tasks(state, run_at)`
+})
+
+/** Every migration, in order. Never edit a released one: add a new one. @internal */
+export const migrations = {
+  "0001_init": init,
+  "0002_grants_and_tasks": grantsAndTasks
+} as const
+
+/** The table that records applied migrations (ours, so it never collides with a host app's). @internal */
+export const MIGRATIONS_TABLE = "palyra_migrations"
