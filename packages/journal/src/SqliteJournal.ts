@@ -234,7 +234,8 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
       ),
       head: db.prepare("SELECT chain_seq, hash, count FROM chain_head WHERE id = 1"),
       setHead: db.prepare("UPDATE chain_head SET chain_seq = ?, hash = ?, count = ? WHERE id = 1"),
-      page: db.prepare("SELECT * FROM tape_events WHERE chain_seq > ? ORDER BY chain_seq LIMIT ?")
+      page: db.prepare("SELECT * FROM tape_events WHERE chain_seq > ? ORDER BY chain_seq LIMIT ?"),
+      findSeq: db.prepare("SELECT chain_seq FROM tape_events WHERE session_id = ? AND tape_seq = ?")
     }
 
     let head = st.head.get() as { chain_seq: number; hash: string; count: number }
@@ -446,7 +447,18 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
               return broken(row, "reordered", `tape_seq ${row.tape_seq} comes after ${seen}`)
             }
             if (row.tape_seq > seen + 1) {
-              return broken(row, "deleted", `tape_seq ${seen + 1}..${row.tape_seq - 1} of this session are missing`)
+              // The missing seq may sit later in the chain (rows moved) or nowhere (rows removed).
+              const later = yield* sync(
+                "verify",
+                () => st.findSeq.get(row.session_id, seen + 1) as { chain_seq: number } | undefined
+              )
+              return later
+                ? broken(
+                    row,
+                    "reordered",
+                    `tape_seq ${seen + 1} of this session stands later, at row ${later.chain_seq}`
+                  )
+                : broken(row, "deleted", `tape_seq ${seen + 1}..${row.tape_seq - 1} of this session are missing`)
             }
             if (row.chain_seq !== after + 1) {
               return broken(row, "deleted", `chain rows ${after + 1}..${row.chain_seq - 1} are missing`)
