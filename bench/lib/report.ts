@@ -28,3 +28,31 @@ export const table = (title: string, rows: ReadonlyArray<Record<string, string |
 export const result = (bench: string, figures: Record<string, number>) => {
   console.log(JSON.stringify({ bench, ...figures }))
 }
+
+/**
+ * Event-loop delay probe: a 1 ms interval timer records how late each tick fires. Unlike
+ * `monitorEventLoopDelay`, it also counts the gap still open when it stops, so a loop that was
+ * starved for the whole measurement is reported as such instead of as "no samples".
+ */
+export const loopProbe = () => {
+  const delays: Array<number> = []
+  let last = performance.now()
+  const timer = setInterval(() => {
+    const now = performance.now()
+    delays.push(Math.max(0, now - last - 1))
+    last = now
+  }, 1)
+  return {
+    stop: () => {
+      clearInterval(timer)
+      delays.push(Math.max(0, performance.now() - last - 1))
+      const sorted = delays.sort((a, b) => a - b)
+      return {
+        p50: percentile(sorted, 50),
+        p99: percentile(sorted, 99),
+        max: sorted.at(-1) ?? 0,
+        samples: sorted.length
+      }
+    }
+  }
+}

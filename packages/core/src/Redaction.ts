@@ -86,6 +86,8 @@ export const make = (options: RedactionOptions = {}): Redactor => {
     pattern: pattern.global ? pattern : new RegExp(pattern.source, `${pattern.flags}g`)
   }))
   const literals = (options.literals ?? []).filter((l) => l.length >= 8).sort((a, b) => b.length - a.length)
+  // One combined test first: most strings hold no secret, and one regex pass is much cheaper than many.
+  const anyPattern = new RegExp(patterns.map((p) => `(?:${p.pattern.source})`).join("|"), "i")
   const isSecretKey = (key: string) => {
     const k = normalizeKey(key)
     if (keys.has(k)) return true
@@ -96,7 +98,9 @@ export const make = (options: RedactionOptions = {}): Redactor => {
     return false
   }
   const redactString = (text: string): string => {
+    if (text.length < 8) return text
     let out = text
+    if (!anyPattern.test(out) && !literals.some((l) => out.includes(l))) return out
     for (const literal of literals) if (out.includes(literal)) out = out.split(literal).join("[REDACTED:configured]")
     for (const { label, pattern } of patterns) {
       pattern.lastIndex = 0

@@ -86,6 +86,11 @@ interface Pending {
 
 const ENVELOPE = new Set(["_tag", "sessionId", "runId", "tapeSeq", "at"])
 
+const yieldToEventLoop = Effect.async<void>((resume) => {
+  const handle = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(handle))
+})
+
 /** The hash of one row; the same function writes and verifies. @internal */
 export const rowHash = (
   prevHash: string,
@@ -359,6 +364,9 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
       )
     const writer = yield* Queue.takeBetween(queue, 1, maxBatch).pipe(
       Effect.flatMap((chunk) => deliver([...chunk])),
+      // Let the event loop turn (I/O, timers) between batches: a busy Effect queue/deferred ping-pong
+      // otherwise runs on microtasks only and can starve every socket in the process under load.
+      Effect.zipRight(yieldToEventLoop),
       Effect.forever,
       Effect.forkDaemon
     )

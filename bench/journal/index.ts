@@ -1,0 +1,273 @@
+/**
+ * bench/journal: the SQLite journal's append throughput and latency (hash chain + redaction on),
+ * the raw better-sqlite3 ceiling for the same rows, the event-loop delay while 32 writers append,
+ * bytes on disk as a conversation grows, and LangGraph.js persisting the same tool-using
+ * conversation with its SQLite checkpointer. Everything runs in this one process, on this machine.
+ */
+
+import { mkdtempSync, rmSync, statSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { AIMessage, type BaseMessage, HumanMessage, ToolMessage } from "@langchain/core/messages"
+import { END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph"
+import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite"
+import { Gateway, type Journal, ScriptedModel, Tool } from "@palyra/core"
+import { collect, gatewayLayer } from "@palyra/core/testing"
+import { SqliteJournal } from "@palyra/journal"
+import Database from "better-sqlite3"
+import { Effect, type Layer, ManagedRuntime, Schema } from "effect"
+import { loopProbe, percentile, quick, result, round, table } from "../lib/report.js"
+
+const dir = mkdtempSync(join(tmpdir(), "palyra-bench-journal-"))
+const OUTPUT = "The file lists 12 entries: README.md, package.json, src/, test/, … (a realistic tool output) ".repeat(2)
+
+const fileBytes = (filename: string) => {
+  const db = new Database(filename)
+  db.pragma("wal_checkpoint(TRUNCATE)")
+  db.close()
+  return ["", "-wal", "-shm"].reduce((n, s) => {
+    try {
+      return n + statSync(filename + s).size
+    } catch {
+      return n
+    }
+  }, 0)
+}
+
+const session = (id: string) => ({
+  id: id as never,
+  principal: "bench",
+  key: null,
+  channel: null,
+  title: null,
+  parentId: null,
+  parentSeq: null,
+  resetGeneration: 0,
+  historyFromSeq: 0,
+  tokensUsed: 0,
+  archived: false,
+  createdAt: 1,
+  updatedAt: 1
+})
+const sid = (i: number) => `01KA${String(i).padStart(22, "0")}`
+const event = (s: string, i: number) => ({
+  _tag: "ToolResult" as const,
+  sessionId: s as never,
+  runId: null,
+  at: Date.now(),
+  toolCallId: "01KA0000000000000000000TC1" as never,
+  tool: "fs.list",
+  status: "ok" as const,
+  output: `${OUTPUT} #${i}`,
+  truncated: false,
+  durationMs: 3
+})
+
+// ---- 1. appends: single writer, then 32 concurrent writers ----------------------------------
+const appendPhase = async (writers: number, perWriter: number) => {
+  const filename = join(dir, `appends-${writers}.db`)
+  const latencies: Array<number> = []
+  let probe: ReturnType<typeof loopProbe> | undefined
+  const program = Effect.gen(function* () {
+    const j = yield* SqliteJournal.make({ filename })
+    for (let w = 0; w < writers; w++) yield* j.createSession(session(sid(w)))
+    // warm-up
+    yield* Effect.forEach(Array.from({ length: 50 }), (_, i) => j.append(sid(0) as never, [event(sid(0), i)]))
+    probe = loopProbe()
+    const start = performance.now()
+    yield* Effect.forEach(
+      Array.from({ length: writers }, (_, w) => w),
+      (w) =>
+        Effect.forEach(
+          Array.from({ length: perWriter }, (_, i) => i),
+          (i) =>
+            Effect.suspend(() => {
+              const t = performance.now()
+              return Effect.tap(j.append(sid(w) as never, [event(sid(w), i)]), () =>
+                Effect.sync(() => latencies.push(performance.now() - t))
+              )
+            }),
+          { discard: true }
+        ),
+      { concurrency: "unbounded", discard: true }
+    )
+    const elapsed = performance.now() - start
+    const verify = yield* j.verify
+    if (!verify.ok) throw new Error("chain broken in bench")
+    return elapsed
+  })
+  const elapsed = await Effect.runPromise(Effect.scoped(program))
+  const loop = probe!.stop()
+  latencies.sort((a, b) => a - b)
+  return {
+    perSec: (writers * perWriter) / (elapsed / 1000),
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    loopP50: loop.p50,
+    loopP99: loop.p99,
+    loopMax: loop.max
+  }
+}
+
+// ---- 2. the raw ceiling: plain prepared inserts, one transaction per batch of 32 --------------
+const rawPhase = (rows: number) => {
+  const db = new Database(join(dir, "raw.db"))
+  db.pragma("journal_mode = WAL")
+  db.pragma("synchronous = NORMAL")
+  db.exec(`CREATE TABLE t (id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, tape_seq INTEGER NOT NULL,
+    run_id TEXT, kind TEXT NOT NULL, created_at INTEGER NOT NULL, payload TEXT NOT NULL, prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL, UNIQUE (session_id, tape_seq))`)
+  const insert = db.prepare(
+    "INSERT INTO t (session_id, tape_seq, run_id, kind, created_at, payload, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+  )
+  const payload = JSON.stringify(event(sid(0), 0))
+  const hash = "f".repeat(64)
+  const batch = db.transaction((from: number) => {
+    for (let i = from; i < from + 32; i++)
+      insert.run(sid(i % 32), i, null, "ToolResult", Date.now(), payload, hash, hash)
+  })
+  const start = performance.now()
+  for (let i = 0; i < rows; i += 32) batch(i)
+  const elapsed = performance.now() - start
+  db.close()
+  return rows / (elapsed / 1000)
+}
+
+// ---- 3. the same 200-turn tool-using conversation: ours vs LangGraph -------------------------
+const listFiles = Tool.make("fs.list", {
+  description: "List files",
+  parameters: Schema.Struct({ dir: Schema.String }),
+  risk: "low",
+  execute: () => Effect.succeed(OUTPUT)
+})
+const conversationModel = () =>
+  ScriptedModel.make((request) =>
+    request.messages.at(-1)?.role === "tool"
+      ? { text: ["There are 12 entries ", "in that folder."], usage: { inputTokens: 120, outputTokens: 12 } }
+      : { toolCalls: [{ name: "fs.list", args: { dir: "." } }], usage: { inputTokens: 100, outputTokens: 8 } }
+  )
+
+const oursConversation = async (turns: number, checkpoints: ReadonlyArray<number> = []) => {
+  const filename = join(dir, `conversation-${turns}.db`)
+  const runtime = ManagedRuntime.make(
+    gatewayLayer({
+      model: conversationModel(),
+      tools: [listFiles],
+      journal: SqliteJournal.layer({ filename })
+    }) as Layer.Layer<Gateway.Gateway | Journal.Journal>
+  )
+  const sizes = new Map<number, number>()
+  let events = 0
+  await runtime.runPromise(Effect.void) // opens and migrates the journal
+  const baseline = fileBytes(filename) // an empty journal: schema only
+  const start = performance.now()
+  for (let t = 1; t <= turns; t++) {
+    const seen = await runtime.runPromise(
+      Effect.flatMap(Gateway.Gateway, (g) =>
+        Effect.flatMap(
+          g.startRun({ principal: "bench", key: "conversation", text: `List the files, turn ${t}` }),
+          (r) => collect(r.events)
+        )
+      )
+    )
+    events += seen.length
+    if (checkpoints.includes(t)) sizes.set(t, (fileBytes(filename) - baseline) / events)
+  }
+  const elapsed = performance.now() - start
+  await runtime.dispose()
+  return { ms: elapsed, bytes: fileBytes(filename), events, sizes }
+}
+
+const langGraphConversation = async (turns: number) => {
+  const filename = join(dir, `langgraph-${turns}.db`)
+  const saver = SqliteSaver.fromConnString(filename)
+  const agent = (state: { messages: Array<BaseMessage> }) => {
+    const last = state.messages.at(-1)
+    if (last instanceof ToolMessage) return { messages: [new AIMessage("There are 12 entries in that folder.")] }
+    const id = `call_${state.messages.length}`
+    return {
+      messages: [new AIMessage({ content: "", tool_calls: [{ id, name: "fs_list", args: { dir: "." } }] })]
+    }
+  }
+  const tools = (state: { messages: Array<BaseMessage> }) => {
+    const call = (state.messages.at(-1) as AIMessage).tool_calls![0]!
+    return { messages: [new ToolMessage({ content: OUTPUT, tool_call_id: call.id! })] }
+  }
+  const graph = new StateGraph(MessagesAnnotation)
+    .addNode("agent", agent)
+    .addNode("tools", tools)
+    .addEdge(START, "agent")
+    .addConditionalEdges("agent", (s) => ((s.messages.at(-1) as AIMessage).tool_calls?.length ? "tools" : END))
+    .addEdge("tools", "agent")
+    .compile({ checkpointer: saver })
+  const config = { configurable: { thread_id: "conversation" } }
+  const start = performance.now()
+  for (let t = 1; t <= turns; t++) {
+    await graph.invoke({ messages: [new HumanMessage(`List the files, turn ${t}`)] }, config)
+  }
+  const elapsed = performance.now() - start
+  ;(saver as unknown as { db: Database.Database }).db.close()
+  return { ms: elapsed, bytes: fileBytes(filename) }
+}
+
+const main = async () => {
+  const perWriter = quick ? 60 : 600
+  const single = await appendPhase(1, quick ? 500 : 5000)
+  const many = await appendPhase(32, perWriter)
+  const rawPerSec = rawPhase(quick ? 20_000 : 200_000)
+  table("appends (hash chain + redaction on, synchronous=NORMAL, WAL)", [
+    {
+      writers: 1,
+      "events/s": Math.round(single.perSec),
+      "p50 ms": round(single.p50, 3),
+      "p99 ms": round(single.p99, 3),
+      "loop p99 ms": round(single.loopP99, 2)
+    },
+    {
+      writers: 32,
+      "events/s": Math.round(many.perSec),
+      "p50 ms": round(many.p50, 3),
+      "p99 ms": round(many.p99, 3),
+      "loop p99 ms": round(many.loopP99, 2)
+    },
+    { writers: "raw ceiling", "events/s": Math.round(rawPerSec), "p50 ms": "-", "p99 ms": "-", "loop p99 ms": "-" }
+  ])
+  console.log(
+    `event-loop delay while 32 writers append: p50 ${round(many.loopP50, 2)} ms, p99 ${round(many.loopP99, 2)} ms, max ${round(many.loopMax, 2)} ms`
+  )
+
+  const turns = quick ? 20 : 200
+  const ours = await oursConversation(turns)
+  const lg = await langGraphConversation(turns)
+  table(`the same ${turns}-turn tool-using conversation, persisted`, [
+    { system: "Palyra (Gateway + SQLite journal)", "wall ms": Math.round(ours.ms), "bytes on disk": ours.bytes },
+    { system: "LangGraph.js + SqliteSaver", "wall ms": Math.round(lg.ms), "bytes on disk": lg.bytes }
+  ])
+
+  const small = quick ? 10 : 100
+  const large = quick ? 200 : 2000
+  const growth = await oursConversation(large, [small, large])
+  const at100 = growth.sizes.get(small)!
+  const at2000 = growth.sizes.get(large)!
+  table("bytes on disk per event as the conversation grows", [
+    { turns: small, "bytes/event": Math.round(at100) },
+    { turns: large, "bytes/event": Math.round(at2000) }
+  ])
+  rmSync(dir, { recursive: true, force: true })
+  result("journal", {
+    appendsPerSec: Math.round(many.perSec),
+    rawPerSec: Math.round(rawPerSec),
+    ratioToRaw: round(many.perSec / rawPerSec, 3),
+    p50AppendMs: round(many.p50, 3),
+    p99AppendMs: round(many.p99, 3),
+    eventLoopP99Ms: round(many.loopP99, 2),
+    oursMs: Math.round(ours.ms),
+    langGraphMs: Math.round(lg.ms),
+    oursBytes: ours.bytes,
+    langGraphBytes: lg.bytes,
+    bytesPerEventAt100: Math.round(at100),
+    bytesPerEventAt2000: Math.round(at2000)
+  })
+}
+
+await main()
