@@ -103,3 +103,55 @@ interface Plan {
 /** @since 0.1.0 @category Layers */
 export const layer = (script: Script, options: { readonly name?: string } = {}): Layer.Layer<ModelProvider> =>
   Layer.succeed(ModelProvider, make(script, options))
+
+/**
+ * The offline demo model's script (`demo:scripted`): a few keyword-driven behaviours so the quick
+ * start can show streaming, a low-risk tool, an approval and a denial without any API key. It says
+ * plainly that it is a demo.
+ *
+ * - "time" → calls `time.now`; "list" / "files" → `fs.list`; "read <path>" → `fs.read`;
+ *   "write" / "save" → `fs.write` (sensitive: needs approval); "run" / "shell" → `shell.exec`;
+ *   anything else → an explanation of what the demo can do.
+ *
+ * @since 0.1.0
+ * @category Demo
+ */
+export const demoScript = (request: ModelRequest): ScriptedTurn => {
+  const last = request.messages.at(-1)
+  if (last?.role === "tool") {
+    const shown = last.output.length > 400 ? `${last.output.slice(0, 400)}…` : last.output
+    return {
+      text: words(
+        last.isError
+          ? `The ${last.name} call did not go through: ${shown}`
+          : `Here is what ${last.name} returned:\n${shown}`
+      ),
+      usage: { inputTokens: 40, outputTokens: 20 }
+    }
+  }
+  const text = last?.role === "user" ? last.text.toLowerCase() : ""
+  const has = (name: string) => request.tools.some((t) => t.name === name)
+  const call = (name: string, args: unknown): ScriptedTurn => ({
+    text: words(`(demo model) Calling ${name}.`),
+    toolCalls: [{ name, args }],
+    usage: { inputTokens: 30, outputTokens: 10 }
+  })
+  if (text.includes("time") && has("time.now")) return call("time.now", {})
+  if ((text.includes("list") || text.includes("files")) && has("fs.list")) return call("fs.list", { path: "." })
+  const read = /read\s+(\S+)/.exec(text)
+  if (read && has("fs.read")) return call("fs.read", { path: read[1] })
+  if ((text.includes("write") || text.includes("save")) && has("fs.write")) {
+    return call("fs.write", { path: "notes/palyra-demo.txt", content: `Written by the Palyra demo at your request.\n` })
+  }
+  if ((text.includes("run") || text.includes("shell")) && has("shell.exec")) {
+    return call("shell.exec", { argv: ["ls", "-la"] })
+  }
+  return {
+    text: words(
+      'I am Palyra\'s offline demo model (no AI provider is configured). Ask me for the time, to list files, to read a file, to write a note (that needs your approval), or to run a command. Configure a real model with `model = "openai:gpt-4.1-mini"` in palyra.toml.'
+    ),
+    usage: { inputTokens: 20, outputTokens: 40 }
+  }
+}
+
+const words = (text: string): ReadonlyArray<string> => text.match(/\S+\s*/g) ?? [text]

@@ -4,6 +4,8 @@
  *
  * @since 0.1.0
  */
+
+export * as AiSdkModel from "./AiSdkModel.js"
 export * as Approvals from "./Approvals.js"
 export * as Canonical from "./Canonical.js"
 export * as Errors from "./Errors.js"
@@ -12,6 +14,7 @@ export * as Gateway from "./Gateway.js"
 export * as Ids from "./Ids.js"
 export * as Journal from "./Journal.js"
 export * as ModelProvider from "./ModelProvider.js"
+export * as Models from "./Models.js"
 // The Promise API, for code that does not use Effect.
 export {
   type ApprovalAnswer,

@@ -1,0 +1,298 @@
+/**
+ * `ModelProvider` over any AI SDK `LanguageModel` (OpenAI, Anthropic, OpenAI-compatible servers such
+ * as Ollama, vLLM and llama.cpp, …).
+ *
+ * - Tools are declared to the model with their JSON Schemas but **without** `execute`: the SDK
+ *   reports tool calls and Palyra's loop runs them, after policy and approval.
+ * - Provider errors become typed `ProviderError`s (`rate_limit`, `auth`, `overloaded`, `bad_request`,
+ *   `network`, `timeout`) with `retryable` set.
+ * - Retryable errors are retried with exponential backoff and jitter, but only while nothing of the
+ *   answer has been streamed yet (a retry after the first delta would duplicate text on the tape).
+ * - `failover` tries configured models in order.
+ * - Interrupting the fiber aborts the HTTP request.
+ *
+ * @since 0.1.0
+ */
+import { jsonSchema, type LanguageModel, type ModelMessage, streamText, type ToolSet, tool } from "ai"
+import { Duration, Effect, Exit, Layer, Schedule, Stream } from "effect"
+import { ProviderError } from "./Errors.js"
+import {
+  type FinishReason,
+  type ModelEvent,
+  ModelProvider,
+  type ModelRequest,
+  type PromptMessage,
+  type Service
+} from "./ModelProvider.js"
+
+/** @since 0.1.0 @category Models */
+export interface Options {
+  /** Name on the tape (default `provider:modelId`). */
+  readonly name?: string | undefined
+  /** Retries of retryable failures before anything streamed (default 3, base delay 500 ms, cap 20 s). */
+  readonly retry?:
+    | {
+        readonly times?: number | undefined
+        readonly baseDelay?: Duration.DurationInput | undefined
+        readonly maxDelay?: Duration.DurationInput | undefined
+      }
+    | undefined
+  readonly maxOutputTokens?: number | undefined
+  readonly temperature?: number | undefined
+}
+
+const statusOf = (error: unknown): number | undefined => {
+  const e = error as { statusCode?: unknown; lastError?: { statusCode?: unknown }; cause?: unknown } | null
+  if (e && typeof e.statusCode === "number") return e.statusCode
+  if (e?.lastError && typeof e.lastError.statusCode === "number") return e.lastError.statusCode
+  return undefined
+}
+
+const NETWORK =
+  /Cannot connect|ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EPIPE|socket hang up|fetch failed|terminated|network/i
+
+/** Map anything the AI SDK throws to a typed `ProviderError`. @since 0.1.0 @category Errors */
+export const classify =
+  (provider: string) =>
+  (error: unknown): ProviderError => {
+    if (error instanceof ProviderError) return error
+    const status = statusOf(error)
+    const message = error instanceof Error ? error.message : String(error)
+    const make = (reason: ProviderError["reason"], retryable: boolean) =>
+      new ProviderError({
+        provider,
+        reason,
+        retryable,
+        message,
+        ...(status === undefined ? {} : { status }),
+        cause: error
+      })
+    if (status === 429) return make("rate_limit", true)
+    if (status === 401 || status === 403) return make("auth", false)
+    if (status === 408) return make("timeout", true)
+    if (status !== undefined && status >= 500) return make("overloaded", true)
+    if (status !== undefined && status >= 400) return make("bad_request", false)
+    if ((error as { isRetryable?: unknown } | null)?.isRetryable === true && status === undefined) {
+      return make("network", true)
+    }
+    const cause = (error as { cause?: unknown } | null)?.cause
+    const text = `${message} ${cause instanceof Error ? `${cause.message} ${(cause as { code?: string }).code ?? ""}` : ""}`
+    if (NETWORK.test(text)) return make("network", true)
+    return make("unknown", false)
+  }
+
+// OpenAI-style function names allow only [a-zA-Z0-9_-]; Palyra's tool names use dots (fs.read).
+const wireName = (name: string) => name.replace(/[^a-zA-Z0-9_-]/g, "_").slice(0, 64)
+
+const toModelMessages = (messages: ReadonlyArray<PromptMessage>): Array<ModelMessage> =>
+  messages.map((m): ModelMessage => {
+    switch (m.role) {
+      case "system":
+        return { role: "system", content: m.text }
+      case "user":
+        return { role: "user", content: m.text }
+      case "assistant":
+        return {
+          role: "assistant",
+          content: [
+            ...(m.text.length > 0 ? [{ type: "text" as const, text: m.text }] : []),
+            ...m.toolCalls.map((c) => ({
+              type: "tool-call" as const,
+              toolCallId: c.id,
+              toolName: wireName(c.name),
+              input: c.args
+            }))
+          ]
+        }
+      case "tool":
+        return {
+          role: "tool",
+          content: [
+            {
+              type: "tool-result",
+              toolCallId: m.toolCallId,
+              toolName: wireName(m.name),
+              output: m.isError ? { type: "error-text", value: m.output } : { type: "text", value: m.output }
+            }
+          ]
+        }
+    }
+  })
+
+const finishReason = (reason: string | undefined): FinishReason =>
+  reason === "stop" ||
+  reason === "tool-calls" ||
+  reason === "length" ||
+  reason === "content-filter" ||
+  reason === "error"
+    ? reason
+    : "other"
+
+/**
+ * Adapt an AI SDK language model.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const make = (model: LanguageModel, options: Options = {}): Service => {
+  const name =
+    options.name ??
+    (typeof model === "string"
+      ? model
+      : `${(model as { provider: string }).provider}:${(model as { modelId: string }).modelId}`)
+  const toError = classify(name)
+  const retry = options.retry ?? {}
+  const schedule = Schedule.exponential(Duration.decode(retry.baseDelay ?? "500 millis"), 2).pipe(
+    Schedule.jittered,
+    Schedule.union(Schedule.spaced(Duration.decode(retry.maxDelay ?? "20 seconds"))),
+    Schedule.intersect(Schedule.recurs(retry.times ?? 3))
+  )
+
+  const attempt = (
+    request: ModelRequest,
+    sink: (event: ModelEvent) => Effect.Effect<void, unknown>,
+    progress: { emitted: number }
+  ) =>
+    Effect.acquireUseRelease(
+      Effect.sync(() => new AbortController()),
+      (controller) =>
+        Effect.gen(function* () {
+          const names = new Map(request.tools.map((t) => [wireName(t.name), t.name]))
+          const tools: ToolSet = {}
+          for (const t of request.tools) {
+            tools[wireName(t.name)] = tool({
+              description: t.description,
+              inputSchema: jsonSchema(t.parameters as never)
+            })
+          }
+          const result = yield* Effect.try({
+            try: () =>
+              streamText({
+                model,
+                ...(request.instructions === undefined ? {} : { instructions: request.instructions }),
+                messages: toModelMessages(request.messages),
+                tools,
+                maxRetries: 0,
+                abortSignal: controller.signal,
+                // Errors arrive as stream parts and are mapped below; the SDK's default logs them to stderr.
+                onError: () => {},
+                ...(options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }),
+                ...(options.temperature === undefined ? {} : { temperature: options.temperature })
+              }),
+            catch: toError
+          })
+          const reader = result.fullStream.getReader()
+          let reason: FinishReason = "other"
+          let inputTokens = 0
+          let outputTokens = 0
+          while (true) {
+            const next = yield* Effect.tryPromise({ try: () => reader.read(), catch: toError })
+            if (next.done) break
+            const part = next.value
+            switch (part.type) {
+              case "text-delta":
+                if (part.text.length === 0) break
+                progress.emitted++
+                yield* sink({ type: "text-delta", text: part.text })
+                break
+              case "tool-call":
+                progress.emitted++
+                yield* sink({
+                  type: "tool-call",
+                  id: part.toolCallId,
+                  name: names.get(part.toolName) ?? part.toolName,
+                  args: part.input ?? {}
+                })
+                break
+              case "finish":
+                reason = finishReason(part.finishReason)
+                inputTokens = part.totalUsage.inputTokens ?? 0
+                outputTokens = part.totalUsage.outputTokens ?? 0
+                break
+              case "error":
+                return yield* Effect.fail(toError(part.error))
+              default:
+                break
+            }
+          }
+          if (inputTokens + outputTokens > 0) yield* sink({ type: "usage", inputTokens, outputTokens })
+          yield* sink({ type: "finish", reason })
+        }),
+      (controller, exit) => Effect.sync(() => (Exit.isSuccess(exit) ? undefined : controller.abort()))
+    )
+
+  const streamTo: NonNullable<Service["streamTo"]> = (request, sink) => {
+    const progress = { emitted: 0 }
+    return attempt(request, sink, progress).pipe(
+      Effect.retry({
+        schedule,
+        while: (e) => e instanceof ProviderError && e.retryable && progress.emitted === 0
+      }),
+      Effect.withSpan("AiSdkModel.stream", { attributes: { model: name }, captureStackTrace: false })
+    )
+  }
+
+  return {
+    name,
+    streamTo,
+    stream: (request) => toStream(streamTo, request)
+  }
+}
+
+/** A `Stream` view of a push-based call. @internal */
+const toStream = (streamTo: NonNullable<Service["streamTo"]>, request: ModelRequest) =>
+  Stream.asyncPush<ModelEvent, ProviderError>((emit) =>
+    Effect.forkScoped(
+      streamTo(request, (event) => Effect.sync(() => void emit.single(event))).pipe(
+        Effect.matchCause({
+          onFailure: (cause) => emit.halt(cause as never),
+          onSuccess: () => emit.end()
+        })
+      )
+    )
+  )
+
+/**
+ * Try each model in order: move to the next when one fails before it streamed anything (after its
+ * own retries). A failure after the first delta is final: switching models mid-answer would splice
+ * two answers together.
+ *
+ * @since 0.1.0
+ * @category Combinators
+ */
+export const failover = (models: ReadonlyArray<Service>): Service => {
+  if (models.length === 0) throw new Error("failover needs at least one model")
+  if (models.length === 1) return models[0]!
+  const name = models.map((m) => m.name).join(" > ")
+  const streamTo: NonNullable<Service["streamTo"]> = (request, sink) =>
+    Effect.suspend(() => {
+      let emitted = 0
+      const counted = (event: ModelEvent) => {
+        emitted++
+        return sink(event)
+      }
+      const tryFrom = (i: number): Effect.Effect<void, unknown> => {
+        const model = models[i]!
+        const run = model.streamTo
+          ? model.streamTo(request, counted)
+          : Stream.runForEach(model.stream(request), counted)
+        return i === models.length - 1
+          ? run
+          : run.pipe(
+              Effect.catchAll((error) =>
+                emitted > 0
+                  ? Effect.fail(error)
+                  : Effect.logWarning(`model ${model.name} failed; failing over to ${models[i + 1]!.name}`, error).pipe(
+                      Effect.zipRight(tryFrom(i + 1))
+                    )
+              )
+            )
+      }
+      return tryFrom(0)
+    })
+  return { name, streamTo, stream: (request) => toStream(streamTo, request) }
+}
+
+/** @since 0.1.0 @category Layers */
+export const layer = (model: LanguageModel, options: Options = {}): Layer.Layer<ModelProvider> =>
+  Layer.succeed(ModelProvider, make(model, options))
