@@ -104,7 +104,7 @@ const toModelMessages = (messages: ReadonlyArray<PromptMessage>): Array<ModelMes
             }))
           ]
         }
-      case "tool":
+      default:
         return {
           role: "tool",
           content: [
