@@ -457,6 +457,16 @@ export const make = (
         })
       })
 
+    // ---- standing grants, evaluated by the policy engine when it can --------------------------
+    const policy = deps.policy
+    const syncGrants = policy.setGrants
+      ? journal.listApprovals({ status: "approved" }).pipe(
+          Effect.flatMap((all) => policy.setGrants!(all.filter((a) => a.scope !== "once"))),
+          Effect.catchAll((e) => Effect.logError("could not load approval grants", e))
+        )
+      : Effect.void
+    yield* syncGrants
+
     // ---- recovery: pick up what the previous process left ------------------------------------
     const leftOver = yield* journal.listRuns({ states: ["Accepted", "InProgress", "WaitingForApproval"] })
     const ordered = [...leftOver].sort((a, b) => a.sessionId.localeCompare(b.sessionId) || a.startSeq - b.startSeq)
@@ -531,7 +541,10 @@ export const make = (
       getRun: (id) => requireRun(journal, id),
       listRuns: (filter) => journal.listRuns(filter),
       awaitRun,
-      resolveApproval: (request) => approvals.resolve(request),
+      resolveApproval: (request) =>
+        Effect.tap(approvals.resolve(request), (record) =>
+          record.status === "approved" && record.scope !== "once" ? syncGrants : Effect.void
+        ),
       getApproval: (id) =>
         Effect.flatMap(approvals.get(id), (o) =>
           Option.isSome(o) ? Effect.succeed(o.value) : Effect.fail(notFoundApproval(id))

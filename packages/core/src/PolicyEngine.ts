@@ -13,6 +13,7 @@
  */
 import { Context, Effect, Layer } from "effect"
 import type { SessionId } from "./Ids.js"
+import type { ApprovalRecord } from "./Records.js"
 import type { PolicyDecision, Risk } from "./TapeEvent.js"
 
 /** @since 0.1.0 @category Models */
@@ -22,6 +23,8 @@ export interface PolicyRequest {
   readonly channel: string | null
   readonly tool: { readonly name: string; readonly risk: Risk; readonly category: string }
   readonly args: unknown
+  /** Digest of the tool name and arguments (what narrow grants bind to). */
+  readonly argsDigest?: string | undefined
 }
 
 /** @since 0.1.0 @category Models */
@@ -34,6 +37,11 @@ export interface Decision {
 /** @since 0.1.0 @category Models */
 export interface Service {
   readonly decide: (request: PolicyRequest) => Effect.Effect<Decision>
+  /**
+   * Standing grants (approvals with scope `session` or `always`) to evaluate as policies. Engines
+   * without it leave grants to the approval step, which checks them the same narrow way.
+   */
+  readonly setGrants?: ((grants: ReadonlyArray<ApprovalRecord>) => Effect.Effect<void>) | undefined
 }
 
 /** @since 0.1.0 @category Tags */

@@ -311,7 +311,8 @@ export const runLoop = (deps: LoopDeps, runId: RunId, cancelRequested: () => str
             sessionId: session.id,
             channel: session.channel,
             tool: { name: tool.value.name, risk: tool.value.risk, category: tool.value.category },
-            args: call.proposed.args
+            args: call.proposed.args,
+            argsDigest: call.proposed.argsDigest
           })
           const decidedEvent: NewTapeEvent = {
             _tag: "PolicyDecided",
