@@ -188,12 +188,12 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
         },
         preparsedPolicySetId: compiled.id,
         entities: [
+          // The smallest entity slice: only the tool has attributes policies read.
           {
             uid: { type: "Palyra::Tool", id: request.tool.name },
             attrs: { risk: request.tool.risk, category: request.tool.category },
             parents: []
-          },
-          { uid: { type: "Palyra::Principal", id: request.principal }, attrs: {}, parents: [] }
+          }
         ]
       })
       if (answer.type === "failure") {
