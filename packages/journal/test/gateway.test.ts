@@ -7,7 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Gateway, ScriptedModel, Tool } from "@palyra/core"
 import { collect, gatewayLayer } from "@palyra/core/testing"
 import Database from "better-sqlite3"
-import { Effect, Option, Schema, Stream } from "effect"
+import { Effect, Option, Schedule, Schema, Stream } from "effect"
 import { SqliteJournal } from "../src/index.js"
 import { migrations } from "../src/internal/migrations.js"
 import { makeSqlClient } from "../src/internal/sqlClient.js"
@@ -32,7 +32,7 @@ describe("Gateway over the SQLite journal", () => {
         yield* Effect.fork(collect(events))
         yield* gateway
           .listApprovals({ runId: run.id, status: "pending" })
-          .pipe(Effect.repeat({ until: (l) => l.length > 0 }))
+          .pipe(Effect.repeat({ schedule: Schedule.spaced("5 millis"), until: (l) => l.length > 0 }))
         return run
       }).pipe(
         Effect.provide(
@@ -78,7 +78,9 @@ describe("Gateway over the SQLite journal", () => {
         const gateway = yield* Gateway.Gateway
         const { run, events } = yield* gateway.startRun({ principal: "alice", text: "go" })
         yield* Effect.fork(collect(events))
-        yield* gateway.getRun(run.id).pipe(Effect.repeat({ until: (r) => r.state === "InProgress" }))
+        yield* gateway
+          .getRun(run.id)
+          .pipe(Effect.repeat({ schedule: Schedule.spaced("5 millis"), until: (r) => r.state === "InProgress" }))
         return run
       }).pipe(Effect.provide(gatewayLayer({ model: slow, journal: SqliteJournal.layer({ filename }) })), Effect.scoped)
       yield* Effect.gen(function* () {
