@@ -1,6 +1,6 @@
 /**
- * `@palyra/transport-http` is planned and not implemented yet; see the open issues.
+ * `@palyra/transport-http`: the Gateway over HTTP (REST + server-sent events).
  *
  * @since 0.1.0
  */
-export const implemented = false as const
+export * as HttpTransport from "./HttpTransport.js"
