@@ -45,8 +45,8 @@ const ensureToolchain = (pkgs) => {
 }
 const withToolBin = () => ({ ...process.env, PATH: `${toolBin}${delimiter}${process.env.PATH ?? ""}` })
 
-if (task !== "test" && task !== "start") {
-  log("usage: node scripts/toolchain.mjs <test|start> [args…]")
+if (task !== "test" && task !== "start" && task !== "palyra") {
+  log("usage: node scripts/toolchain.mjs <test|start|palyra> [args…]")
   process.exit(2)
 }
 
@@ -73,6 +73,12 @@ if (!usePathPnpm) ensureToolchain([["pnpm", PNPM_VERSION]])
 const env = usePathPnpm ? process.env : withToolBin()
 const pnpm = (...args) => run("pnpm", args, env)
 
+const cli = join(root, "packages/daemon/dist/bin/palyra.js")
+if (task === "palyra" && existsSync(cli)) {
+  // The CLI is already built: run it straight away (no install or build on every command).
+  process.exit(run(process.execPath, [cli, ...process.argv.slice(3)], env))
+}
+
 const ci = process.env.CI === "true" || process.env.CI === "1"
 const installStatus = pnpm("install", ci ? "--frozen-lockfile" : "--prefer-offline", "--reporter=append-only")
 if (installStatus !== 0) process.exit(installStatus)
@@ -80,7 +86,8 @@ if (installStatus !== 0) process.exit(installStatus)
 if (task === "test") {
   process.exit(pnpm("run", "verify"))
 }
-// start: build what changed (turbo caches), then run palyrad with any extra arguments.
+// start / palyra: build what changed (turbo caches), then run palyrad or the CLI with the extra arguments.
 const buildStatus = pnpm("run", "build", "--output-logs=errors-only")
 if (buildStatus !== 0) process.exit(buildStatus)
-process.exit(run(process.execPath, [join(root, "packages/daemon/dist/bin/palyrad.js"), ...process.argv.slice(3)], env))
+const bin = task === "start" ? "palyrad.js" : "palyra.js"
+process.exit(run(process.execPath, [join(root, "packages/daemon/dist/bin", bin), ...process.argv.slice(3)], env))

@@ -110,7 +110,8 @@ export const layer = (script: Script, options: { readonly name?: string } = {}):
  * plainly that it is a demo.
  *
  * - "time" → calls `time.now`; "list" / "files" → `fs.list`; "read <path>" → `fs.read`;
- *   "write" / "save" → `fs.write` (sensitive: needs approval); "run" / "shell" → `shell.exec`;
+ *   "write" / "save" → `fs.write` (sensitive: needs approval); "sleep N" → `shell.exec sleep N`;
+ *   "run" / "shell" → `shell.exec ls -la`;
  *   anything else → an explanation of what the demo can do.
  *
  * @since 0.1.0
@@ -143,6 +144,8 @@ export const demoScript = (request: ModelRequest): ScriptedTurn => {
   if ((text.includes("write") || text.includes("save")) && has("fs.write")) {
     return call("fs.write", { path: "notes/palyra-demo.txt", content: `Written by the Palyra demo at your request.\n` })
   }
+  const sleep = /sleep\s+(\d{1,4})/.exec(text)
+  if (sleep && has("shell.exec")) return call("shell.exec", { argv: ["sleep", sleep[1]] })
   if ((text.includes("run") || text.includes("shell")) && has("shell.exec")) {
     return call("shell.exec", { argv: ["ls", "-la"] })
   }

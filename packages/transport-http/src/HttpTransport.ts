@@ -17,7 +17,7 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Errors, Gateway, Ids, Journal, type Records, type TapeEvent } from "@palyra/core"
-import { Cause, Effect, Option, ParseResult, Schedule, Schema, Stream } from "effect"
+import { Cause, Deferred, Effect, Option, ParseResult, Schedule, Schema, Stream } from "effect"
 import { openApiDocument } from "./internal/openapi.js"
 
 /** A bearer token and the principal it authenticates. @since 0.1.0 @category Models */
@@ -37,6 +37,8 @@ export interface Options {
   readonly heartbeatSeconds?: number | undefined
   /** Readiness probe (default: always ready). */
   readonly ready?: Effect.Effect<boolean> | undefined
+  /** Completes when the server shuts down: open event streams end cleanly then. */
+  readonly shutdown?: Effect.Effect<void> | undefined
 }
 
 /** HTTP status for each stable error code. @since 0.1.0 @category Errors */
@@ -174,7 +176,8 @@ export const router = (options: Options) => {
       Stream.map(() => encoder.encode(": keep-alive\n\n"))
     )
     const frames = Stream.concat(Stream.make(encoder.encode(": connected\n\n")), Stream.map(events, sseFrame))
-    return HttpServerResponse.stream(Stream.merge(frames, keepAlive, { haltStrategy: "left" }), {
+    const body = Stream.merge(frames, keepAlive, { haltStrategy: "left" })
+    return HttpServerResponse.stream(options.shutdown ? Stream.interruptWhen(body, options.shutdown) : body, {
       contentType: "text/event-stream",
       headers: { "cache-control": "no-cache", "x-accel-buffering": "no", connection: "keep-alive" }
     })
@@ -440,8 +443,19 @@ export interface ServeOptions extends Options {
 export const serve = (options: ServeOptions) =>
   Effect.gen(function* () {
     const host = options.host ?? "127.0.0.1"
-    const server = yield* NodeHttpServer.make(() => createServer(), { host, port: options.port })
-    const app = router(options)
+    const node = createServer()
+    const server = yield* NodeHttpServer.make(() => node, { host, port: options.port })
+    // Shutdown (finalizers run in reverse, so this runs before the server's own close): end open
+    // event streams cleanly, give responses a moment to flush, then drop whatever is still open so
+    // closing never waits on a long-lived client.
+    const closing = yield* Deferred.make<void>()
+    yield* Effect.addFinalizer(() =>
+      Deferred.succeed(closing, undefined).pipe(
+        Effect.zipRight(Effect.sleep("100 millis")),
+        Effect.zipRight(Effect.sync(() => node.closeAllConnections()))
+      )
+    )
+    const app = router({ ...options, shutdown: Deferred.await(closing) })
     yield* server.serve(app)
     const address = server.address
     const port = address._tag === "TcpAddress" ? address.port : options.port

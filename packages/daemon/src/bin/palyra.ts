@@ -1,5 +1,8 @@
 #!/usr/bin/env node
-process.stderr.write(
-  "palyra is not implemented yet: the daemon lands with its own issue. Run `npm test` to check the libraries.\n"
-)
-process.exitCode = 0
+/** palyra: the command-line client of a running palyrad. See `palyra --help`. */
+import { main, processIo } from "../Cli.js"
+
+const io = processIo()
+const code = await main(process.argv.slice(2), process.env, io)
+io.close()
+process.exitCode = code

@@ -1,0 +1,231 @@
+/**
+ * palyrad's configuration: a TOML file, overridden by `PALYRA_*` environment variables, overridden
+ * by command-line flags; validated with Schema at start-up. A bad value is one clear error naming
+ * the key (`server.http_port: …`).
+ *
+ * @since 0.1.0
+ */
+import { existsSync, readFileSync } from "node:fs"
+import { dirname, isAbsolute, join, resolve } from "node:path"
+import { Data, Effect, Either, ParseResult, Schema } from "effect"
+import { parse as parseToml } from "smol-toml"
+
+const Port = Schema.Int.pipe(Schema.between(0, 65535, { message: () => "must be a port number (0–65535)" }))
+const Positive = Schema.Int.pipe(Schema.positive({ message: () => "must be a positive whole number" }))
+
+const TokenEntry = Schema.Struct({
+  token: Schema.String.pipe(Schema.minLength(16, { message: () => "must be at least 16 characters" })),
+  principal: Schema.String.pipe(Schema.minLength(1)),
+  operator: Schema.optionalWith(Schema.Boolean, { default: () => false })
+})
+
+/** The configuration file's shape (snake_case keys, as written in TOML). @since 0.1.0 @category Schema */
+export const ConfigFile = Schema.Struct({
+  data_dir: Schema.optionalWith(Schema.String, { default: () => ".palyra" }),
+  workspace: Schema.optionalWith(Schema.String, { default: () => "workspace" }),
+  model: Schema.optionalWith(Schema.Union(Schema.String, Schema.Array(Schema.String)), {
+    default: () => "demo:scripted"
+  }),
+  instructions: Schema.optional(Schema.String),
+  policies_dir: Schema.optional(Schema.String),
+  server: Schema.optionalWith(
+    Schema.Struct({
+      host: Schema.optionalWith(Schema.String, { default: () => "127.0.0.1" }),
+      http_port: Schema.optionalWith(Port, { default: () => 7420 }),
+      grpc_port: Schema.optionalWith(Port, { default: () => 7421 }),
+      max_body_bytes: Schema.optionalWith(Positive, { default: () => 1024 * 1024 })
+    }),
+    { default: () => ({ host: "127.0.0.1", http_port: 7420, grpc_port: 7421, max_body_bytes: 1024 * 1024 }) }
+  ),
+  auth: Schema.optionalWith(
+    Schema.Struct({
+      admin_token: Schema.optional(
+        Schema.String.pipe(Schema.minLength(16, { message: () => "must be at least 16 characters" }))
+      ),
+      tokens: Schema.optionalWith(Schema.Array(TokenEntry), { default: () => [] })
+    }),
+    { default: () => ({ tokens: [] }) }
+  ),
+  approvals: Schema.optionalWith(
+    Schema.Struct({ timeout_seconds: Schema.optionalWith(Positive, { default: () => 600 }) }),
+    { default: () => ({ timeout_seconds: 600 }) }
+  ),
+  budgets: Schema.optionalWith(
+    Schema.Struct({
+      max_model_turns: Schema.optional(Positive),
+      max_tool_calls: Schema.optional(Positive),
+      max_events_per_turn: Schema.optional(Positive),
+      wall_clock_seconds: Schema.optional(Positive),
+      max_tokens_per_run: Schema.optional(Positive),
+      max_tokens_per_session: Schema.optional(Positive)
+    }),
+    { default: () => ({}) }
+  ),
+  http_fetch: Schema.optionalWith(
+    Schema.Struct({
+      allow_hosts: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
+      allow_private_networks: Schema.optionalWith(Schema.Boolean, { default: () => false })
+    }),
+    { default: () => ({ allow_hosts: [], allow_private_networks: false }) }
+  ),
+  shell: Schema.optionalWith(Schema.Struct({ timeout_seconds: Schema.optionalWith(Positive, { default: () => 30 }) }), {
+    default: () => ({ timeout_seconds: 30 })
+  }),
+  log: Schema.optionalWith(
+    Schema.Struct({
+      format: Schema.optionalWith(Schema.Literal("auto", "json", "pretty"), { default: () => "auto" as const }),
+      level: Schema.optionalWith(Schema.Literal("debug", "info", "warning", "error"), {
+        default: () => "info" as const
+      })
+    }),
+    { default: () => ({ format: "auto" as const, level: "info" as const }) }
+  ),
+  shutdown_timeout_seconds: Schema.optionalWith(Positive, { default: () => 10 })
+})
+/** @since 0.1.0 @category Schema */
+export type ConfigFile = typeof ConfigFile.Type
+
+/** The resolved configuration: paths made absolute. @since 0.1.0 @category Models */
+export interface Config extends ConfigFile {
+  /** The file that was read, if any. */
+  readonly file: string | undefined
+  readonly dataDir: string
+  readonly workspaceDir: string
+  readonly policiesDir: string | undefined
+  readonly models: ReadonlyArray<string>
+}
+
+/** Start-up refused: the message names the key. @since 0.1.0 @category Errors */
+export class ConfigError extends Data.TaggedError("ConfigError")<{ readonly message: string }> {}
+
+/** Flags recognised by palyrad. @since 0.1.0 @category Models */
+export interface Flags {
+  readonly config?: string | undefined
+  readonly dataDir?: string | undefined
+  readonly workspace?: string | undefined
+  readonly model?: string | undefined
+  readonly host?: string | undefined
+  readonly port?: string | undefined
+  readonly logFormat?: string | undefined
+}
+
+/** Parse `--flag value` / `--flag=value` arguments. @since 0.1.0 @category Parsing */
+export const parseFlags = (argv: ReadonlyArray<string>): Either.Either<Flags, ConfigError> => {
+  const known: Record<string, keyof Flags> = {
+    "--config": "config",
+    "--data-dir": "dataDir",
+    "--workspace": "workspace",
+    "--model": "model",
+    "--host": "host",
+    "--port": "port",
+    "--log-format": "logFormat"
+  }
+  const out: Record<string, string> = {}
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
+    const [name, inline] = arg.includes("=")
+      ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)]
+      : [arg, undefined]
+    const key = known[name]
+    if (key === undefined)
+      return Either.left(new ConfigError({ message: `unknown flag ${name} (known: ${Object.keys(known).join(", ")})` }))
+    const value = inline ?? argv[++i]
+    if (value === undefined) return Either.left(new ConfigError({ message: `flag ${name} needs a value` }))
+    out[key] = value
+  }
+  return Either.right(out as Flags)
+}
+
+const setPath = (target: Record<string, unknown>, path: ReadonlyArray<string>, value: unknown) => {
+  let node = target
+  for (const key of path.slice(0, -1)) {
+    const next = node[key]
+    node[key] = typeof next === "object" && next !== null && !Array.isArray(next) ? { ...(next as object) } : {}
+    node = node[key] as Record<string, unknown>
+  }
+  node[path.at(-1)!] = value
+}
+
+const asNumber = (value: string) => (/^-?\d+$/.test(value.trim()) ? Number(value) : value)
+
+/**
+ * Load and validate the configuration.
+ *
+ * @since 0.1.0
+ * @category Loading
+ */
+export const load = (
+  flags: Flags,
+  env: Record<string, string | undefined> = process.env,
+  cwd: string = process.cwd()
+): Effect.Effect<Config, ConfigError> =>
+  Effect.gen(function* () {
+    const home = env.PALYRA_HOME ? resolve(cwd, env.PALYRA_HOME) : undefined
+    const explicit = flags.config ?? env.PALYRA_CONFIG
+    const candidates = explicit
+      ? [resolve(cwd, explicit)]
+      : [join(cwd, "palyra.toml"), ...(home ? [join(home, "palyra.toml")] : [])]
+    const file = candidates.find((c) => existsSync(c))
+    if (explicit && file === undefined)
+      return yield* new ConfigError({ message: `config file ${candidates[0]} does not exist` })
+    let raw: Record<string, unknown> = {}
+    if (file) {
+      raw = yield* Effect.try({
+        try: () => parseToml(readFileSync(file, "utf8")) as Record<string, unknown>,
+        catch: (e) =>
+          new ConfigError({
+            message: `${file}: not valid TOML: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`
+          })
+      })
+    }
+    // Environment, then flags, on top of the file.
+    const overrides: Array<[ReadonlyArray<string>, string | undefined, boolean]> = [
+      [["data_dir"], env.PALYRA_DATA_DIR ?? (home && !raw.data_dir ? join(home, "data") : undefined), false],
+      [["workspace"], env.PALYRA_WORKSPACE, false],
+      [["model"], env.PALYRA_MODEL, false],
+      [["policies_dir"], env.PALYRA_POLICIES_DIR, false],
+      [["instructions"], env.PALYRA_INSTRUCTIONS, false],
+      [["server", "host"], env.PALYRA_HOST, false],
+      [["server", "http_port"], env.PALYRA_HTTP_PORT, true],
+      [["server", "grpc_port"], env.PALYRA_GRPC_PORT, true],
+      [["auth", "admin_token"], env.PALYRA_ADMIN_TOKEN, false],
+      [["log", "format"], env.PALYRA_LOG_FORMAT, false],
+      [["log", "level"], env.PALYRA_LOG_LEVEL, false],
+      [["data_dir"], flags.dataDir, false],
+      [["workspace"], flags.workspace, false],
+      [["model"], flags.model, false],
+      [["server", "host"], flags.host, false],
+      [["server", "http_port"], flags.port, true],
+      [["log", "format"], flags.logFormat, false]
+    ]
+    for (const [path, value, numeric] of overrides) {
+      if (value !== undefined && value !== "") setPath(raw, path, numeric ? asNumber(value) : value)
+    }
+    const decoded = Schema.decodeUnknownEither(ConfigFile, { errors: "all", onExcessProperty: "error" })(raw)
+    if (Either.isLeft(decoded)) {
+      const issues = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)
+      const first = issues[0]!
+      const key = first.path.join(".") || "(root)"
+      const where = file ? ` in ${file}` : ""
+      const message =
+        first._tag === "Unexpected" ? `${key}: unknown setting${where}` : `${key}: ${first.message}${where}`
+      return yield* new ConfigError({
+        message: issues.length > 1 ? `${message} (and ${issues.length - 1} more)` : message
+      })
+    }
+    const cfg = decoded.right
+    const base = file ? dirname(file) : cwd
+    const abs = (p: string) => (isAbsolute(p) ? p : resolve(base, p))
+    const models = (typeof cfg.model === "string" ? cfg.model.split(",") : cfg.model)
+      .map((m) => m.trim())
+      .filter(Boolean)
+    if (models.length === 0) return yield* new ConfigError({ message: "model: must name at least one model" })
+    return {
+      ...cfg,
+      file,
+      dataDir: abs(cfg.data_dir),
+      workspaceDir: abs(cfg.workspace),
+      policiesDir: cfg.policies_dir === undefined ? undefined : abs(cfg.policies_dir),
+      models
+    }
+  })

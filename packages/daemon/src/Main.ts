@@ -1,0 +1,137 @@
+/**
+ * palyrad's assembly: journal, policies, tools, model, Gateway and the HTTP server, in one scope.
+ * Closing the scope (SIGINT/SIGTERM) stops accepting requests, parks runs at a safe point (their
+ * state is on the tape), lets the journal commit what is queued, and closes it.
+ *
+ * @since 0.1.0
+ */
+import { randomBytes } from "node:crypto"
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import {
+  Approvals,
+  BuiltinTools,
+  CedarPolicy,
+  Gateway,
+  Journal,
+  ModelProvider,
+  Models,
+  PolicyEngine,
+  Tool
+} from "@palyra/core"
+import { SqliteJournal } from "@palyra/journal"
+import { HttpTransport } from "@palyra/transport-http"
+import { Duration, Effect, Layer, Logger, LogLevel } from "effect"
+import type { Config } from "./Config.js"
+
+/** The admin token: from config, or generated once and kept (mode 0600) in the data dir. @since 0.1.0 @category Auth */
+export const ensureAdminToken = (config: Config) =>
+  Effect.sync(() => {
+    if (config.auth.admin_token) return { token: config.auth.admin_token, generated: false, file: undefined }
+    const file = join(config.dataDir, "admin.token")
+    if (existsSync(file)) return { token: readFileSync(file, "utf8").trim(), generated: false, file }
+    const token = `plt_${randomBytes(32).toString("base64url")}`
+    writeFileSync(file, `${token}\n`, { mode: 0o600 })
+    chmodSync(file, 0o600)
+    return { token, generated: true, file }
+  })
+
+/** Secrets the redactor should remove wherever they appear: provider keys from the environment. */
+const envSecrets = (env: Record<string, string | undefined>) =>
+  Object.entries(env)
+    .filter(([k, v]) => v !== undefined && v.length >= 8 && /(_API_KEY|_TOKEN|_SECRET|PASSWORD)$/.test(k))
+    .map(([, v]) => v!)
+
+/** The logger layer for the configured format (pretty on a terminal, JSON otherwise). @since 0.1.0 @category Logging */
+export const loggerLayer = (config: Config, isTty = Boolean(process.stdout.isTTY)) => {
+  const format = config.log.format === "auto" ? (isTty ? "pretty" : "json") : config.log.format
+  const level = { debug: LogLevel.Debug, info: LogLevel.Info, warning: LogLevel.Warning, error: LogLevel.Error }[
+    config.log.level
+  ]
+  return Layer.merge(format === "json" ? Logger.json : Logger.pretty, Logger.minimumLogLevel(level))
+}
+
+/**
+ * Run the daemon until interrupted. `onReady` receives the bound URL and whether the admin token
+ * was just generated (so the binary can print it once).
+ *
+ * @since 0.1.0
+ * @category Main
+ */
+export const run = (
+  config: Config,
+  onReady: (info: {
+    readonly url: string
+    readonly token: string
+    readonly generated: boolean
+    readonly tokenFile: string | undefined
+  }) => void,
+  env: Record<string, string | undefined> = process.env
+): Effect.Effect<void, unknown> =>
+  Effect.gen(function* () {
+    mkdirSync(config.dataDir, { recursive: true, mode: 0o700 })
+    mkdirSync(config.workspaceDir, { recursive: true })
+    const admin = yield* ensureAdminToken(config)
+    const model = yield* Models.fromSpecs(config.models, env)
+    const policies = config.policiesDir
+      ? yield* CedarPolicy.readPolicyDirectory(config.policiesDir)
+      : CedarPolicy.defaultPolicies
+    const engine = yield* CedarPolicy.make({ policies })
+    const tools = BuiltinTools.all({
+      workspace: config.workspaceDir,
+      http: {
+        allowHosts: config.http_fetch.allow_hosts,
+        allowPrivateNetworks: config.http_fetch.allow_private_networks
+      },
+      shell: { timeoutMs: config.shell.timeout_seconds * 1000 }
+    })
+    const journal = SqliteJournal.layer({
+      filename: join(config.dataDir, "journal.db"),
+      redaction: { literals: [...envSecrets(env), admin.token, ...config.auth.tokens.map((t) => t.token)] }
+    })
+    const b = config.budgets
+    const services = Layer.mergeAll(
+      Layer.succeed(ModelProvider.ModelProvider, model),
+      Tool.layer(tools),
+      Layer.succeed(PolicyEngine.PolicyEngine, engine),
+      Approvals.layer
+    ).pipe(Layer.provideMerge(journal))
+    const gateway = Gateway.layer({
+      instructions: config.instructions,
+      approvalTimeout: Duration.seconds(config.approvals.timeout_seconds),
+      budgets: {
+        maxModelTurns: b.max_model_turns,
+        maxToolCalls: b.max_tool_calls,
+        maxEventsPerTurn: b.max_events_per_turn,
+        wallClock: b.wall_clock_seconds === undefined ? undefined : Duration.seconds(b.wall_clock_seconds),
+        maxTokensPerRun: b.max_tokens_per_run,
+        maxTokensPerSession: b.max_tokens_per_session
+      }
+    }).pipe(Layer.provideMerge(services))
+
+    yield* Effect.gen(function* () {
+      const { url } = yield* HttpTransport.serve({
+        host: config.server.host,
+        port: config.server.http_port,
+        maxBodyBytes: config.server.max_body_bytes,
+        tokens: [
+          { token: admin.token, principal: "operator", operator: true },
+          ...config.auth.tokens.map((t) => ({ token: t.token, principal: t.principal, operator: t.operator }))
+        ]
+      })
+      if (config.policiesDir) yield* CedarPolicy.watchDirectory(engine, config.policiesDir)
+      const journalService = yield* Journal.Journal
+      const interrupted = yield* journalService.listRuns({ states: ["WaitingForApproval"] })
+      yield* Effect.logInfo("palyrad ready").pipe(
+        Effect.annotateLogs({
+          url,
+          model: model.name,
+          workspace: config.workspaceDir,
+          journal: join(config.dataDir, "journal.db"),
+          waitingForApproval: interrupted.length
+        })
+      )
+      onReady({ url, token: admin.token, generated: admin.generated, tokenFile: admin.file })
+      return yield* Effect.never
+    }).pipe(Effect.provide(gateway))
+  }).pipe(Effect.scoped)
