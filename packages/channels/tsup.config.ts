@@ -5,7 +5,7 @@ export default defineConfig({
   format: ["esm"],
   target: "node22",
   platform: "node",
-  dts: true,
+  dts: false,
   sourcemap: true,
   clean: true,
   tsconfig: "tsconfig.build.json"

@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from "vitest"
 
 const here = dirname(fileURLToPath(import.meta.url))
 const tsx = join(dirname(createRequire(import.meta.url).resolve("tsx/package.json")), "dist/esm/index.mjs")
-const bin = (name: string) => join(here, "..", "src", "bin", `${name}.ts`)
+const bin = (name: string) => join(here, "..", "src", "bin", `${name === "palyrad" ? "palyrad-main" : name}.ts`)
 const nodeArgs = ["--conditions=@palyra/source", "--import", tsx]
 
 // biome-ignore lint/suspicious/noExplicitAny: loosely shaped JSON from the API

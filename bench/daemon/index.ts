@@ -1,0 +1,101 @@
+/**
+ * bench/daemon: palyrad cold start to ready (the whole process, from spawn to a 200 on /readyz;
+ * median of several starts) and its resident memory idle and with 1,000 idle sessions.
+ * Uses the built binary (packages/daemon/dist), building it first if it is missing.
+ */
+import { spawn, spawnSync } from "node:child_process"
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { quick, result, round, table } from "../lib/report.js"
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
+const bin = join(root, "packages/daemon/dist/bin/palyrad.js")
+if (!existsSync(bin)) {
+  console.error("building the daemon first (pnpm run build)…")
+  const built = spawnSync("pnpm", ["run", "build"], { cwd: root, stdio: "inherit" })
+  if (built.status !== 0) process.exit(built.status ?? 1)
+}
+
+const rssMb = (pid: number) => {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8")
+  return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) / 1024
+}
+
+const start = async (dir: string) => {
+  const t0 = performance.now()
+  const proc = spawn(process.execPath, [bin, "--port", "0", "--log-format", "json"], {
+    cwd: dir,
+    stdio: ["ignore", "ignore", "pipe"],
+    env: { ...process.env, PALYRA_LOG_LEVEL: "warning" }
+  })
+  let err = ""
+  const url = await new Promise<string>((resolve, reject) => {
+    proc.stderr!.on("data", (d) => {
+      err += d
+      const m = /listening on (http:\/\/\S+)/.exec(err)
+      if (m) resolve(m[1]!)
+    })
+    proc.on("exit", (code) => reject(new Error(`palyrad exited ${code}: ${err}`)))
+  })
+  while (true) {
+    const ok = await fetch(`${url}/readyz`).then(
+      (r) => r.ok,
+      () => false
+    )
+    if (ok) break
+  }
+  const ms = performance.now() - t0
+  const token = readFileSync(join(dir, ".palyra", "admin.token"), "utf8").trim()
+  return { proc, url, token, ms }
+}
+
+const stop = (proc: ReturnType<typeof spawn>) =>
+  new Promise<void>((r) => {
+    proc.on("exit", () => r())
+    proc.kill("SIGTERM")
+  })
+
+const main = async () => {
+  const dir = mkdtempSync(join(tmpdir(), "palyra-bench-daemon-"))
+  const starts: Array<number> = []
+  const runs = quick ? 2 : 7
+  for (let i = 0; i < runs; i++) {
+    const d = await start(dir) // the first start also creates the journal and the token
+    starts.push(d.ms)
+    await stop(d.proc)
+  }
+  const sorted = [...starts].sort((a, b) => a - b)
+  const coldStartMs = sorted[Math.floor(sorted.length / 2)]!
+
+  const d = await start(dir)
+  await new Promise((r) => setTimeout(r, 500))
+  const idle = rssMb(d.proc.pid!)
+  const sessions = quick ? 100 : 1000
+  for (let i = 0; i < sessions; i += 50) {
+    await Promise.all(
+      Array.from({ length: Math.min(50, sessions - i) }, (_, k) =>
+        fetch(`${d.url}/v1/sessions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${d.token}`, "content-type": "application/json" },
+          body: JSON.stringify({ sessionKey: `idle-${i + k}`, title: "idle session" })
+        }).then((r) => r.json())
+      )
+    )
+  }
+  await new Promise((r) => setTimeout(r, 500))
+  const loaded = rssMb(d.proc.pid!)
+  await stop(d.proc)
+  rmSync(dir, { recursive: true, force: true })
+
+  table("palyrad", [
+    { measure: `cold start to ready (median of ${runs})`, value: `${Math.round(coldStartMs)} ms`, goal: "≤ 500 ms" },
+    { measure: "RSS, idle", value: `${round(idle, 1)} MB`, goal: "≤ 150 MB" },
+    { measure: `RSS, ${sessions} idle sessions`, value: `${round(loaded, 1)} MB`, goal: "≤ 150 MB" }
+  ])
+  console.log(`starts (ms): ${starts.map((s) => Math.round(s)).join(", ")}`)
+  result("daemon", { coldStartMs: Math.round(coldStartMs), rssIdleMb: round(idle, 1), rss1000Mb: round(loaded, 1) })
+}
+
+await main()
