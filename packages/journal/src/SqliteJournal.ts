@@ -198,7 +198,6 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
     )
 
     const st = {
-      sessionHead: db.prepare("SELECT head_seq FROM sessions WHERE id = ?"),
       session: db.prepare("SELECT * FROM sessions WHERE id = ?"),
       sessionByKey: db.prepare("SELECT * FROM sessions WHERE principal = ? AND key = ? AND archived = 0"),
       insertSession: db.prepare(
@@ -240,16 +239,23 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
       head: db.prepare("SELECT chain_seq, hash, count FROM chain_head WHERE id = 1"),
       setHead: db.prepare("UPDATE chain_head SET chain_seq = ?, hash = ?, count = ? WHERE id = 1"),
       page: db.prepare("SELECT * FROM tape_events WHERE chain_seq > ? ORDER BY chain_seq LIMIT ?"),
-      findSeq: db.prepare("SELECT chain_seq FROM tape_events WHERE session_id = ? AND tape_seq = ?")
+      findSeq: db.prepare("SELECT chain_seq FROM tape_events WHERE session_id = ? AND tape_seq = ?"),
+      maxSeq: db.prepare("SELECT max(tape_seq) AS seq FROM tape_events WHERE session_id = ?")
     }
 
     let head = st.head.get() as { chain_seq: number; hash: string; count: number }
 
     // ---- the writer ---------------------------------------------------------------------------
-    const applyOne = db.transaction((p: Pending): Array<TapeEvent.TapeEvent> => {
-      const session = st.sessionHead.get(p.sessionId) as { head_seq: number } | undefined
-      if (session === undefined) throw new Errors.NotFound({ entity: "session", id: p.sessionId })
-      const { createRun, runTransition, createApproval, addTokens } = p.effects
+    // One batch = one transaction. Session heads are read once per batch and written back once per
+    // session; only appends with compare-and-set effects get a savepoint of their own (a plain
+    // append cannot fail on its own: only the whole transaction can).
+    interface SessionHead {
+      seq: number
+      tokens: number
+      lastAt: number
+    }
+    const applyEffects = (p: Pending, at: number) => {
+      const { createRun, runTransition, createApproval } = p.effects
       if (createRun) {
         if (st.runState.get(createRun.id)) throw new Errors.Conflict({ message: `run ${createRun.id} exists` })
         st.insertRun.run(
@@ -265,14 +271,13 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
           createRun.updatedAt
         )
       }
-      const last = p.events[p.events.length - 1]!
       if (runTransition) {
         const t = runTransition
         const changed = st.transitionRun.run(
           t.to,
           t.error?.code ?? null,
           t.error ? redact(t.error.message) : null,
-          last.at,
+          at,
           t.runId,
           t.from
         ).changes
@@ -304,11 +309,12 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
           a.reason
         )
       }
-      let seq = session.head_seq
+    }
+    const insertEvents = (p: Pending, h: SessionHead): Array<TapeEvent.TapeEvent> => {
       let { chain_seq: chainSeq, hash: prev, count } = head
       const stored: Array<TapeEvent.TapeEvent> = []
       for (const e of p.events) {
-        seq++
+        const seq = ++h.seq
         chainSeq++
         count++
         const hash = rowHash(prev, p.sessionId, seq, e.runId, e.tag, e.at, e.payload)
@@ -316,22 +322,61 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
         prev = hash
         stored.push({ ...e.body, _tag: e.tag, sessionId: p.sessionId, runId: e.runId, tapeSeq: seq, at: e.at } as never)
       }
-      st.afterAppend.run(seq, addTokens ?? 0, last.at, p.sessionId)
+      h.tokens += p.effects.addTokens ?? 0
+      h.lastAt = Math.max(h.lastAt, p.events[p.events.length - 1]!.at)
       head = { chain_seq: chainSeq, hash: prev, count }
       return stored
+    }
+    const withSavepoint = db.transaction((p: Pending, h: SessionHead) => {
+      applyEffects(p, p.events[p.events.length - 1]!.at)
+      return insertEvents(p, h)
     })
+
+    // The writer owns the file (one palyrad per data dir), so it keeps each session's head in memory:
+    // read once from the tape's index, then advanced by commits only. The sessions row is touched only
+    // when tokens change or at most once a second per session (for `updated_at` ordering).
+    const heads = new Map<string, number>()
+    const touched = new Map<string, number>()
+    const readHead = (sessionId: string): number | null => {
+      const cached = heads.get(sessionId)
+      if (cached !== undefined) return cached
+      if (!st.session.get(sessionId)) return null
+      const seq = (st.maxSeq.get(sessionId) as { seq: number | null }).seq ?? 0
+      heads.set(sessionId, seq)
+      return seq
+    }
 
     const commitBatch = (batch: ReadonlyArray<Pending>) => {
       const before = head
       const results: Array<Either.Either<ReadonlyArray<TapeEvent.TapeEvent>, AppendError>> = []
+      const local = new Map<string, SessionHead | null>()
       try {
         db.transaction(() => {
           for (const p of batch) {
-            const mark = head
+            let h = local.get(p.sessionId)
+            if (h === undefined) {
+              const seq = readHead(p.sessionId)
+              h = seq === null ? null : { seq, tokens: 0, lastAt: -1 }
+              local.set(p.sessionId, h)
+            }
+            if (h === null) {
+              results.push(Either.left(new Errors.NotFound({ entity: "session", id: p.sessionId })))
+              continue
+            }
+            const e = p.effects
+            if (!e.createRun && !e.runTransition && !e.createApproval) {
+              results.push(Either.right(insertEvents(p, h)))
+              continue
+            }
+            const mark = { head, seq: h.seq, tokens: h.tokens, lastAt: h.lastAt }
             try {
-              results.push(Either.right(applyOne(p)))
+              results.push(Either.right(withSavepoint(p, h)))
             } catch (error) {
-              head = mark // the savepoint rolled back this append's rows
+              // The savepoint rolled this append back: so do the in-memory heads.
+              head = mark.head
+              h.seq = mark.seq
+              h.tokens = mark.tokens
+              h.lastAt = mark.lastAt
               results.push(
                 Either.left(
                   error instanceof Errors.NotFound || error instanceof Errors.Conflict
@@ -341,6 +386,14 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
               )
             }
           }
+          for (const [sessionId, h] of local) {
+            if (h === null || h.lastAt < 0) continue
+            const last = touched.get(sessionId) ?? Number.NEGATIVE_INFINITY
+            if (h.tokens > 0 || h.lastAt - last >= 1000) {
+              st.afterAppend.run(h.seq, h.tokens, h.lastAt, sessionId)
+              touched.set(sessionId, h.lastAt)
+            }
+          }
           st.setHead.run(head.chain_seq, head.hash, head.count)
         })()
       } catch (error) {
@@ -348,6 +401,8 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
         const failure = journalError("append")(error)
         return batch.map(() => Either.left(failure) as Either.Either<never, AppendError>)
       }
+      // Committed: advance the cached heads.
+      for (const [sessionId, h] of local) if (h !== null) heads.set(sessionId, h.seq)
       return results
     }
 
@@ -501,8 +556,7 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
     const service: Journal.Service = {
       append,
       readTape,
-      headSeq: (sessionId) =>
-        sync("headSeq", () => (st.sessionHead.get(sessionId) as { head_seq: number } | undefined)?.head_seq ?? 0),
+      headSeq: (sessionId) => sync("headSeq", () => readHead(sessionId) ?? 0),
       createSession: (s) =>
         Effect.flatMap(
           sync("createSession", () => {
