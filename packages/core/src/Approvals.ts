@@ -10,7 +10,7 @@ import { Clock, Context, Deferred, Duration, Effect, Layer, Option } from "effec
 import { Conflict, type JournalError, NotFound } from "./Errors.js"
 import type { ApprovalId, SessionId } from "./Ids.js"
 import { Journal } from "./Journal.js"
-import type { ApprovalFilter, ApprovalRecord } from "./Records.js"
+import { type ApprovalFilter, type ApprovalRecord, isActiveGrant } from "./Records.js"
 import type { ApprovalScope } from "./TapeEvent.js"
 
 /** @since 0.1.0 @category Models */
@@ -21,6 +21,10 @@ export interface ResolveRequest {
   readonly scope?: ApprovalScope | undefined
   readonly by: string
   readonly reason?: string | undefined
+  /** For `session`/`always` grants: stop applying at this time (epoch ms). */
+  readonly grantExpiresAt?: number | undefined
+  /** For `session`/`always` grants: allow at most this many calls. */
+  readonly grantMaxUses?: number | undefined
 }
 
 /** @since 0.1.0 @category Models */
@@ -114,7 +118,9 @@ export const make: Effect.Effect<Service, never, Journal> = Effect.gen(function*
       scope: request.decision === "approve" ? (request.scope ?? "once") : "once",
       resolver: request.by,
       reason: request.reason ?? (request.decision === "approve" ? "approved" : "denied"),
-      resolvedAt: now
+      resolvedAt: now,
+      grantExpiresAt: request.grantExpiresAt ?? null,
+      grantMaxUses: request.grantMaxUses ?? null
     })
     yield* wake(resolved)
     return resolved
@@ -122,14 +128,19 @@ export const make: Effect.Effect<Service, never, Journal> = Effect.gen(function*
 
   const findGrant: Service["findGrant"] = (q) =>
     Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
       const inSession = yield* journal.listApprovals({ sessionId: q.sessionId, status: "approved" })
-      const sessionGrant = inSession.find((a) => a.scope === "session" && a.tool === q.tool)
+      const sessionGrant = inSession.find((a) => a.scope === "session" && a.tool === q.tool && isActiveGrant(a, now))
       if (sessionGrant) return Option.some(sessionGrant)
       const all = yield* journal.listApprovals({ status: "approved" })
       return Option.fromNullable(
         all.find(
           (a) =>
-            a.scope === "always" && a.principal === q.principal && a.tool === q.tool && a.argsDigest === q.argsDigest
+            a.scope === "always" &&
+            a.principal === q.principal &&
+            a.tool === q.tool &&
+            a.argsDigest === q.argsDigest &&
+            isActiveGrant(a, now)
         )
       )
     })

@@ -15,10 +15,10 @@
  * @since 0.1.0
  */
 import * as cedar from "@cedar-policy/cedar-wasm/nodejs"
-import { Effect, Layer, Ref } from "effect"
+import { Clock, Effect, Layer, Ref } from "effect"
 import { InvalidArgument } from "./Errors.js"
 import { type Decision, PolicyEngine, type PolicyRequest, type Service as PolicyService } from "./PolicyEngine.js"
-import type { ApprovalRecord } from "./Records.js"
+import { type ApprovalRecord, isActiveGrant } from "./Records.js"
 
 /** The Cedar schema of Palyra's entities and actions. @since 0.1.0 @category Schema */
 export const schema = `namespace Palyra {
@@ -79,6 +79,7 @@ export const grantPolicy = (grant: ApprovalRecord): string => {
     grant.scope === "session"
       ? [`context.session == ${quote(grant.sessionId)}`]
       : [`context.argsDigest == ${quote(grant.argsDigest)}`]
+  if (grant.grantExpiresAt !== null) conditions.push(`context.now < ${Math.floor(grant.grantExpiresAt)}`)
   return `@id(${quote(`grant:${grant.id}`)})
 @reason(${quote(`${grant.scope}-scope approval by ${grant.resolver ?? "?"}`)})
 permit (
@@ -238,7 +239,7 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
       decide: (request) =>
         Effect.gen(function* () {
           const compiled = yield* Ref.get(current)
-          const now = Date.now()
+          const now = yield* Clock.currentTimeMillis
           if (cacheSize === 0 || compiled.timeSensitive) return decideNow(compiled, request, now)
           const key = `${compiled.version}\u0000${request.principal}\u0000${request.tool.name}\u0000${request.tool.risk}\u0000${request.tool.category}\u0000${request.sessionId}\u0000${request.channel ?? ""}\u0000${request.argsDigest ?? ""}`
           const hit = cache.get(key)
@@ -251,7 +252,8 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
       setGrants: (next) =>
         Effect.gen(function* () {
           const previous = grants
-          grants = next.filter((g) => g.status === "approved" && (g.scope === "session" || g.scope === "always"))
+          const now = yield* Clock.currentTimeMillis
+          grants = next.filter((g) => isActiveGrant(g, now))
           const compiled = yield* compile(fullText()).pipe(
             Effect.tapError(() =>
               Effect.sync(() => {

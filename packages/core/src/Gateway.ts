@@ -132,6 +132,12 @@ export interface Service {
   readonly resolveApproval: (request: ResolveRequest) => Effect.Effect<ApprovalRecord, GatewayError>
   readonly getApproval: (approvalId: ApprovalRecord["id"]) => Effect.Effect<ApprovalRecord, GatewayError>
   readonly listApprovals: (filter: ApprovalFilter) => Effect.Effect<ReadonlyArray<ApprovalRecord>, GatewayError>
+  /** Standing grants (approvals with scope `session` or `always`), active or revoked. */
+  readonly listGrants: (filter: {
+    readonly principal?: string | undefined
+  }) => Effect.Effect<ReadonlyArray<ApprovalRecord>, GatewayError>
+  /** Revoke a standing grant; the change is on the tape and the policy engine forgets it at once. */
+  readonly revokeGrant: (approvalId: ApprovalRecord["id"], by: string) => Effect.Effect<ApprovalRecord, GatewayError>
   /** Announce an approval channel for every session (e.g. an operator console) until the scope closes. */
   readonly registerApprover: Effect.Effect<void, never, Scope.Scope>
   /**
@@ -193,6 +199,7 @@ export const make = (
     }
 
     const approvalRequests = yield* PubSub.unbounded<ApprovalRecord>()
+    let syncGrants: Effect.Effect<void> = Effect.void
     const registerApprover = Effect.acquireRelease(
       Effect.sync(() => {
         globalApprovers++
@@ -217,7 +224,8 @@ export const make = (
       coalesceChars: options.coalesceChars ?? 48,
       coalesceMillis: options.coalesceMillis ?? 40,
       hasApprover: (sessionId: SessionId) => globalApprovers > 0 || (approvers.get(sessionId) ?? 0) > 0,
-      onApprovalRequested: (record: ApprovalRecord) => PubSub.publish(approvalRequests, record)
+      onApprovalRequested: (record: ApprovalRecord) => PubSub.publish(approvalRequests, record),
+      onGrantsChanged: Effect.suspend(() => syncGrants)
     }
 
     // ---- run admission: one run at a time per session, in order ------------------------------
@@ -459,13 +467,33 @@ export const make = (
 
     // ---- standing grants, evaluated by the policy engine when it can --------------------------
     const policy = deps.policy
-    const syncGrants = policy.setGrants
+    syncGrants = policy.setGrants
       ? journal.listApprovals({ status: "approved" }).pipe(
           Effect.flatMap((all) => policy.setGrants!(all.filter((a) => a.scope !== "once"))),
           Effect.catchAll((e) => Effect.logError("could not load approval grants", e))
         )
       : Effect.void
     yield* syncGrants
+
+    // Grant changes go on the tape of the session where the grant was given.
+    const grantChanged = (record: ApprovalRecord, change: "granted" | "revoked", by: string) =>
+      Effect.flatMap(Clock.currentTimeMillis, (at) =>
+        tape.append(record.sessionId, [
+          {
+            _tag: "GrantChanged",
+            sessionId: record.sessionId,
+            runId: record.runId,
+            at,
+            approvalId: record.id,
+            tool: record.tool,
+            change,
+            by,
+            uses: record.grantUses,
+            maxUses: record.grantMaxUses,
+            expiresAt: record.grantExpiresAt
+          }
+        ])
+      ).pipe(Effect.catchAll((e) => Effect.logError("could not record a grant change", e)))
 
     // ---- recovery: pick up what the previous process left ------------------------------------
     const leftOver = yield* journal.listRuns({ states: ["Accepted", "InProgress", "WaitingForApproval"] })
@@ -543,8 +571,27 @@ export const make = (
       awaitRun,
       resolveApproval: (request) =>
         Effect.tap(approvals.resolve(request), (record) =>
-          record.status === "approved" && record.scope !== "once" ? syncGrants : Effect.void
+          record.status === "approved" && record.scope !== "once"
+            ? Effect.zipRight(grantChanged(record, "granted", request.by), syncGrants)
+            : Effect.void
         ),
+      listGrants: (filter) =>
+        Effect.map(journal.listApprovals({}), (all) =>
+          all.filter(
+            (a) =>
+              a.scope !== "once" &&
+              (a.status === "approved" || a.status === "revoked") &&
+              (filter.principal === undefined || a.principal === filter.principal)
+          )
+        ),
+      revokeGrant: (id, by) =>
+        Effect.gen(function* () {
+          const at = yield* Clock.currentTimeMillis
+          const record = yield* journal.revokeGrant(id, by, at)
+          yield* grantChanged(record, "revoked", by)
+          yield* syncGrants
+          return record
+        }),
       getApproval: (id) =>
         Effect.flatMap(approvals.get(id), (o) =>
           Option.isSome(o) ? Effect.succeed(o.value) : Effect.fail(notFoundApproval(id))

@@ -46,11 +46,14 @@ export interface AppendEffects {
 
 /** A compare-and-set resolution of a pending approval. @since 0.1.0 @category Models */
 export interface ApprovalResolution {
-  readonly status: Exclude<ApprovalStatus, "pending">
+  readonly status: Exclude<ApprovalStatus, "pending" | "revoked">
   readonly scope: ApprovalScope
   readonly resolver: string
   readonly reason: string
   readonly resolvedAt: number
+  /** For `session`/`always` grants. */
+  readonly grantExpiresAt?: number | null | undefined
+  readonly grantMaxUses?: number | null | undefined
 }
 
 /** @since 0.1.0 @category Models */
@@ -107,6 +110,17 @@ export interface Service {
     resolution: ApprovalResolution
   ) => Effect.Effect<ApprovalRecord, JournalError | NotFound | Conflict>
   readonly getApproval: (id: ApprovalId) => Effect.Effect<Option.Option<ApprovalRecord>, JournalError>
+  /**
+   * Count one use of an active grant (compare-and-set: fails with `Conflict` when the grant was
+   * revoked, expired at `now` or used up meanwhile).
+   */
+  readonly useGrant: (id: ApprovalId, now: number) => Effect.Effect<ApprovalRecord, JournalError | NotFound | Conflict>
+  /** Revoke a standing grant (status `approved` → `revoked`). */
+  readonly revokeGrant: (
+    id: ApprovalId,
+    by: string,
+    at: number
+  ) => Effect.Effect<ApprovalRecord, JournalError | NotFound | Conflict>
   readonly listApprovals: (filter: ApprovalFilter) => Effect.Effect<ReadonlyArray<ApprovalRecord>, JournalError>
 
   /** Recompute the tamper-evidence chain over the whole journal. */

@@ -77,7 +77,10 @@ const approval = (s: Session, r: Run, expiresAt = Number.MAX_SAFE_INTEGER): Appr
   expiresAt,
   resolvedAt: null,
   resolver: null,
-  reason: null
+  reason: null,
+  grantExpiresAt: null,
+  grantUses: 0,
+  grantMaxUses: null
 })
 
 /**
@@ -278,6 +281,46 @@ export const journalContract = (name: string, make: () => Layer.Layer<Journal, u
         assert.strictEqual(pending.length, 0)
         const byRun = yield* j.listApprovals({ runId: r.id })
         assert.strictEqual(byRun.length, 1)
+      })
+    )
+
+    test(
+      "standing grants: uses are counted up to a limit, expire, and can be revoked (each compare-and-set)",
+      Effect.gen(function* () {
+        const j = yield* Journal
+        const s = session()
+        yield* j.createSession(s)
+        const r = run(s)
+        const limited = approval(s, r)
+        const expiring = approval(s, r)
+        const once = approval(s, r)
+        yield* j.append(s.id, [note(s, "req", r.id)], { createRun: r, createApproval: limited })
+        yield* j.append(s.id, [note(s, "req", r.id)], { createApproval: expiring })
+        yield* j.append(s.id, [note(s, "req", r.id)], { createApproval: once })
+        const grant = (grantExpiresAt: number | null, grantMaxUses: number | null, scope: "always" | "once") => ({
+          status: "approved" as const,
+          scope,
+          resolver: "bob",
+          reason: "ok",
+          resolvedAt: 10,
+          grantExpiresAt,
+          grantMaxUses
+        })
+        yield* j.resolveApproval(limited.id, grant(null, 2, "always"))
+        yield* j.resolveApproval(expiring.id, grant(1_000, null, "always"))
+        yield* j.resolveApproval(once.id, grant(null, null, "once"))
+        assert.strictEqual((yield* j.useGrant(limited.id, 20)).grantUses, 1)
+        assert.strictEqual((yield* j.useGrant(limited.id, 20)).grantUses, 2)
+        assert.strictEqual((yield* Effect.flip(j.useGrant(limited.id, 20)))._tag, "Conflict")
+        assert.strictEqual((yield* j.useGrant(expiring.id, 999)).grantUses, 1)
+        assert.strictEqual((yield* Effect.flip(j.useGrant(expiring.id, 1_000)))._tag, "Conflict")
+        assert.strictEqual((yield* Effect.flip(j.useGrant(once.id, 20)))._tag, "Conflict")
+        const revoked = yield* j.revokeGrant(expiring.id, "carol", 30)
+        assert.strictEqual(revoked.status, "revoked")
+        assert.strictEqual((yield* Effect.flip(j.revokeGrant(expiring.id, "carol", 31)))._tag, "Conflict")
+        assert.strictEqual((yield* Effect.flip(j.revokeGrant(once.id, "carol", 31)))._tag, "Conflict")
+        const stored = Option.getOrThrow(yield* j.getApproval(limited.id))
+        assert.deepStrictEqual([stored.grantUses, stored.grantMaxUses, stored.grantExpiresAt], [2, 2, null])
       })
     )
 

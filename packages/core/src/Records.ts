@@ -49,7 +49,7 @@ export const Run = Schema.Struct({
 export type Run = typeof Run.Type
 
 /** @since 0.1.0 @category Records */
-export const ApprovalStatus = Schema.Literal("pending", "approved", "denied", "expired")
+export const ApprovalStatus = Schema.Literal("pending", "approved", "denied", "expired", "revoked")
 /** @since 0.1.0 @category Records */
 export type ApprovalStatus = typeof ApprovalStatus.Type
 
@@ -75,10 +75,23 @@ export const ApprovalRecord = Schema.Struct({
   expiresAt: Schema.Number,
   resolvedAt: Schema.NullOr(Schema.Number),
   resolver: Schema.NullOr(Schema.String),
-  reason: Schema.NullOr(Schema.String)
+  reason: Schema.NullOr(Schema.String),
+  /** For `session`/`always` grants: when the grant stops applying (epoch ms), if ever. */
+  grantExpiresAt: Schema.optionalWith(Schema.NullOr(Schema.Number), { default: () => null }),
+  /** How many calls the grant has allowed so far. */
+  grantUses: Schema.optionalWith(Schema.Number, { default: () => 0 }),
+  /** How many calls the grant may allow, if limited. */
+  grantMaxUses: Schema.optionalWith(Schema.NullOr(Schema.Number), { default: () => null })
 })
 /** @since 0.1.0 @category Records */
 export type ApprovalRecord = typeof ApprovalRecord.Type
+
+/** True when an approval is a standing grant that still applies at `now`. @since 0.1.0 @category Records */
+export const isActiveGrant = (a: ApprovalRecord, now: number): boolean =>
+  a.status === "approved" &&
+  a.scope !== "once" &&
+  (a.grantExpiresAt === null || now < a.grantExpiresAt) &&
+  (a.grantMaxUses === null || a.grantUses < a.grantMaxUses)
 
 /** Filter for listing approvals. @since 0.1.0 @category Records */
 export interface ApprovalFilter {

@@ -141,6 +141,17 @@ export const Usage = Schema.TaggedStruct("Usage", {
 })
 /** A run failed; `code` is a stable error code. @since 0.1.0 @category Events */
 export const RunError = Schema.TaggedStruct("RunError", { ...envelope, code: Schema.String, message: Schema.String })
+/** A standing grant was created, used, revoked or used up. @since 0.1.0 @category Events */
+export const GrantChanged = Schema.TaggedStruct("GrantChanged", {
+  ...envelope,
+  approvalId: ApprovalId,
+  tool: Schema.String,
+  change: Schema.Literal("granted", "used", "revoked", "exhausted"),
+  by: Schema.String,
+  uses: Schema.Number,
+  maxUses: Schema.NullOr(Schema.Number),
+  expiresAt: Schema.NullOr(Schema.Number)
+})
 /** A note written by the agent (the `session.note` tool) or an operator. @since 0.1.0 @category Events */
 export const SessionNote = Schema.TaggedStruct("SessionNote", {
   ...envelope,
@@ -165,7 +176,8 @@ export const TapeEvent = Schema.Union(
   CompactionApplied,
   Usage,
   RunError,
-  SessionNote
+  SessionNote,
+  GrantChanged
 )
 /** @since 0.1.0 @category Events */
 export type TapeEvent = typeof TapeEvent.Type

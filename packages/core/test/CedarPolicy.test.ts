@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Schedule } from "effect"
+import { Effect, Fiber, Layer, Schedule, TestClock } from "effect"
 import { CedarPolicy, PolicyEngine, ScriptedModel, type TapeEvent } from "../src/index.js"
 import { collect } from "../src/testing.js"
 import { recordingTool, withGateway } from "./helpers.js"
@@ -174,5 +174,103 @@ describe("Cedar in the agent loop, with narrow grants", () => {
           })
         )
       })
+  )
+})
+
+describe("standing grants: limits, expiry, revocation, all on the tape", () => {
+  it.effect("a grant limited to one use covers one call; revoking stops it at once; both are on the tape", () =>
+    Effect.gen(function* () {
+      const { tool: shell, calls } = recordingTool("shell.exec", "sensitive")
+      const model = ScriptedModel.make([
+        { toolCalls: [{ name: "shell.exec", args: { x: 1 } }] },
+        { toolCalls: [{ name: "shell.exec", args: { x: 1 } }] },
+        { toolCalls: [{ name: "shell.exec", args: { x: 1 } }] },
+        { text: "done" }
+      ])
+      const policy = Layer.effect(PolicyEngine.PolicyEngine, CedarPolicy.make())
+      yield* withGateway({ model, tools: [shell], policy: policy as never }, (gateway) =>
+        Effect.gen(function* () {
+          const { run, events } = yield* gateway.startRun({ principal: "alice", text: "run things" })
+          const fiber = yield* Effect.fork(collect(events))
+          const pending = () =>
+            gateway.listApprovals({ runId: run.id, status: "pending" }).pipe(
+              Effect.repeat({ until: (l) => l.length > 0 }),
+              Effect.map((l) => l[0]!)
+            )
+          const first = yield* pending()
+          const grant = yield* gateway.resolveApproval({
+            approvalId: first.id,
+            decision: "approve",
+            scope: "always",
+            by: "bob",
+            grantMaxUses: 1
+          })
+          // Call 2 uses the grant (and uses it up); call 3 needs a human again.
+          const third = yield* pending()
+          assert.notStrictEqual(third.id, first.id)
+          yield* gateway.resolveApproval({ approvalId: third.id, decision: "approve", scope: "always", by: "bob" })
+          const seen = yield* Fiber.join(fiber)
+          const changes = seen.filter((e): e is TapeEvent.TapeEventOf<"GrantChanged"> => e._tag === "GrantChanged")
+          assert.deepStrictEqual(
+            changes.map((c) => [c.approvalId === grant.id ? "first" : "second", c.change, c.uses]),
+            [
+              ["first", "granted", 0],
+              ["first", "used", 1],
+              ["first", "exhausted", 1],
+              ["second", "granted", 0]
+            ]
+          )
+          assert.strictEqual(calls.length, 3)
+          const grants = yield* gateway.listGrants({ principal: "alice" })
+          assert.strictEqual(grants.length, 2)
+          const revoked = yield* gateway.revokeGrant(third.id, "carol")
+          assert.strictEqual(revoked.status, "revoked")
+          const tape = yield* gateway.readTape(run.sessionId, { afterSeq: 0 })
+          assert.strictEqual(tape.at(-1)?._tag === "GrantChanged" && tape.at(-1)?._tag, "GrantChanged")
+        })
+      )
+      // After revocation the same call needs approval again (new run, same session key not needed: always-scope).
+    })
+  )
+
+  it.effect("an expiring grant stops applying at its expiry (TestClock)", () =>
+    Effect.gen(function* () {
+      const { tool: shell, calls } = recordingTool("shell.exec", "sensitive")
+      const model = ScriptedModel.make((req) =>
+        req.messages.at(-1)?.role === "tool" ? { text: "ok" } : { toolCalls: [{ name: "shell.exec", args: { x: 9 } }] }
+      )
+      const policy = Layer.effect(PolicyEngine.PolicyEngine, CedarPolicy.make())
+      yield* withGateway({ model, tools: [shell], policy: policy as never }, (gateway) =>
+        Effect.gen(function* () {
+          const first = yield* gateway.startRun({ principal: "alice", key: "k", text: "go" })
+          const f1 = yield* Effect.fork(collect(first.events))
+          const [approval] = yield* gateway
+            .listApprovals({ runId: first.run.id, status: "pending" })
+            .pipe(Effect.repeat({ until: (l) => l.length > 0 }))
+          const now = yield* TestClock.currentTimeMillis
+          yield* gateway.resolveApproval({
+            approvalId: approval!.id,
+            decision: "approve",
+            scope: "always",
+            by: "bob",
+            grantExpiresAt: now + 60_000
+          })
+          yield* Fiber.join(f1)
+          const second = yield* collect((yield* gateway.startRun({ principal: "alice", key: "k", text: "go" })).events)
+          const decided = second.find((e) => e._tag === "PolicyDecided")
+          assert.deepStrictEqual(decided?._tag === "PolicyDecided" && decided.policyIds, [`grant:${approval!.id}`])
+          yield* TestClock.adjust("2 minutes")
+          const third = yield* gateway.startRun({ principal: "alice", key: "k", text: "go" })
+          const f3 = yield* Effect.fork(collect(third.events))
+          const [again] = yield* gateway
+            .listApprovals({ runId: third.run.id, status: "pending" })
+            .pipe(Effect.repeat({ until: (l) => l.length > 0 }))
+          assert.isDefined(again)
+          yield* gateway.resolveApproval({ approvalId: again!.id, decision: "deny", by: "bob" })
+          yield* Fiber.join(f3)
+          assert.strictEqual(calls.length, 2)
+        })
+      )
+    })
   )
 })

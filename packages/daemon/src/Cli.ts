@@ -65,8 +65,9 @@ const USAGE = `usage: palyra <command>
   status                                   is the daemon up? (no token needed for this)
   chat [message…] [--session KEY]          chat; without a message, an interactive prompt
   approvals list [--status STATUS]         pending approvals by default
-  approvals approve ID [--scope once|session|always] [--reason TEXT]
+  approvals approve ID [--scope once|session|always] [--reason TEXT] [--expires-in SECONDS] [--max-uses N]
   approvals deny ID [--reason TEXT]
+  grants list | revoke ID                  standing approvals, each shown as the Cedar policy it amounts to
   sessions list | show ID | reset ID
   journal tail SESSION_ID [--follow]       print the tape
   journal verify                           recompute the hash chain
@@ -96,6 +97,8 @@ export const main = async (
         return await approvals(client, sub, rest, args, io)
       case "sessions":
         return await sessions(client, sub, rest, io)
+      case "grants":
+        return await grants(client, sub, rest, io)
       case "journal":
         return await journal(client, sub, rest, args, io)
       default:
@@ -284,12 +287,37 @@ const approvals = async (client: Client, sub: string | undefined, rest: Array<st
     const record = await client.json<Json>("POST", `/v1/approvals/${id}`, {
       decision: sub,
       ...(sub === "approve" && args.options.scope ? { scope: String(args.options.scope) } : {}),
-      ...(args.options.reason ? { reason: String(args.options.reason) } : {})
+      ...(args.options.reason ? { reason: String(args.options.reason) } : {}),
+      ...(args.options["expires-in"] ? { expiresInSeconds: Number(args.options["expires-in"]) } : {}),
+      ...(args.options["max-uses"] ? { maxUses: Number(args.options["max-uses"]) } : {})
     })
     io.out(`${record.id}: ${record.status}${record.status === "approved" ? ` (${record.scope})` : ""}\n`)
     return 0
   }
   throw new CliError(`unknown approvals command "${sub}" (list, approve, deny)`, 2)
+}
+
+const grants = async (client: Client, sub: string | undefined, rest: Array<string>, io: Io) => {
+  if (sub === "list" || sub === undefined) {
+    const list = await client.json<Array<Json>>("GET", "/v1/grants")
+    if (list.length === 0) io.out("no standing grants\n")
+    for (const g of list) {
+      const limits = [
+        g.grantMaxUses === null ? `${g.grantUses} uses` : `${g.grantUses}/${g.grantMaxUses} uses`,
+        g.grantExpiresAt === null ? "no expiry" : `expires ${new Date(g.grantExpiresAt).toISOString()}`
+      ].join(", ")
+      io.out(`${g.id}  ${g.status.padEnd(8)} ${g.scope.padEnd(8)} ${g.principal} ${g.tool} (${limits})\n${g.cedar}\n\n`)
+    }
+    return 0
+  }
+  if (sub === "revoke") {
+    const id = rest[0]
+    if (!id) throw new CliError("grants revoke needs a grant id (see `palyra grants list`)", 2)
+    const g = await client.json<Json>("POST", `/v1/grants/${id}/revoke`)
+    io.out(`${g.id}: ${g.status}\n`)
+    return 0
+  }
+  throw new CliError(`unknown grants command "${sub}" (list, revoke)`, 2)
 }
 
 const sessions = async (client: Client, sub: string | undefined, rest: Array<string>, io: Io) => {

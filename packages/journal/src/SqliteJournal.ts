@@ -156,7 +156,10 @@ const toApproval = (r: Record<string, unknown>): Records.ApprovalRecord => ({
   expiresAt: r.expires_at as number,
   resolvedAt: (r.resolved_at as number | null) ?? null,
   resolver: (r.resolver as string | null) ?? null,
-  reason: (r.reason as string | null) ?? null
+  reason: (r.reason as string | null) ?? null,
+  grantExpiresAt: (r.grant_expires_at as number | null) ?? null,
+  grantUses: (r.grant_uses as number | null) ?? 0,
+  grantMaxUses: (r.grant_max_uses as number | null) ?? null
 })
 
 const journalError = (method: string) => (cause: unknown) =>
@@ -233,8 +236,19 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
       ),
       resolveApproval: db.prepare(
-        `UPDATE approvals SET status = ?, scope = ?, resolver = ?, reason = ?, resolved_at = ?
+        `UPDATE approvals SET status = ?, scope = ?, resolver = ?, reason = ?, resolved_at = ?,
+           grant_expires_at = ?, grant_max_uses = ?
          WHERE id = ? AND status = 'pending'`
+      ),
+      useGrant: db.prepare(
+        `UPDATE approvals SET grant_uses = grant_uses + 1
+         WHERE id = ? AND status = 'approved' AND scope != 'once'
+           AND (grant_expires_at IS NULL OR ? < grant_expires_at)
+           AND (grant_max_uses IS NULL OR grant_uses < grant_max_uses)`
+      ),
+      revokeGrant: db.prepare(
+        `UPDATE approvals SET status = 'revoked', reason = ?, resolved_at = ?
+         WHERE id = ? AND status = 'approved' AND scope != 'once'`
       ),
       head: db.prepare("SELECT chain_seq, hash, count FROM chain_head WHERE id = 1"),
       setHead: db.prepare("UPDATE chain_head SET chain_seq = ?, hash = ?, count = ? WHERE id = 1"),
@@ -663,6 +677,8 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
               r.resolver,
               redact(r.reason),
               r.resolvedAt,
+              r.grantExpiresAt ?? null,
+              r.grantMaxUses ?? null,
               id
             ).changes
             return { changes, row: st.approval.get(id) as Record<string, unknown> | undefined }
@@ -672,6 +688,32 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
               ? Effect.fail(new Errors.NotFound({ entity: "approval", id }))
               : changes === 0
                 ? Effect.fail(new Errors.Conflict({ message: `approval ${id} is already ${row.status as string}` }))
+                : Effect.succeed(toApproval(row))
+        ),
+      useGrant: (id, now) =>
+        Effect.flatMap(
+          sync("useGrant", () => ({
+            changes: st.useGrant.run(id, now).changes,
+            row: st.approval.get(id) as Record<string, unknown> | undefined
+          })),
+          ({ changes, row }): Effect.Effect<Records.ApprovalRecord, Errors.NotFound | Errors.Conflict> =>
+            row === undefined
+              ? Effect.fail(new Errors.NotFound({ entity: "approval", id }))
+              : changes === 0
+                ? Effect.fail(new Errors.Conflict({ message: `grant ${id} no longer applies` }))
+                : Effect.succeed(toApproval(row))
+        ),
+      revokeGrant: (id, by, at) =>
+        Effect.flatMap(
+          sync("revokeGrant", () => ({
+            changes: st.revokeGrant.run(`revoked by ${by}`, at, id).changes,
+            row: st.approval.get(id) as Record<string, unknown> | undefined
+          })),
+          ({ changes, row }): Effect.Effect<Records.ApprovalRecord, Errors.NotFound | Errors.Conflict> =>
+            row === undefined
+              ? Effect.fail(new Errors.NotFound({ entity: "approval", id }))
+              : changes === 0
+                ? Effect.fail(new Errors.Conflict({ message: `approval ${id} is not a standing grant` }))
                 : Effect.succeed(toApproval(row))
         ),
       getApproval: (id) =>

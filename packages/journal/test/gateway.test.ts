@@ -122,7 +122,8 @@ describe("Gateway over the SQLite journal", () => {
       check.close()
       assert.deepStrictEqual(applied, [
         { migration_id: 1, name: "init" },
-        { migration_id: 2, name: "grants_and_tasks" }
+        { migration_id: 2, name: "grants_and_tasks" },
+        { migration_id: 3, name: "grant_limits" }
       ])
       assert.isDefined(index)
     })

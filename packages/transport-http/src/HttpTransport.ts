@@ -16,8 +16,8 @@ import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Errors, Gateway, Ids, Journal, type Records, type TapeEvent } from "@palyra/core"
-import { Cause, Deferred, Effect, Option, ParseResult, Schedule, Schema, Stream } from "effect"
+import { CedarPolicy, Errors, Gateway, Ids, Journal, type Records, type TapeEvent } from "@palyra/core"
+import { Cause, Clock, Deferred, Effect, Option, ParseResult, Schedule, Schema, Stream } from "effect"
 import { openApiDocument } from "./internal/openapi.js"
 
 /** A bearer token and the principal it authenticates. @since 0.1.0 @category Models */
@@ -82,7 +82,11 @@ const BranchBody = Schema.Struct({ atSeq: Schema.optional(Schema.Int), title: Sc
 const ApprovalBody = Schema.Struct({
   decision: Schema.Literal("approve", "deny"),
   scope: Schema.optional(Schema.Literal("once", "session", "always")),
-  reason: Schema.optional(Schema.String.pipe(Schema.maxLength(1000)))
+  reason: Schema.optional(Schema.String.pipe(Schema.maxLength(1000))),
+  /** For session/always grants: stop applying after this many seconds. */
+  expiresInSeconds: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  /** For session/always grants: allow at most this many calls. */
+  maxUses: Schema.optional(Schema.Int.pipe(Schema.positive()))
 })
 const decodeId = <A>(schema: Schema.Schema<A, string>, value: string | undefined, field: string) =>
   Schema.decodeUnknown(schema)(value).pipe(
@@ -361,8 +365,10 @@ export const router = (options: Options) => {
         Effect.gen(function* () {
           const q = yield* query
           const status = q.get("status")
-          if (status !== null && !["pending", "approved", "denied", "expired"].includes(status)) {
-            return yield* new Errors.InvalidArgument({ message: "status must be pending, approved, denied or expired" })
+          if (status !== null && !["pending", "approved", "denied", "expired", "revoked"].includes(status)) {
+            return yield* new Errors.InvalidArgument({
+              message: "status must be pending, approved, denied, expired or revoked"
+            })
           }
           const sessionId = q.get("sessionId")
           const runId = q.get("runId")
@@ -398,15 +404,42 @@ export const router = (options: Options) => {
           if (!caller.operator && approval.principal !== caller.principal) {
             return yield* new Errors.NotFound({ entity: "approval", id })
           }
+          const now = yield* Clock.currentTimeMillis
           return yield* json(
             yield* gateway.resolveApproval({
               approvalId: id,
               decision: b.decision,
               scope: b.scope,
               by: caller.principal,
-              reason: b.reason
+              reason: b.reason,
+              grantExpiresAt: b.expiresInSeconds === undefined ? undefined : now + b.expiresInSeconds * 1000,
+              grantMaxUses: b.maxUses
             })
           )
+        })
+      )
+    ),
+
+    // ---- standing grants --------------------------------------------------------------------
+    HttpRouter.get(
+      "/v1/grants",
+      handle((caller, gateway) =>
+        Effect.gen(function* () {
+          const grants = yield* gateway.listGrants({ principal: principalFor(caller) })
+          return yield* json(grants.map((g) => ({ ...g, cedar: CedarPolicy.grantPolicy(g) })))
+        })
+      )
+    ),
+    HttpRouter.post(
+      "/v1/grants/:id/revoke",
+      handle((caller, gateway) =>
+        Effect.gen(function* () {
+          const id = yield* decodeId(Ids.ApprovalId, yield* param("id"), "grantId")
+          const grant = yield* gateway.getApproval(id)
+          if (!caller.operator && grant.principal !== caller.principal) {
+            return yield* new Errors.NotFound({ entity: "grant", id })
+          }
+          return yield* json(yield* gateway.revokeGrant(id, caller.principal))
         })
       )
     ),

@@ -132,6 +132,40 @@ describe("HTTP transport (real server on 127.0.0.1, real fetch)", () => {
     expect(writes).toEqual([{ path: "a.txt" }])
   })
 
+  it("standing grants: approve with scope always and limits, list them as Cedar, revoke (409 the second time)", async () => {
+    const response = await fetch(`${base}/v1/runs?stream=true`, {
+      method: "POST",
+      headers: { ...ALICE, "content-type": "application/json" },
+      body: JSON.stringify({ text: "write once more", sessionKey: "grants" })
+    })
+    let grantId = ""
+    await readSse(response, isEnd, async (f) => {
+      const e = JSON.parse(f.data!)
+      if (e._tag === "ApprovalRequested") {
+        grantId = e.approvalId
+        const r = await fetch(`${base}/v1/approvals/${e.approvalId}`, {
+          method: "POST",
+          headers: { ...ALICE, "content-type": "application/json" },
+          body: JSON.stringify({ decision: "approve", scope: "always", expiresInSeconds: 3600, maxUses: 5 })
+        })
+        expect(r.status).toBe(200)
+      }
+    })
+    const grants = await read(await fetch(`${base}/v1/grants`, { headers: ALICE }))
+    const grant = grants.find((g: { id: string }) => g.id === grantId)
+    expect(grant).toMatchObject({ status: "approved", scope: "always", grantMaxUses: 5 })
+    expect(grant.cedar).toMatch(/permit \(\s*principal == Palyra::Principal::"alice"/)
+    expect(grant.cedar).toMatch(/context\.now < \d+/)
+    const bobSees = await read(await fetch(`${base}/v1/grants`, { headers: { authorization: "Bearer bob-token" } }))
+    expect(bobSees).toEqual([])
+    const revoke = () => fetch(`${base}/v1/grants/${grantId}/revoke`, { method: "POST", headers: ALICE })
+    const first = await revoke()
+    expect(first.status).toBe(200)
+    expect((await read(first)).status).toBe("revoked")
+    const second = await revoke()
+    expect(second.status).toBe(409)
+  })
+
   it("resumes a session's event stream after Last-Event-ID with no gap and no duplicate", async () => {
     const sent = await fetch(`${base}/v1/runs`, {
       method: "POST",

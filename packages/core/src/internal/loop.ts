@@ -6,7 +6,7 @@ import { BudgetExceeded, isPalyraError, type PalyraError } from "../Errors.js"
 import { type ApprovalId, makeApprovalId, makeToolCallId, type RunId, type ToolCallId } from "../Ids.js"
 import { type AppendEffects, type Service as JournalService, requireRun, requireSession } from "../Journal.js"
 import { estimateTokens, type Service as ModelService, runInto } from "../ModelProvider.js"
-import type { Service as PolicyService } from "../PolicyEngine.js"
+import type { Decision, Service as PolicyService } from "../PolicyEngine.js"
 import type { ApprovalRecord, Run, Session } from "../Records.js"
 import { isTerminal, transition as nextState, type RunState, type Transition } from "../RunState.js"
 import type { NewTapeEvent, TapeEvent, TapeEventOf } from "../TapeEvent.js"
@@ -40,6 +40,8 @@ export interface LoopDeps {
   readonly coalesceMillis: number
   readonly hasApprover: (sessionId: Session["id"]) => boolean
   readonly onApprovalRequested: (record: ApprovalRecord) => Effect.Effect<unknown>
+  /** Reload standing grants into the policy engine (after one was used up or went stale). */
+  readonly onGrantsChanged: Effect.Effect<void>
 }
 
 type CallView = {
@@ -227,8 +229,13 @@ export const runLoop = (deps: LoopDeps, runId: RunId, cancelRequested: () => str
           argsDigest: call.proposed.argsDigest
         })
         const at = yield* now
-        if (Option.isSome(grant)) {
+        const usable = Option.isSome(grant)
+          ? yield* deps.journal.useGrant(grant.value.id, at).pipe(Effect.option)
+          : Option.none<ApprovalRecord>()
+        if (Option.isSome(grant) && Option.isSome(usable)) {
+          const { extra, exhausted } = grantUse(usable.value, at)
           yield* emit([
+            ...extra,
             {
               _tag: "ApprovalResolved",
               ...base(),
@@ -240,7 +247,8 @@ export const runLoop = (deps: LoopDeps, runId: RunId, cancelRequested: () => str
               by: `grant:${grant.value.id}`,
               reason: `covered by an earlier ${grant.value.scope}-scope approval`
             }
-          ])
+          ] as unknown as NonEmptyReadonlyArray<NewTapeEvent>)
+          if (exhausted) yield* deps.onGrantsChanged
           return "approved" as const
         }
         const approvalId = yield* makeApprovalId
@@ -262,7 +270,10 @@ export const runLoop = (deps: LoopDeps, runId: RunId, cancelRequested: () => str
           expiresAt,
           resolvedAt: null,
           resolver: null,
-          reason: null
+          reason: null,
+          grantExpiresAt: null,
+          grantUses: 0,
+          grantMaxUses: null
         }
         const requested: NewTapeEvent = {
           _tag: "ApprovalRequested",
@@ -288,6 +299,56 @@ export const runLoop = (deps: LoopDeps, runId: RunId, cancelRequested: () => str
         return final.status === "approved" ? ("approved" as const) : ("denied" as const)
       })
 
+    /** Ask the policy engine; when a standing grant allowed the call, count the use (compare-and-set). */
+    const decide = (
+      call: CallView,
+      tool: AnyTool,
+      retried: boolean
+    ): Effect.Effect<{ decision: Decision; extra: Array<NewTapeEvent>; exhausted: boolean }, PalyraError> =>
+      Effect.gen(function* () {
+        const decision = yield* deps.policy.decide({
+          principal: run0.principal,
+          sessionId: session.id,
+          channel: session.channel,
+          tool: { name: tool.name, risk: tool.risk, category: tool.category },
+          args: call.proposed.args,
+          argsDigest: call.proposed.argsDigest
+        })
+        const grantId =
+          decision.decision === "allow" ? decision.policyIds.find((id) => id.startsWith("grant:")) : undefined
+        if (grantId === undefined) return { decision, extra: [], exhausted: false }
+        const at = yield* now
+        const used = yield* deps.journal.useGrant(grantId.slice("grant:".length) as ApprovalId, at).pipe(Effect.either)
+        if (used._tag === "Left") {
+          // Revoked, expired or used up since the engine last heard: refresh and decide again.
+          yield* deps.onGrantsChanged
+          if (!retried) return yield* decide(call, tool, true)
+          return {
+            decision: { decision: "deny" as const, policyIds: [grantId], reasons: ["the grant no longer applies"] },
+            extra: [],
+            exhausted: false
+          }
+        }
+        return { decision, ...grantUse(used.right, at) }
+      })
+
+    const grantUse = (g: ApprovalRecord, at: number) => {
+      const exhausted = g.grantMaxUses !== null && g.grantUses >= g.grantMaxUses
+      const event = (change: "used" | "exhausted"): NewTapeEvent => ({
+        _tag: "GrantChanged",
+        ...base(),
+        at,
+        approvalId: g.id,
+        tool: g.tool,
+        change,
+        by: run0.principal,
+        uses: g.grantUses,
+        maxUses: g.grantMaxUses,
+        expiresAt: g.grantExpiresAt
+      })
+      return { extra: exhausted ? [event("used"), event("exhausted")] : [event("used")], exhausted }
+    }
+
     const processCall = (call: CallView) =>
       Effect.gen(function* () {
         if (call.result) return
@@ -306,14 +367,7 @@ export const runLoop = (deps: LoopDeps, runId: RunId, cancelRequested: () => str
         }
         let decided = call.decided
         if (decided === undefined) {
-          const decision = yield* deps.policy.decide({
-            principal: run0.principal,
-            sessionId: session.id,
-            channel: session.channel,
-            tool: { name: tool.value.name, risk: tool.value.risk, category: tool.value.category },
-            args: call.proposed.args,
-            argsDigest: call.proposed.argsDigest
-          })
+          const { decision, extra, exhausted } = yield* decide(call, tool.value, false)
           const decidedEvent: NewTapeEvent = {
             _tag: "PolicyDecided",
             ...base(),
@@ -324,8 +378,12 @@ export const runLoop = (deps: LoopDeps, runId: RunId, cancelRequested: () => str
             policyIds: [...decision.policyIds],
             reasons: [...decision.reasons]
           }
-          // An allowed call's decision and start commit together, before the tool runs.
-          if (decision.decision === "allow") return yield* execute(call, tool.value, [decidedEvent])
+          // An allowed call's decision (and any grant use) and its start commit together, before the tool runs.
+          if (decision.decision === "allow") {
+            yield* execute(call, tool.value, [decidedEvent, ...extra])
+            if (exhausted) yield* deps.onGrantsChanged
+            return
+          }
           yield* emit([decidedEvent])
           decided = call.decided!
         }

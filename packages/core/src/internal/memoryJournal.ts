@@ -2,7 +2,7 @@ import { Effect, Option } from "effect"
 import { Conflict, NotFound, PayloadTooLarge } from "../Errors.js"
 import type { ApprovalId, RunId, SessionId } from "../Ids.js"
 import type { MemoryOptions, Service } from "../Journal.js"
-import type { ApprovalRecord, Run, Session } from "../Records.js"
+import { type ApprovalRecord, isActiveGrant, type Run, type Session } from "../Records.js"
 import type { TapeEvent } from "../TapeEvent.js"
 
 const clampLimit = (limit: number | undefined) => (limit === undefined ? Number.POSITIVE_INFINITY : Math.max(0, limit))
@@ -160,13 +160,41 @@ export const makeMemoryJournal = (options: MemoryOptions): Effect.Effect<Service
               scope: r.scope,
               resolver: r.resolver,
               reason: r.reason,
-              resolvedAt: r.resolvedAt
+              resolvedAt: r.resolvedAt,
+              grantExpiresAt: r.grantExpiresAt ?? null,
+              grantMaxUses: r.grantMaxUses ?? null
             }
             approvals.set(id, next)
             return Effect.succeed(next)
           })
         ),
       getApproval: (id) => Effect.sync(() => Option.fromNullable(approvals.get(id))),
+      useGrant: (id, now) =>
+        lock.withPermits(1)(
+          Effect.suspend((): Effect.Effect<ApprovalRecord, NotFound | Conflict> => {
+            const current = approvals.get(id)
+            if (current === undefined) return Effect.fail(new NotFound({ entity: "approval", id }))
+            if (!isActiveGrant(current, now)) {
+              return Effect.fail(new Conflict({ message: `grant ${id} no longer applies` }))
+            }
+            const next = { ...current, grantUses: current.grantUses + 1 }
+            approvals.set(id, next)
+            return Effect.succeed(next)
+          })
+        ),
+      revokeGrant: (id, by, at) =>
+        lock.withPermits(1)(
+          Effect.suspend((): Effect.Effect<ApprovalRecord, NotFound | Conflict> => {
+            const current = approvals.get(id)
+            if (current === undefined) return Effect.fail(new NotFound({ entity: "approval", id }))
+            if (current.status !== "approved" || current.scope === "once") {
+              return Effect.fail(new Conflict({ message: `approval ${id} is not a standing grant` }))
+            }
+            const next: ApprovalRecord = { ...current, status: "revoked", reason: `revoked by ${by}`, resolvedAt: at }
+            approvals.set(id, next)
+            return Effect.succeed(next)
+          })
+        ),
       listApprovals: (f) =>
         Effect.sync(() =>
           [...approvals.values()]

@@ -107,10 +107,19 @@ const grantsAndTasks = Effect.gen(function* () {
   yield* sql`CREATE INDEX background_tasks_due ON background_tasks(state, run_at)`
 })
 
+const grantLimits = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  // Standing grants may expire and may be limited to a number of uses.
+  yield* sql`ALTER TABLE approvals ADD COLUMN grant_expires_at INTEGER`
+  yield* sql`ALTER TABLE approvals ADD COLUMN grant_uses INTEGER NOT NULL DEFAULT 0`
+  yield* sql`ALTER TABLE approvals ADD COLUMN grant_max_uses INTEGER`
+})
+
 /** Every migration, in order. Never edit a released one: add a new one. @internal */
 export const migrations = {
   "0001_init": init,
-  "0002_grants_and_tasks": grantsAndTasks
+  "0002_grants_and_tasks": grantsAndTasks,
+  "0003_grant_limits": grantLimits
 } as const
 
 /** The table that records applied migrations (ours, so it never collides with a host app's). @internal */

@@ -156,6 +156,19 @@ export const openApiDocument = {
         responses: { "200": ok(ref("Approval")), "409": error, ...common }
       }
     },
+    "/v1/grants": {
+      get: {
+        summary: "Standing grants (session/always approvals), each with the Cedar policy it amounts to",
+        responses: { "200": ok({ type: "array", items: ref("Approval") }), ...common }
+      }
+    },
+    "/v1/grants/{id}/revoke": {
+      post: {
+        summary: "Revoke a standing grant",
+        parameters: [idParam("id")],
+        responses: { "200": ok(ref("Approval")), "409": error, ...common }
+      }
+    },
     "/v1/journal/verify": {
       get: {
         summary: "Recompute the journal's hash chain (operator)",
