@@ -90,6 +90,14 @@ permit (
 when { ${conditions.join(" && ")} };`
 }
 
+/** The head of a policy (its effect and scope), without annotations and conditions. */
+const scopeOf = (policy: string) => {
+  const body = policy.replace(/@\w+\([^)]*\)/g, "")
+  const open = body.indexOf("(")
+  const close = body.indexOf(")", open)
+  return open >= 0 && close > open ? body.slice(open, close) : body
+}
+
 interface Compiled {
   readonly version: number
   readonly id: string
@@ -161,8 +169,17 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
         }
         const next = version + 1
         const id = `${prefix}-v${next}`
-        const prepared = cedar.preparsePolicySet(id, { staticPolicies })
-        if (prepared.type === "failure") return Effect.fail(policyError(flatten(prepared.errors)))
+        // Two pre-parsed sets, one per action: a policy whose scope names one action only goes into
+        // that action's set, so each call evaluates only the policies that can apply to it.
+        const forAction = (action: "tool.execute" | "tool.request_approval") => {
+          const other = action === "tool.execute" ? "tool.request_approval" : "tool.execute"
+          const only = new RegExp(`action\\s*==\\s*Palyra::Action::"${other.replace(".", "\\.")}"`)
+          return Object.fromEntries(Object.entries(staticPolicies).filter(([, text]) => !only.test(scopeOf(text))))
+        }
+        for (const action of ["tool.execute", "tool.request_approval"] as const) {
+          const prepared = cedar.preparsePolicySet(`${id}:${action}`, { staticPolicies: forAction(action) })
+          if (prepared.type === "failure") return Effect.fail(policyError(flatten(prepared.errors)))
+        }
         version = next
         cache.clear()
         return Effect.succeed({ version: next, id, reasons, timeSensitive: /context\.now/.test(text) })
@@ -187,7 +204,7 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
           argsDigest: request.argsDigest ?? "",
           now
         },
-        preparsedPolicySetId: compiled.id,
+        preparsedPolicySetId: `${compiled.id}:${action}`,
         entities: [
           // The smallest entity slice: only the tool has attributes policies read.
           {
