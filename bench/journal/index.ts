@@ -133,6 +133,83 @@ const rawPhase = (rows: number) => {
   return rows / (elapsed / 1000)
 }
 
+// ---- 2b. where should the single writer live? The same batched inserts (32 writers, each awaiting
+// its acknowledgement, batched per event-loop turn) on the main thread vs in a worker thread.
+const writerPlacement = async (placement: "main" | "worker", perWriter: number) => {
+  const filename = join(dir, `placement-${placement}.db`)
+  const payload = JSON.stringify(event(sid(0), 0))
+  const hash = "f".repeat(64)
+  let pending: Array<{ row: Array<unknown>; done: () => void }> = []
+  let scheduled = false
+  let flush: (batch: typeof pending) => Promise<void>
+  let close = async () => {}
+  if (placement === "main") {
+    const db = new Database(filename)
+    db.pragma("journal_mode = WAL")
+    db.pragma("synchronous = NORMAL")
+    db.exec(`CREATE TABLE t (id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, tape_seq INTEGER NOT NULL,
+      kind TEXT NOT NULL, created_at INTEGER NOT NULL, payload TEXT NOT NULL, hash TEXT NOT NULL, UNIQUE (session_id, tape_seq))`)
+    const insert = db.prepare(
+      "INSERT INTO t (session_id, tape_seq, kind, created_at, payload, hash) VALUES (?, ?, ?, ?, ?, ?)"
+    )
+    const commit = db.transaction((rows: Array<Array<unknown>>) => {
+      for (const r of rows) insert.run(...r)
+    })
+    flush = async (batch) => {
+      commit(batch.map((p) => p.row))
+      for (const p of batch) p.done()
+    }
+    close = async () => {
+      db.close()
+    }
+  } else {
+    const { Worker } = await import("node:worker_threads")
+    const worker = new Worker(new URL("./worker-writer.mjs", import.meta.url), { workerData: { filename } })
+    const waiting = new Map<number, () => void>()
+    let nextId = 0
+    worker.on("message", (m: { id: number }) => {
+      waiting.get(m.id)?.()
+      waiting.delete(m.id)
+    })
+    flush = (batch) =>
+      new Promise<void>((resolve) => {
+        const id = nextId++
+        waiting.set(id, () => {
+          for (const p of batch) p.done()
+          resolve()
+        })
+        worker.postMessage({ id, rows: batch.map((p) => p.row) })
+      })
+    close = async () => {
+      await worker.terminate()
+    }
+  }
+  const write = (row: Array<unknown>) =>
+    new Promise<void>((done) => {
+      pending.push({ row, done })
+      if (!scheduled) {
+        scheduled = true
+        setImmediate(() => {
+          scheduled = false
+          const batch = pending
+          pending = []
+          void flush(batch)
+        })
+      }
+    })
+  const probe = loopProbe()
+  const start = performance.now()
+  await Promise.all(
+    Array.from({ length: 32 }, async (_, w) => {
+      for (let i = 1; i <= perWriter; i++) await write([sid(w), i, "ToolResult", Date.now(), payload, hash])
+    })
+  )
+  const elapsed = performance.now() - start
+  const loop = probe.stop()
+  await close()
+  return { perSec: (32 * perWriter) / (elapsed / 1000), loopP99: loop.p99, loopMax: loop.max }
+}
+
 // ---- 3. the same 200-turn tool-using conversation: ours vs LangGraph -------------------------
 const listFiles = Tool.make("fs.list", {
   description: "List files",
@@ -215,6 +292,8 @@ const main = async () => {
   const single = await appendPhase(1, quick ? 500 : 5000)
   const many = await appendPhase(32, perWriter)
   const rawPerSec = rawPhase(quick ? 20_000 : 200_000)
+  const onMain = await writerPlacement("main", quick ? 100 : 1000)
+  const inWorker = await writerPlacement("worker", quick ? 100 : 1000)
   table("appends (hash chain + redaction on, synchronous=NORMAL, WAL)", [
     {
       writers: 1,
@@ -235,6 +314,20 @@ const main = async () => {
   console.log(
     `event-loop delay while 32 writers append: p50 ${round(many.loopP50, 2)} ms, p99 ${round(many.loopP99, 2)} ms, max ${round(many.loopMax, 2)} ms`
   )
+  table("where the single writer lives (same batched inserts, 32 awaiting writers)", [
+    {
+      writer: "main thread",
+      "events/s": Math.round(onMain.perSec),
+      "loop p99 ms": round(onMain.loopP99, 2),
+      "loop max ms": round(onMain.loopMax, 2)
+    },
+    {
+      writer: "worker thread",
+      "events/s": Math.round(inWorker.perSec),
+      "loop p99 ms": round(inWorker.loopP99, 2),
+      "loop max ms": round(inWorker.loopMax, 2)
+    }
+  ])
 
   const turns = quick ? 20 : 200
   const ours = await oursConversation(turns)
