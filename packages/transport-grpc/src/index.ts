@@ -1,6 +1,9 @@
 /**
- * `@palyra/transport-grpc` is planned and not implemented yet; see the open issues.
+ * `@palyra/transport-grpc`: the Gateway over gRPC, gRPC-Web and Connect (`palyra.v1`), with the
+ * generated protobuf-es messages and service descriptors for typed clients.
  *
  * @since 0.1.0
  */
-export const implemented = false as const
+export * as GrpcTransport from "./GrpcTransport.js"
+export * as HealthProto from "./gen/grpc/health/v1/health_pb.js"
+export * as Proto from "./gen/palyra/v1/gateway_pb.js"

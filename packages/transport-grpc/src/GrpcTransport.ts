@@ -1,0 +1,478 @@
+/**
+ * The gRPC transport: the Gateway over gRPC, gRPC-Web and the Connect protocol on one HTTP/2 port
+ * (protobuf-es v2 + connect-es v2). `palyra.v1.GatewayService.RunStream` is bidirectional: start or
+ * resume a session's stream, send messages, approval decisions and cancels; receive every tape event
+ * in tape_seq order. Bearer-token auth on every service but `grpc.health.v1.Health`; typed core errors
+ * map to gRPC codes; messages are size-limited.
+ *
+ * Thin by design: every handler runs one Gateway call on the caller's runtime with the request's
+ * abort signal.
+ *
+ * @since 0.1.0
+ */
+
+import { createHash, timingSafeEqual } from "node:crypto"
+import { createServer, type Http2Server } from "node:http2"
+import type { AddressInfo } from "node:net"
+import { create } from "@bufbuild/protobuf"
+import {
+  Code,
+  ConnectError,
+  type ConnectRouter,
+  createContextKey,
+  type HandlerContext,
+  type Interceptor
+} from "@connectrpc/connect"
+import { connectNodeAdapter } from "@connectrpc/connect-node"
+import { Errors, Gateway, Ids, Journal, TapeEvent } from "@palyra/core"
+import { Cause, Effect, Exit, Option, Runtime, Schema, type Scope, Stream } from "effect"
+import { Health, HealthCheckResponse_ServingStatus, HealthCheckResponseSchema } from "./gen/grpc/health/v1/health_pb.js"
+import * as pb from "./gen/palyra/v1/gateway_pb.js"
+import { scopeFromPb, statusFromPb, toPbApproval, toPbEvent, toPbRun, toPbSession } from "./internal/convert.js"
+
+/** @since 0.1.0 @category Models */
+export interface TokenGrant {
+  readonly token: string
+  readonly principal: string
+  readonly operator?: boolean | undefined
+}
+
+/** @since 0.1.0 @category Models */
+export interface Options {
+  readonly tokens: ReadonlyArray<TokenGrant>
+  /** Largest message accepted, in bytes (default 1 MiB). */
+  readonly maxMessageBytes?: number | undefined
+}
+
+/** gRPC code for each stable error code. @since 0.1.0 @category Errors */
+export const codeOf = (code: string): Code =>
+  ({
+    invalid_argument: Code.InvalidArgument,
+    not_found: Code.NotFound,
+    conflict: Code.FailedPrecondition,
+    invalid_transition: Code.FailedPrecondition,
+    permission_denied: Code.PermissionDenied,
+    policy_denied: Code.PermissionDenied,
+    unauthenticated: Code.Unauthenticated,
+    payload_too_large: Code.ResourceExhausted,
+    budget_exceeded: Code.ResourceExhausted,
+    unavailable: Code.Unavailable
+  })[code] ?? Code.Internal
+
+interface Caller {
+  readonly principal: string
+  readonly operator: boolean
+}
+const callerKey = createContextKey<Caller | undefined>(undefined, { description: "palyra caller" })
+const digest = (t: string) => createHash("sha256").update(t).digest()
+
+/** The bearer-token interceptor (constant-time compare; the health service is open). @since 0.1.0 @category Auth */
+export const authInterceptor = (tokens: ReadonlyArray<TokenGrant>): Interceptor => {
+  const grants = tokens.map((t) => ({ ...t, digest: digest(t.token) }))
+  return (next) => async (req) => {
+    if (req.service.typeName === Health.typeName) return next(req)
+    const match = /^Bearer\s+(.+)$/i.exec(req.header.get("authorization") ?? "")
+    if (!match) throw new ConnectError("missing bearer token (authorization: Bearer …)", Code.Unauthenticated)
+    const presented = digest(match[1]!.trim())
+    let found: (typeof grants)[number] | undefined
+    for (const g of grants) if (timingSafeEqual(presented, g.digest)) found ??= g
+    if (!found) throw new ConnectError("invalid token", Code.Unauthenticated)
+    req.contextValues.set(callerKey, { principal: found.principal, operator: found.operator ?? false })
+    return next(req)
+  }
+}
+
+const toConnectError = (cause: Cause.Cause<unknown>): ConnectError => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure) && Errors.isPalyraError(failure.value)) {
+    const e = failure.value
+    const code = codeOf(e.code)
+    // Internal failures never leak their text.
+    return new ConnectError(code === Code.Internal ? "internal error" : e.message, code)
+  }
+  if (Cause.isInterruptedOnly(cause)) return new ConnectError("cancelled", Code.Canceled)
+  return new ConnectError("internal error", Code.Internal)
+}
+
+const decode =
+  <A>(schema: Schema.Schema<A, string>, field: string) =>
+  (value: string) =>
+    Schema.decodeUnknown(schema)(value).pipe(
+      Effect.mapError(() => new Errors.InvalidArgument({ message: `${field} must be a 26-character ULID`, field }))
+    )
+const sessionIdOf = decode(Ids.SessionId, "session_id")
+const runIdOf = decode(Ids.RunId, "run_id")
+const approvalIdOf = decode(Ids.ApprovalId, "approval_id")
+const optional = <A>(f: (v: string) => Effect.Effect<A, Errors.InvalidArgument>, value: string) =>
+  value === "" ? Effect.succeed(undefined) : f(value)
+
+/**
+ * The Connect routes over a runtime that provides `Gateway` and `Journal`.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const routes = (runtime: Runtime.Runtime<Gateway.Gateway | Journal.Journal>) => {
+  const run = async <A>(
+    ctx: HandlerContext,
+    f: (gateway: Gateway.Service, caller: Caller) => Effect.Effect<A, unknown, Gateway.Gateway | Journal.Journal>
+  ) => {
+    const caller = ctx.values.get(callerKey)
+    if (!caller) throw new ConnectError("unauthenticated", Code.Unauthenticated)
+    const exit = await Runtime.runPromiseExit(runtime)(
+      Effect.flatMap(Gateway.Gateway, (g) => f(g, caller)),
+      { signal: ctx.signal }
+    )
+    if (Exit.isSuccess(exit)) return exit.value
+    throw toConnectError(exit.cause)
+  }
+  const ownerOf = (c: Caller) => (c.operator ? undefined : c.principal)
+
+  return (router: ConnectRouter) => {
+    router.service(Health, {
+      check: () => create(HealthCheckResponseSchema, { status: HealthCheckResponse_ServingStatus.SERVING }),
+      async *watch() {
+        yield create(HealthCheckResponseSchema, { status: HealthCheckResponse_ServingStatus.SERVING })
+      }
+    })
+
+    router.service(pb.GatewayService, {
+      routeMessage: (req, ctx) =>
+        run(ctx, (g, caller) =>
+          Effect.gen(function* () {
+            const sessionId = yield* optional(sessionIdOf, req.target?.sessionId ?? "")
+            const { session, run } = yield* g.sendMessage({
+              principal: caller.principal,
+              text: req.text,
+              sessionId,
+              key: req.target?.sessionKey || undefined,
+              channel: req.target?.channel || undefined
+            })
+            return create(pb.RouteMessageResponseSchema, { runId: run.id, sessionId: session.id })
+          })
+        ),
+      getRun: (req, ctx) =>
+        run(ctx, (g, caller) =>
+          Effect.gen(function* () {
+            const r = yield* g.getRun(yield* runIdOf(req.runId))
+            if (!caller.operator && r.principal !== caller.principal)
+              return yield* new Errors.NotFound({ entity: "run", id: r.id })
+            return create(pb.GetRunResponseSchema, { run: toPbRun(r) })
+          })
+        ),
+      runStream: (requests, ctx) => runStream(runtime, requests, ctx, run)
+    })
+
+    router.service(pb.ApprovalsService, {
+      listApprovals: (req, ctx) =>
+        run(ctx, (g, caller) =>
+          Effect.gen(function* () {
+            const list = yield* g.listApprovals({
+              sessionId: yield* optional(sessionIdOf, req.sessionId),
+              runId: yield* optional(runIdOf, req.runId),
+              status: statusFromPb(req.status)
+            })
+            const visible = caller.operator ? list : list.filter((a) => a.principal === caller.principal)
+            return create(pb.ListApprovalsResponseSchema, { approvals: visible.map(toPbApproval) })
+          })
+        ),
+      getApproval: (req, ctx) =>
+        run(ctx, (g, caller) =>
+          Effect.gen(function* () {
+            const a = yield* g.getApproval(yield* approvalIdOf(req.approvalId))
+            if (!caller.operator && a.principal !== caller.principal)
+              return yield* new Errors.NotFound({ entity: "approval", id: a.id })
+            return create(pb.GetApprovalResponseSchema, { approval: toPbApproval(a) })
+          })
+        ),
+      resolveApproval: (req, ctx) =>
+        run(ctx, (g, caller) =>
+          Effect.gen(function* () {
+            const d = req.decision
+            if (!d) return yield* new Errors.InvalidArgument({ message: "decision is required", field: "decision" })
+            const a = yield* resolve(g, caller, d)
+            return create(pb.ResolveApprovalResponseSchema, { approval: toPbApproval(a) })
+          })
+        )
+    })
+
+    router.service(pb.SessionsService, {
+      resolveSession: (req, ctx) =>
+        run(ctx, (g, caller) =>
+          Effect.gen(function* () {
+            const s = yield* g.resolveSession({
+              principal: caller.principal,
+              sessionId: yield* optional(sessionIdOf, req.target?.sessionId ?? ""),
+              key: req.target?.sessionKey || undefined,
+              channel: req.target?.channel || undefined,
+              title: req.title || undefined
+            })
+            return create(pb.ResolveSessionResponseSchema, { session: toPbSession(s) })
+          })
+        ),
+      getSession: (req, ctx) =>
+        run(ctx, (g, caller) =>
+          Effect.map(
+            Effect.flatMap(sessionIdOf(req.sessionId), (id) => g.getSession(id, ownerOf(caller))),
+            (s) => create(pb.GetSessionResponseSchema, { session: toPbSession(s) })
+          )
+        ),
+      listSessions: (req, ctx) =>
+        run(ctx, (g, caller) =>
+          Effect.map(
+            g.listSessions({
+              principal: ownerOf(caller),
+              includeArchived: req.includeArchived,
+              limit: req.limit === 0 ? 100 : Math.min(req.limit, 1000)
+            }),
+            (list) => create(pb.ListSessionsResponseSchema, { sessions: list.map(toPbSession) })
+          )
+        ),
+      resetSession: (req, ctx) =>
+        run(ctx, (g, caller) =>
+          Effect.map(
+            Effect.flatMap(sessionIdOf(req.sessionId), (id) => g.resetSession(id, ownerOf(caller))),
+            (s) => create(pb.ResetSessionResponseSchema, { session: toPbSession(s) })
+          )
+        ),
+      branchSession: (req, ctx) =>
+        run(ctx, (g, caller) =>
+          Effect.gen(function* () {
+            const id = yield* sessionIdOf(req.sessionId)
+            const s = yield* g.branchSession(id, {
+              principal: ownerOf(caller),
+              atSeq: req.atSeq === 0n ? undefined : Number(req.atSeq),
+              ...(req.title ? { title: req.title } : {})
+            })
+            return create(pb.BranchSessionResponseSchema, { session: toPbSession(s) })
+          })
+        )
+    })
+
+    router.service(pb.JournalService, {
+      readTape: (req, ctx) =>
+        run(ctx, (g, caller) =>
+          Effect.gen(function* () {
+            const id = yield* sessionIdOf(req.sessionId)
+            yield* g.getSession(id, ownerOf(caller))
+            const limit = req.limit === 0 ? 500 : Math.min(req.limit, 5000)
+            const events = yield* g.readTape(id, { afterSeq: Number(req.afterSeq), limit })
+            return create(pb.ReadTapeResponseSchema, {
+              events: events.map(toPbEvent),
+              nextAfterSeq: BigInt(events.length === limit ? events[events.length - 1]!.tapeSeq : 0)
+            })
+          })
+        ),
+      verify: (_req, ctx) =>
+        run(ctx, (_g, caller) =>
+          Effect.gen(function* () {
+            if (!caller.operator)
+              return yield* new Errors.PermissionDenied({ message: "verify needs an operator token" })
+            const journal = yield* Journal.Journal
+            const r = yield* journal.verify
+            return create(
+              pb.VerifyResponseSchema,
+              r.ok
+                ? { ok: true, checked: BigInt(r.checked) }
+                : {
+                    ok: false,
+                    checked: BigInt(r.checked),
+                    reason: r.reason,
+                    detail: r.detail,
+                    sessionId: r.sessionId,
+                    tapeSeq: BigInt(r.tapeSeq)
+                  }
+            )
+          })
+        )
+    })
+  }
+}
+
+const resolve = (g: Gateway.Service, caller: Caller, d: pb.ApprovalDecision) =>
+  Effect.gen(function* () {
+    const id = yield* approvalIdOf(d.approvalId)
+    const a = yield* g.getApproval(id)
+    if (!caller.operator && a.principal !== caller.principal)
+      return yield* new Errors.NotFound({ entity: "approval", id })
+    return yield* g.resolveApproval({
+      approvalId: id,
+      decision: d.approve ? "approve" : "deny",
+      scope: scopeFromPb(d.scope),
+      by: caller.principal,
+      reason: d.reason || undefined
+    })
+  })
+
+/**
+ * RunStream: bind to a session (start or resume), then stream its events while handling the
+ * client's further requests. Ends when the client cancels, or after the client half-closed once the
+ * last run it started has ended.
+ */
+async function* runStream(
+  runtime: Runtime.Runtime<Gateway.Gateway | Journal.Journal>,
+  requests: AsyncIterable<pb.RunStreamRequest>,
+  ctx: HandlerContext,
+  run: <A>(
+    ctx: HandlerContext,
+    f: (g: Gateway.Service, c: Caller) => Effect.Effect<A, unknown, Gateway.Gateway | Journal.Journal>
+  ) => Promise<A>
+): AsyncGenerator<pb.RunStreamResponse> {
+  const iterator = requests[Symbol.asyncIterator]()
+  const first = await iterator.next()
+  if (first.done) return
+  const action = first.value.action
+  let lastRun: string | undefined
+  let lastRunEnded = false
+  let sessionId: string
+  let afterSeq: number
+  if (action.case === "start") {
+    const started = await run(ctx, (g, caller) =>
+      Effect.gen(function* () {
+        const target = action.value.target
+        // startRun (not sendMessage): this stream is the run's approval channel from the first event.
+        return yield* g.startRun({
+          principal: caller.principal,
+          text: action.value.text,
+          sessionId: yield* optional(sessionIdOf, target?.sessionId ?? ""),
+          key: target?.sessionKey || undefined,
+          channel: target?.channel || undefined
+        })
+      })
+    )
+    sessionId = started.session.id
+    lastRun = started.run.id
+    afterSeq = started.run.startSeq - 1
+  } else if (action.case === "resume") {
+    const resumed = action.value
+    const session = await run(ctx, (g, caller) =>
+      Effect.flatMap(sessionIdOf(resumed.sessionId), (id) =>
+        g.getSession(id, caller.operator ? undefined : caller.principal)
+      )
+    )
+    sessionId = session.id
+    afterSeq = Number(resumed.afterSeq)
+  } else {
+    throw new ConnectError("the first message of RunStream must be start or resume", Code.InvalidArgument)
+  }
+  yield create(pb.RunStreamResponseSchema, { payload: { case: "sessionId", value: sessionId } })
+
+  // Handle the client's further requests while events flow.
+  let clientDone = false
+  let failure: unknown
+  let wakeLoop: () => void = () => {}
+  const pump = (async () => {
+    try {
+      while (true) {
+        const next = await iterator.next()
+        if (next.done) break
+        const a = next.value.action
+        if (a.case === "message") {
+          const sent = await run(ctx, (g, caller) =>
+            g.startRun({ principal: caller.principal, text: a.value, sessionId: sessionId as Ids.SessionId })
+          )
+          lastRun = sent.run.id
+          lastRunEnded = false
+        } else if (a.case === "approval") {
+          const decision = a.value
+          await run(ctx, (g, caller) => resolve(g, caller, decision))
+        } else if (a.case === "cancel") {
+          const target = a.value.runId
+          await run(ctx, (g, caller) => Effect.flatMap(runIdOf(target), (id) => g.cancelRun(id, caller.principal)))
+        } else if (a.case !== undefined) {
+          throw new ConnectError(`${a.case} is only allowed as the first message`, Code.InvalidArgument)
+        }
+      }
+      clientDone = true
+    } catch (error) {
+      failure = error
+    }
+    wakeLoop()
+  })()
+
+  const events = Stream.toAsyncIterableRuntime(
+    Effect.map(Gateway.Gateway, (g) => g.subscribe(sessionId as Ids.SessionId, afterSeq, { approver: true })).pipe(
+      Stream.unwrap
+    ),
+    runtime
+  )[Symbol.asyncIterator]()
+  const abort = new Promise<"aborted">((r) => ctx.signal.addEventListener("abort", () => r("aborted"), { once: true }))
+  let pending: Promise<IteratorResult<TapeEvent.TapeEvent>> | undefined
+  try {
+    while (true) {
+      if (failure) throw failure instanceof ConnectError ? failure : ConnectError.from(failure)
+      // The client finished sending and the last run it started has ended: the stream is complete.
+      if (clientDone && (lastRun === undefined || lastRunEnded)) return
+      const woken = new Promise<"woken">((r) => {
+        wakeLoop = () => r("woken")
+      })
+      pending ??= events.next()
+      const next = await Promise.race([pending, abort, woken])
+      if (next === "aborted") return
+      if (next === "woken") continue
+      pending = undefined
+      if (next.done) return
+      const event = next.value
+      yield create(pb.RunStreamResponseSchema, { payload: { case: "event", value: toPbEvent(event) } })
+      if (lastRun !== undefined && event.runId === lastRun && TapeEvent.isRunEnd(event)) lastRunEnded = true
+    }
+  } finally {
+    await events.return?.()
+    void pump
+  }
+}
+
+/** @since 0.1.0 @category Models */
+export interface ServeOptions extends Options {
+  /** Default 127.0.0.1. */
+  readonly host?: string | undefined
+  /** 0 picks a free port. */
+  readonly port: number
+}
+
+/**
+ * Serve gRPC, gRPC-Web and Connect (HTTP/2 cleartext) until the scope closes.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const serve = (
+  options: ServeOptions
+): Effect.Effect<
+  { readonly url: string; readonly port: number },
+  Errors.InvalidArgument,
+  Gateway.Gateway | Journal.Journal | Scope.Scope
+> =>
+  Effect.gen(function* () {
+    const runtime = yield* Effect.runtime<Gateway.Gateway | Journal.Journal>()
+    const shutdown = new AbortController()
+    const handler = connectNodeAdapter({
+      routes: routes(runtime),
+      interceptors: [authInterceptor(options.tokens)],
+      readMaxBytes: options.maxMessageBytes ?? 1024 * 1024,
+      shutdownSignal: shutdown.signal
+    })
+    const host = options.host ?? "127.0.0.1"
+    const server: Http2Server = yield* Effect.acquireRelease(
+      Effect.async<Http2Server, Errors.InvalidArgument>((resume) => {
+        const s = createServer(handler)
+        s.once("error", (e) =>
+          resume(
+            Effect.fail(
+              new Errors.InvalidArgument({ message: `cannot listen on ${host}:${options.port}: ${e.message}` })
+            )
+          )
+        )
+        s.listen(options.port, host, () => resume(Effect.succeed(s)))
+      }),
+      (s) =>
+        Effect.async<void>((resume) => {
+          shutdown.abort()
+          s.close(() => resume(Effect.void))
+          // Sessions still open after a moment are dropped so shutdown is bounded.
+          setTimeout(() => resume(Effect.void), 500).unref()
+        })
+    )
+    const port = (server.address() as AddressInfo).port
+    return { url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`, port }
+  })
