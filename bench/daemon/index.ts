@@ -28,7 +28,7 @@ const start = async (dir: string) => {
   const proc = spawn(process.execPath, [bin, "--port", "0", "--log-format", "json"], {
     cwd: dir,
     stdio: ["ignore", "ignore", "pipe"],
-    env: { ...process.env, PALYRA_LOG_LEVEL: "warning" }
+    env: { ...process.env, PALYRA_LOG_LEVEL: "warning", PALYRA_GRPC_PORT: "0" }
   })
   let err = ""
   const url = await new Promise<string>((resolve, reject) => {

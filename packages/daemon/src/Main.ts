@@ -20,6 +20,7 @@ import {
   Tool
 } from "@palyra/core"
 import { SqliteJournal } from "@palyra/journal"
+import { GrpcTransport } from "@palyra/transport-grpc"
 import { HttpTransport } from "@palyra/transport-http"
 import { Duration, Effect, Layer, Logger, LogLevel } from "effect"
 import type { Config } from "./Config.js"
@@ -62,6 +63,7 @@ export const run = (
   config: Config,
   onReady: (info: {
     readonly url: string
+    readonly grpcUrl: string
     readonly token: string
     readonly generated: boolean
     readonly tokenFile: string | undefined
@@ -119,19 +121,29 @@ export const run = (
           ...config.auth.tokens.map((t) => ({ token: t.token, principal: t.principal, operator: t.operator }))
         ]
       })
+      const grpc = yield* GrpcTransport.serve({
+        host: config.server.host,
+        port: config.server.grpc_port,
+        maxMessageBytes: config.server.max_body_bytes,
+        tokens: [
+          { token: admin.token, principal: "operator", operator: true },
+          ...config.auth.tokens.map((t) => ({ token: t.token, principal: t.principal, operator: t.operator }))
+        ]
+      })
       if (config.policiesDir) yield* CedarPolicy.watchDirectory(engine, config.policiesDir)
       const journalService = yield* Journal.Journal
       const interrupted = yield* journalService.listRuns({ states: ["WaitingForApproval"] })
       yield* Effect.logInfo("palyrad ready").pipe(
         Effect.annotateLogs({
           url,
+          grpc: grpc.url,
           model: model.name,
           workspace: config.workspaceDir,
           journal: join(config.dataDir, "journal.db"),
           waitingForApproval: interrupted.length
         })
       )
-      onReady({ url, token: admin.token, generated: admin.generated, tokenFile: admin.file })
+      onReady({ url, grpcUrl: grpc.url, token: admin.token, generated: admin.generated, tokenFile: admin.file })
       return yield* Effect.never
     }).pipe(Effect.provide(gateway))
   }).pipe(Effect.scoped)

@@ -34,7 +34,7 @@ const startDaemon = (dir: string, args: ReadonlyArray<string> = [], env: Record<
   new Promise<Daemon>((resolve, reject) => {
     const proc = spawn(process.execPath, [...nodeArgs, bin("palyrad"), "--port", "0", ...args], {
       cwd: dir,
-      env: { ...process.env, PALYRA_LOG_FORMAT: "json", ...env },
+      env: { ...process.env, PALYRA_LOG_FORMAT: "json", PALYRA_GRPC_PORT: "0", ...env },
       stdio: ["ignore", "pipe", "pipe"]
     })
     let err = ""

@@ -23,9 +23,10 @@ if (Exit.isFailure(loaded))
   )
 const config = Exit.isSuccess(loaded) ? loaded.value : (undefined as never)
 
-const program = run(config, ({ url, token, generated, tokenFile }) => {
+const program = run(config, ({ url, grpcUrl, token, generated, tokenFile }) => {
   const lines = [
     `palyrad is listening on ${url}`,
+    `  gRPC / gRPC-Web / Connect (HTTP/2): ${grpcUrl}`,
     `  model: ${config.models.join(" > ")}   workspace: ${config.workspaceDir}`,
     generated
       ? `  admin token (shown once; stored with mode 0600 in ${tokenFile}):\n    ${token}`
