@@ -19,13 +19,14 @@ import {
   Code,
   ConnectError,
   type ConnectRouter,
+  createClient,
   createContextKey,
   type HandlerContext,
   type Interceptor
 } from "@connectrpc/connect"
-import { connectNodeAdapter } from "@connectrpc/connect-node"
+import { connectNodeAdapter, createGrpcTransport } from "@connectrpc/connect-node"
 import { Errors, Gateway, Ids, Journal, TapeEvent } from "@palyra/core"
-import { Cause, Effect, Exit, Option, Runtime, Schema, type Scope, Stream } from "effect"
+import { Cause, Effect, Exit, Layer, Option, Runtime, Schema, type Scope, Stream } from "effect"
 import { Health, HealthCheckResponse_ServingStatus, HealthCheckResponseSchema } from "./gen/grpc/health/v1/health_pb.js"
 import * as pb from "./gen/palyra/v1/gateway_pb.js"
 import { scopeFromPb, statusFromPb, toPbApproval, toPbEvent, toPbRun, toPbSession } from "./internal/convert.js"
@@ -476,3 +477,44 @@ export const serve = (
     const port = (server.address() as AddressInfo).port
     return { url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`, port }
   })
+
+/**
+ * The transport as a layer (what palyrad mounts): serves until the layer's scope closes.
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const layer = (options: ServeOptions) => Layer.scopedDiscard(serve(options))
+
+/** @since 0.1.0 @category Client */
+export interface ClientOptions {
+  /** e.g. `http://127.0.0.1:7421` */
+  readonly baseUrl: string
+  readonly token: string
+}
+
+/**
+ * Typed clients for Node (gRPC over HTTP/2), with the bearer token attached to every call.
+ *
+ * ```ts
+ * const palyra = GrpcTransport.makeClient({ baseUrl: "http://127.0.0.1:7421", token })
+ * const { runId } = await palyra.gateway.routeMessage({ target: { sessionKey: "ops" }, text: "hello" })
+ * ```
+ *
+ * @since 0.1.0
+ * @category Client
+ */
+export const makeClient = (options: ClientOptions) => {
+  const auth: Interceptor = (next) => (req) => {
+    req.header.set("authorization", `Bearer ${options.token}`)
+    return next(req)
+  }
+  const transport = createGrpcTransport({ baseUrl: options.baseUrl, interceptors: [auth] })
+  return {
+    gateway: createClient(pb.GatewayService, transport),
+    approvals: createClient(pb.ApprovalsService, transport),
+    sessions: createClient(pb.SessionsService, transport),
+    journal: createClient(pb.JournalService, transport),
+    health: createClient(Health, transport)
+  }
+}

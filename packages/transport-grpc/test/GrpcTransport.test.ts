@@ -173,6 +173,13 @@ describe("gRPC transport with the Connect client (HTTP/2, gRPC protocol)", () =>
     expect(last.kind.case === "runStateChanged" && last.kind.value.to).toBe(Proto.RunState.CANCELLED)
   })
 
+  it("the typed client helper drives the daemon with a token", async () => {
+    const palyra = GrpcTransport.makeClient({ baseUrl: url, token: TOKEN })
+    const sent = await palyra.gateway.routeMessage({ target: { sessionKey: "helper" }, text: "hi" })
+    const session = await palyra.sessions.getSession({ sessionId: sent.sessionId })
+    expect(session.session?.key).toBe("helper")
+  })
+
   it("refuses missing and wrong tokens; health needs none", async () => {
     const health = createClient(HealthProto.Health, createGrpcTransport({ baseUrl: url }))
     expect((await health.check({})).status).toBe(HealthProto.HealthCheckResponse_ServingStatus.SERVING)
