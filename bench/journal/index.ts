@@ -11,7 +11,7 @@ import { join } from "node:path"
 import { AIMessage, type BaseMessage, HumanMessage, ToolMessage } from "@langchain/core/messages"
 import { END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph"
 import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite"
-import { Gateway, type Journal, ScriptedModel, Tool } from "@palyra/core"
+import { Gateway, type Journal, Records, ScriptedModel, Tool } from "@palyra/core"
 import { collect, gatewayLayer } from "@palyra/core/testing"
 import { SqliteJournal } from "@palyra/journal"
 import Database from "better-sqlite3"
@@ -34,21 +34,7 @@ const fileBytes = (filename: string) => {
   }, 0)
 }
 
-const session = (id: string) => ({
-  id: id as never,
-  principal: "bench",
-  key: null,
-  channel: null,
-  title: null,
-  parentId: null,
-  parentSeq: null,
-  resetGeneration: 0,
-  historyFromSeq: 0,
-  tokensUsed: 0,
-  archived: false,
-  createdAt: 1,
-  updatedAt: 1
-})
+const session = (id: string) => Records.makeSession({ id: id as never, principal: "bench" })
 const sid = (i: number) => `01KA${String(i).padStart(22, "0")}`
 const event = (s: string, i: number) => ({
   _tag: "ToolResult" as const,

@@ -23,7 +23,15 @@ import { makeTape } from "./internal/tape.js"
 import { Journal, requireRun, requireSession } from "./Journal.js"
 import { ModelProvider } from "./ModelProvider.js"
 import { PolicyEngine } from "./PolicyEngine.js"
-import type { ApprovalFilter, ApprovalRecord, Run, RunFilter, Session, SessionFilter } from "./Records.js"
+import {
+  type ApprovalFilter,
+  type ApprovalRecord,
+  makeSession,
+  type Run,
+  type RunFilter,
+  type Session,
+  type SessionFilter
+} from "./Records.js"
 import { isTerminal } from "./RunState.js"
 import type { TapeEvent } from "./TapeEvent.js"
 import { ToolRuntime } from "./Tool.js"
@@ -292,21 +300,7 @@ export const make = (
     const newSession = (fields: Partial<Session> & { principal: string }) =>
       Effect.gen(function* () {
         const at = yield* Clock.currentTimeMillis
-        const session: Session = {
-          id: yield* makeSessionId,
-          key: null,
-          channel: null,
-          title: null,
-          parentId: null,
-          parentSeq: null,
-          resetGeneration: 0,
-          historyFromSeq: 0,
-          tokensUsed: 0,
-          archived: false,
-          createdAt: at,
-          updatedAt: at,
-          ...fields
-        }
+        const session = makeSession({ id: yield* makeSessionId, createdAt: at, updatedAt: at, ...fields })
         yield* journal.createSession(session)
         return session
       })

@@ -14,7 +14,7 @@ import { Effect, type Layer, Option } from "effect"
 import type { ApprovalId, RunId, SessionId, ToolCallId } from "./Ids.js"
 import { encodeUlid } from "./Ids.js"
 import { Journal } from "./Journal.js"
-import type { ApprovalRecord, Run, Session } from "./Records.js"
+import { type ApprovalRecord, makeSession, type Run, type Session } from "./Records.js"
 import type { NewTapeEvent } from "./TapeEvent.js"
 
 let counter = 0
@@ -24,21 +24,8 @@ const id = <T extends string>(): T => {
   return encodeUlid(Date.now(), random) as T
 }
 
-const session = (principal = "alice", key: string | null = null): Session => ({
-  id: id<SessionId>(),
-  principal,
-  key,
-  channel: null,
-  title: null,
-  parentId: null,
-  parentSeq: null,
-  resetGeneration: 0,
-  historyFromSeq: 0,
-  tokensUsed: 0,
-  archived: false,
-  createdAt: 1,
-  updatedAt: 1
-})
+const session = (principal = "alice", key: string | null = null): Session =>
+  makeSession({ id: id<SessionId>(), principal, key })
 
 const run = (s: Session, state: Run["state"] = "Pending"): Run => ({
   id: id<RunId>(),

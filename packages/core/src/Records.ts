@@ -114,3 +114,26 @@ export interface SessionFilter {
   readonly includeArchived?: boolean | undefined
   readonly limit?: number | undefined
 }
+
+/**
+ * A new session record: every field not given takes its starting value.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const makeSession = (
+  fields: Pick<Session, "id" | "principal"> & Partial<Omit<Session, "id" | "principal">>
+): Session => ({
+  key: null,
+  channel: null,
+  title: null,
+  parentId: null,
+  parentSeq: null,
+  resetGeneration: 0,
+  historyFromSeq: 0,
+  tokensUsed: 0,
+  archived: false,
+  createdAt: fields.createdAt ?? 1,
+  updatedAt: fields.updatedAt ?? fields.createdAt ?? 1,
+  ...fields
+})

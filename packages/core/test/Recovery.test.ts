@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option, Schema } from "effect"
-import { Canonical, Gateway, Journal, ScriptedModel, type TapeEvent, Tool } from "../src/index.js"
+import { Canonical, Gateway, Journal, Records, ScriptedModel, type TapeEvent, Tool } from "../src/index.js"
 import { gatewayLayer } from "../src/testing.js"
 
 const SESSION = "01KA0000000000000000000SES" as never
@@ -16,21 +16,7 @@ const CALL = "01KA00000000000000000CALL1" as never
 const crashedAt = (tool: string) =>
   Effect.gen(function* () {
     const journal = yield* Journal.makeMemory()
-    yield* journal.createSession({
-      id: SESSION,
-      principal: "alice",
-      key: null,
-      channel: null,
-      title: null,
-      parentId: null,
-      parentSeq: null,
-      resetGeneration: 0,
-      historyFromSeq: 0,
-      tokensUsed: 0,
-      archived: false,
-      createdAt: 1,
-      updatedAt: 1
-    })
+    yield* journal.createSession(Records.makeSession({ id: SESSION, principal: "alice" }))
     const base = { sessionId: SESSION, runId: RUN, at: 1 }
     const args = { x: 1 }
     const events: Array<TapeEvent.NewTapeEvent> = [

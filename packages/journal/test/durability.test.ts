@@ -4,7 +4,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { it as effectIt } from "@effect/vitest"
-import type { Journal } from "@palyra/core"
+import { type Journal, Records } from "@palyra/core"
 import Database from "better-sqlite3"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
@@ -81,21 +81,7 @@ describe("tamper evidence", () => {
     await withJournal(filename, (j) =>
       Effect.gen(function* () {
         for (const sid of [SESSION, "01KA0000000000000000000TWO"]) {
-          yield* j.createSession({
-            id: sid as never,
-            principal: "p",
-            key: null,
-            channel: null,
-            title: null,
-            parentId: null,
-            parentSeq: null,
-            resetGeneration: 0,
-            historyFromSeq: 0,
-            tokensUsed: 0,
-            archived: false,
-            createdAt: 1,
-            updatedAt: 1
-          })
+          yield* j.createSession(Records.makeSession({ id: sid as never, principal: "p" }))
         }
         for (let i = 0; i < 10; i++) {
           const sid = (i % 3 === 2 ? "01KA0000000000000000000TWO" : SESSION) as never
@@ -198,21 +184,7 @@ describe("redaction", () => {
         Effect.gen(function* () {
           const j = yield* SqliteJournal.make({ filename, redaction: { literals: ["my-configured-secret-value"] } })
           const sid = SESSION as never
-          yield* j.createSession({
-            id: sid,
-            principal: "p",
-            key: null,
-            channel: null,
-            title: `debug ${secrets[0]}`,
-            parentId: null,
-            parentSeq: null,
-            resetGeneration: 0,
-            historyFromSeq: 0,
-            tokensUsed: 0,
-            archived: false,
-            createdAt: 1,
-            updatedAt: 1
-          })
+          yield* j.createSession(Records.makeSession({ id: sid, principal: "p", title: `debug ${secrets[0]}` }))
           const stored = yield* j.append(
             sid,
             [
