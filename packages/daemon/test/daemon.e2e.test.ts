@@ -8,6 +8,7 @@ import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { GrpcTransport, Proto } from "@palyra/transport-grpc"
 import { afterEach, describe, expect, it } from "vitest"
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -20,6 +21,7 @@ type Json = any
 
 interface Daemon {
   readonly url: string
+  readonly grpcUrl: string
   readonly token: string
   readonly proc: ChildProcess
   readonly stderr: () => string
@@ -43,9 +45,10 @@ const startDaemon = (dir: string, args: ReadonlyArray<string> = [], env: Record<
     proc.stderr!.on("data", (d) => {
       err += d
       const m = /listening on (http:\/\/[^\s]+)/.exec(err)
-      if (m) {
+      const g = /Connect \(HTTP\/2\): (http:\/\/[^\s]+)/.exec(err)
+      if (m && g) {
         const token = readFileSync(join(dir, ".palyra", "admin.token"), "utf8").trim()
-        const daemon = { url: m[1]!, token, proc, stderr: () => err, exited }
+        const daemon = { url: m[1]!, grpcUrl: g[1]!, token, proc, stderr: () => err, exited }
         running.push(daemon)
         resolve(daemon)
       }
@@ -158,6 +161,20 @@ describe("palyrad end to end", () => {
     const down = await runCli(dir, ["status"], undefined, { PALYRA_URL: "http://127.0.0.1:1" })
     expect(down.code).toBe(3)
   }, 90_000)
+
+  it("serves gRPC beside HTTP: health without a token, a message with one", async () => {
+    const d = await startDaemon(fresh())
+    const client = GrpcTransport.makeClient({ baseUrl: d.grpcUrl, token: d.token })
+    expect((await client.health.check({})).status).toBe(1)
+    const sent = await client.gateway.routeMessage({ target: { sessionKey: "grpc-e2e" }, text: "what time is it" })
+    const run = await waitFor(async () => {
+      const r = await client.gateway.getRun({ runId: sent.runId })
+      return r.run?.state === Proto.RunState.DONE ? r.run : undefined
+    }, "the gRPC-started run to finish")
+    expect(run.sessionId).toBe(sent.sessionId)
+    const wrong = GrpcTransport.makeClient({ baseUrl: d.grpcUrl, token: "not-the-token-0123456" })
+    await expect(wrong.sessions.listSessions({})).rejects.toMatchObject({ code: 16 })
+  }, 60_000)
 
   it("requests without a token or with a wrong token are refused", async () => {
     const d = await startDaemon(fresh())
