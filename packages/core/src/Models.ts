@@ -93,7 +93,7 @@ export const fromSpec = (
             field: "model"
           })
         }
-        return ScriptedModel.make(ScriptedModel.demoScript, { name: "demo:scripted" })
+        return ScriptedModel.make(ScriptedModel.demoScript, { name: "demo:scripted", recordPrompts: false })
       case "openai": {
         const apiKey = yield* requireEnv(env, "OPENAI_API_KEY", spec)
         const { createOpenAI } = yield* load("@ai-sdk/openai", spec, () => import("@ai-sdk/openai"))

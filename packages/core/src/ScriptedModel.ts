@@ -36,12 +36,21 @@ export interface ScriptedModel extends Service {
 }
 
 /** @since 0.1.0 @category Constructors */
-export const make = (script: Script, options: { readonly name?: string } = {}): ScriptedModel => {
+export const make = (
+  script: Script,
+  options: {
+    readonly name?: string
+    /** Keep every request in `prompts` (default true; the daemon's demo model turns it off). */
+    readonly recordPrompts?: boolean
+  } = {}
+): ScriptedModel => {
   const name = options.name ?? "scripted"
+  const record = options.recordPrompts ?? true
   const prompts: Array<ModelRequest> = []
+  let calls = 0
   const next = (request: ModelRequest): ScriptedTurn | undefined => {
-    const index = prompts.length
-    prompts.push(request)
+    const index = calls++
+    if (record) prompts.push(request)
     return typeof script === "function" ? script(request, index) : script[index]
   }
   const plan = (request: ModelRequest): Effect.Effect<Plan, ProviderError> =>
@@ -53,7 +62,7 @@ export const make = (script: Script, options: { readonly name?: string } = {}): 
             provider: name,
             reason: "script_exhausted",
             retryable: false,
-            message: `the script has no turn ${prompts.length}`
+            message: `the script has no turn ${calls}`
           })
         )
       }
@@ -70,7 +79,7 @@ export const make = (script: Script, options: { readonly name?: string } = {}): 
       const deltas = turn.text === undefined ? [] : typeof turn.text === "string" ? [turn.text] : turn.text
       const events: Array<ModelEvent> = deltas.map((text) => ({ type: "text-delta", text }))
       for (const [i, c] of (turn.toolCalls ?? []).entries()) {
-        events.push({ type: "tool-call", id: c.id ?? `call_${prompts.length}_${i}`, name: c.name, args: c.args ?? {} })
+        events.push({ type: "tool-call", id: c.id ?? `call_${calls}_${i}`, name: c.name, args: c.args ?? {} })
       }
       if (turn.usage) events.push({ type: "usage", ...turn.usage })
       events.push({ type: "finish", reason: turn.finish ?? (turn.toolCalls?.length ? "tool-calls" : "stop") })
