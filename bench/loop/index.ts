@@ -30,7 +30,7 @@ const model = ScriptedModel.make((request) => {
   return toolResults < STEPS - 1
     ? { toolCalls: [{ name: "math.add", args: { a: toolResults, b: 1 } }], usage: { inputTokens: 10, outputTokens: 5 } }
     : { text: "The sum is 9.", usage: { inputTokens: 10, outputTokens: 5 } }
-})
+}, { recordPrompts: false })
 const runtime = ManagedRuntime.make(
   gatewayLayer({ model, tools: [add], budgets: { maxModelTurns: 50 } }) as Layer.Layer<Gateway.Gateway>
 )
