@@ -25,12 +25,18 @@ const add = Tool.make("math.add", {
   risk: "low",
   execute: ({ a, b }) => Effect.succeed(a + b)
 })
-const model = ScriptedModel.make((request) => {
-  const toolResults = request.messages.filter((m) => m.role === "tool").length
-  return toolResults < STEPS - 1
-    ? { toolCalls: [{ name: "math.add", args: { a: toolResults, b: 1 } }], usage: { inputTokens: 10, outputTokens: 5 } }
-    : { text: "The sum is 9.", usage: { inputTokens: 10, outputTokens: 5 } }
-}, { recordPrompts: false })
+const model = ScriptedModel.make(
+  (request) => {
+    const toolResults = request.messages.filter((m) => m.role === "tool").length
+    return toolResults < STEPS - 1
+      ? {
+          toolCalls: [{ name: "math.add", args: { a: toolResults, b: 1 } }],
+          usage: { inputTokens: 10, outputTokens: 5 }
+        }
+      : { text: "The sum is 9.", usage: { inputTokens: 10, outputTokens: 5 } }
+  },
+  { recordPrompts: false }
+)
 const runtime = ManagedRuntime.make(
   gatewayLayer({ model, tools: [add], budgets: { maxModelTurns: 50 } }) as Layer.Layer<Gateway.Gateway>
 )

@@ -14,7 +14,7 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import * as AiSdkModel from "./AiSdkModel.js"
+import type * as AiSdkModel from "./AiSdkModel.js"
 import { InvalidArgument } from "./Errors.js"
 import type { Service } from "./ModelProvider.js"
 import * as ScriptedModel from "./ScriptedModel.js"
@@ -62,6 +62,10 @@ const requireEnv = (env: Record<string, string | undefined>, name: string, spec:
     : Effect.succeed(value)
 }
 
+// The AI SDK adapter (and the `ai` package behind it) loads only when a real model is configured,
+// so a daemon on the offline demo starts without it.
+const adapter = Effect.promise(() => import("./AiSdkModel.js"))
+
 const load = <A>(pkg: string, spec: string, f: () => Promise<A>) =>
   Effect.tryPromise({
     try: f,
@@ -98,7 +102,7 @@ export const fromSpec = (
         const apiKey = yield* requireEnv(env, "OPENAI_API_KEY", spec)
         const { createOpenAI } = yield* load("@ai-sdk/openai", spec, () => import("@ai-sdk/openai"))
         const provider = createOpenAI({ apiKey, ...(env.OPENAI_BASE_URL ? { baseURL: env.OPENAI_BASE_URL } : {}) })
-        return AiSdkModel.make(provider(parsed.model), { name: spec, ...options })
+        return (yield* adapter).make(provider(parsed.model), { name: spec, ...options })
       }
       case "anthropic": {
         const apiKey = yield* requireEnv(env, "ANTHROPIC_API_KEY", spec)
@@ -106,7 +110,7 @@ export const fromSpec = (
         const provider = (mod as { createAnthropic: (o: { apiKey: string }) => (m: string) => never }).createAnthropic({
           apiKey
         })
-        return AiSdkModel.make(provider(parsed.model), { name: spec, ...options })
+        return (yield* adapter).make(provider(parsed.model), { name: spec, ...options })
       }
       case "openai-compatible": {
         const { createOpenAICompatible } = yield* load(
@@ -121,7 +125,7 @@ export const fromSpec = (
           includeUsage: true,
           ...(apiKey ? { apiKey } : {})
         })
-        return AiSdkModel.make(provider.chatModel(parsed.model), { name: spec, ...options })
+        return (yield* adapter).make(provider.chatModel(parsed.model), { name: spec, ...options })
       }
     }
   })
@@ -139,8 +143,8 @@ export const fromSpecs = (
 ): Effect.Effect<Service, InvalidArgument> => {
   const list = (typeof specs === "string" ? specs.split(",") : specs).map((s) => s.trim()).filter((s) => s.length > 0)
   if (list.length === 0) return Effect.fail(new InvalidArgument({ message: "no model configured", field: "model" }))
-  return Effect.map(
+  return Effect.flatMap(
     Effect.forEach(list, (s) => fromSpec(s, env, options)),
-    AiSdkModel.failover
+    (models) => (models.length === 1 ? Effect.succeed(models[0]!) : Effect.map(adapter, (a) => a.failover(models)))
   )
 }
