@@ -10,7 +10,8 @@
  */
 import { Context, Effect, Layer, Option } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
-import { Conflict, type JournalError, NotFound, type PayloadTooLarge } from "./Errors.js"
+import type { Conflict, JournalError, PayloadTooLarge } from "./Errors.js"
+import { NotFound } from "./Errors.js"
 import type { ApprovalId, RunId, SessionId } from "./Ids.js"
 import { makeMemoryJournal } from "./internal/memoryJournal.js"
 import type {
@@ -163,14 +164,3 @@ export const requireRun = (journal: Service, id: RunId): Effect.Effect<Run, Jour
         Option.match({ onNone: () => Effect.fail(new NotFound({ entity: "run", id })), onSome: Effect.succeed })
       )
     )
-
-/** Shared check for `AppendEffects.runTransition`. @since 0.1.0 @category Internals */
-export const checkRunTransition = (
-  run: Run | undefined,
-  t: NonNullable<AppendEffects["runTransition"]>
-): Effect.Effect<void, NotFound | Conflict> =>
-  run === undefined
-    ? Effect.fail(new NotFound({ entity: "run", id: t.runId }))
-    : run.state !== t.from
-      ? Effect.fail(new Conflict({ message: `run ${t.runId} is ${run.state}, expected ${t.from}` }))
-      : Effect.void

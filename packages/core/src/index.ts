@@ -7,6 +7,7 @@
 
 export * as AiSdkModel from "./AiSdkModel.js"
 export * as Approvals from "./Approvals.js"
+export * as Auth from "./Auth.js"
 export * as BuiltinTools from "./BuiltinTools.js"
 export * as Canonical from "./Canonical.js"
 export * as CedarPolicy from "./CedarPolicy.js"

@@ -10,6 +10,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "n
 import { join } from "node:path"
 import {
   Approvals,
+  type Auth,
   BuiltinTools,
   CedarPolicy,
   Gateway,
@@ -111,24 +112,22 @@ export const run = (
       }
     }).pipe(Layer.provideMerge(services))
 
+    const tokens: ReadonlyArray<Auth.TokenGrant> = [
+      { token: admin.token, principal: "operator", operator: true },
+      ...config.auth.tokens
+    ]
     yield* Effect.gen(function* () {
       const { url } = yield* HttpTransport.serve({
         host: config.server.host,
         port: config.server.http_port,
         maxBodyBytes: config.server.max_body_bytes,
-        tokens: [
-          { token: admin.token, principal: "operator", operator: true },
-          ...config.auth.tokens.map((t) => ({ token: t.token, principal: t.principal, operator: t.operator }))
-        ]
+        tokens
       })
       const grpc = yield* GrpcTransport.serve({
         host: config.server.host,
         port: config.server.grpc_port,
         maxMessageBytes: config.server.max_body_bytes,
-        tokens: [
-          { token: admin.token, principal: "operator", operator: true },
-          ...config.auth.tokens.map((t) => ({ token: t.token, principal: t.principal, operator: t.operator }))
-        ]
+        tokens
       })
       if (config.policiesDir) yield* CedarPolicy.watchDirectory(engine, config.policiesDir)
       const journalService = yield* Journal.Journal

@@ -11,7 +11,6 @@
  * @since 0.1.0
  */
 
-import { createHash, timingSafeEqual } from "node:crypto"
 import { createServer, type Http2Server } from "node:http2"
 import type { AddressInfo } from "node:net"
 import { create } from "@bufbuild/protobuf"
@@ -25,18 +24,14 @@ import {
   type Interceptor
 } from "@connectrpc/connect"
 import { connectNodeAdapter, createGrpcTransport } from "@connectrpc/connect-node"
-import { Errors, Gateway, Ids, Journal, TapeEvent } from "@palyra/core"
+import { Auth, Errors, Gateway, Ids, Journal, TapeEvent } from "@palyra/core"
 import { Cause, Effect, Exit, Layer, Option, Runtime, Schema, type Scope, Stream } from "effect"
 import { Health, HealthCheckResponse_ServingStatus, HealthCheckResponseSchema } from "./gen/grpc/health/v1/health_pb.js"
 import * as pb from "./gen/palyra/v1/gateway_pb.js"
 import { scopeFromPb, statusFromPb, toPbApproval, toPbEvent, toPbRun, toPbSession } from "./internal/convert.js"
 
 /** @since 0.1.0 @category Models */
-export interface TokenGrant {
-  readonly token: string
-  readonly principal: string
-  readonly operator?: boolean | undefined
-}
+export type TokenGrant = Auth.TokenGrant
 
 /** @since 0.1.0 @category Models */
 export interface Options {
@@ -60,25 +55,17 @@ export const codeOf = (code: string): Code =>
     unavailable: Code.Unavailable
   })[code] ?? Code.Internal
 
-interface Caller {
-  readonly principal: string
-  readonly operator: boolean
-}
+type Caller = Auth.Caller
 const callerKey = createContextKey<Caller | undefined>(undefined, { description: "palyra caller" })
-const digest = (t: string) => createHash("sha256").update(t).digest()
 
 /** The bearer-token interceptor (constant-time compare; the health service is open). @since 0.1.0 @category Auth */
 export const authInterceptor = (tokens: ReadonlyArray<TokenGrant>): Interceptor => {
-  const grants = tokens.map((t) => ({ ...t, digest: digest(t.token) }))
+  const authenticate = Auth.makeAuthenticator(tokens)
   return (next) => async (req) => {
     if (req.service.typeName === Health.typeName) return next(req)
-    const match = /^Bearer\s+(.+)$/i.exec(req.header.get("authorization") ?? "")
-    if (!match) throw new ConnectError("missing bearer token (authorization: Bearer …)", Code.Unauthenticated)
-    const presented = digest(match[1]!.trim())
-    let found: (typeof grants)[number] | undefined
-    for (const g of grants) if (timingSafeEqual(presented, g.digest)) found ??= g
-    if (!found) throw new ConnectError("invalid token", Code.Unauthenticated)
-    req.contextValues.set(callerKey, { principal: found.principal, operator: found.operator ?? false })
+    const result = authenticate(req.header.get("authorization"))
+    if ("refused" in result) throw new ConnectError(result.refused, Code.Unauthenticated)
+    req.contextValues.set(callerKey, result.caller)
     return next(req)
   }
 }

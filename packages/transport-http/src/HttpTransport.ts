@@ -9,24 +9,18 @@
  * @since 0.1.0
  */
 
-import { createHash, timingSafeEqual } from "node:crypto"
 import { createServer } from "node:http"
 import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { CedarPolicy, Errors, Gateway, Ids, Journal, type Records, type TapeEvent } from "@palyra/core"
+import { Auth, CedarPolicy, Errors, Gateway, Ids, Journal, type Records, type TapeEvent } from "@palyra/core"
 import { Cause, Clock, Deferred, Effect, Option, ParseResult, Schedule, Schema, Stream } from "effect"
 import { openApiDocument } from "./internal/openapi.js"
 
-/** A bearer token and the principal it authenticates. @since 0.1.0 @category Models */
-export interface TokenGrant {
-  readonly token: string
-  readonly principal: string
-  /** Operators may act on every principal's sessions (resolve approvals, read any tape). */
-  readonly operator?: boolean | undefined
-}
+/** @since 0.1.0 @category Models */
+export type TokenGrant = Auth.TokenGrant
 
 /** @since 0.1.0 @category Models */
 export interface Options {
@@ -60,12 +54,7 @@ export const statusOf = (code: string): number =>
 const errorResponse = (status: number, code: string, message: string) =>
   HttpServerResponse.unsafeJson({ code, message }, { status })
 
-const digestToken = (t: string) => createHash("sha256").update(t).digest()
-
-interface Caller {
-  readonly principal: string
-  readonly operator: boolean
-}
+type Caller = Auth.Caller
 
 const MessageBody = Schema.Struct({
   text: Schema.String,
@@ -104,21 +93,15 @@ const sseFrame = (event: TapeEvent.TapeEvent) =>
  * @category Constructors
  */
 export const router = (options: Options) => {
-  const grants = options.tokens.map((t) => ({ ...t, digest: digestToken(t.token) }))
+  const authenticator = Auth.makeAuthenticator(options.tokens)
   const maxBody = options.maxBodyBytes ?? 1024 * 1024
   const heartbeat = options.heartbeatSeconds ?? 15
 
-  const authenticate = Effect.gen(function* () {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const header = request.headers.authorization ?? ""
-    const match = /^Bearer\s+(.+)$/i.exec(header)
-    if (!match) return yield* new Errors.Unauthenticated({ message: "missing bearer token (Authorization: Bearer …)" })
-    const presented = digestToken(match[1]!.trim())
-    // Constant-time comparison against every configured token (no early exit on a match).
-    let found: (typeof grants)[number] | undefined
-    for (const g of grants) if (timingSafeEqual(presented, g.digest)) found ??= g
-    if (!found) return yield* new Errors.Unauthenticated({ message: "invalid token" })
-    return { principal: found.principal, operator: found.operator ?? false } satisfies Caller
+  const authenticate = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+    const result = authenticator(request.headers.authorization)
+    return "caller" in result
+      ? Effect.succeed(result.caller)
+      : Effect.fail(new Errors.Unauthenticated({ message: result.refused }))
   })
 
   const body = <A, I>(schema: Schema.Schema<A, I>) =>

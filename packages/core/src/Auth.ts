@@ -1,0 +1,44 @@
+/**
+ * Bearer-token authentication shared by every transport: tokens map to principals, and a presented
+ * token is compared in constant time against every configured one (no early exit on a match).
+ *
+ * @since 0.1.0
+ */
+import { createHash, timingSafeEqual } from "node:crypto"
+
+/** A bearer token and the principal it authenticates. @since 0.1.0 @category Models */
+export interface TokenGrant {
+  readonly token: string
+  readonly principal: string
+  /** Operators may act on every principal's sessions (resolve approvals, read any tape, verify). */
+  readonly operator?: boolean | undefined
+}
+
+/** Who is calling. @since 0.1.0 @category Models */
+export interface Caller {
+  readonly principal: string
+  readonly operator: boolean
+}
+
+const digest = (token: string) => createHash("sha256").update(token).digest()
+
+/**
+ * An authenticator over `tokens`: takes an `Authorization` header value and returns the caller, or
+ * a reason it was refused.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const makeAuthenticator = (tokens: ReadonlyArray<TokenGrant>) => {
+  const grants = tokens.map((t) => ({ ...t, digest: digest(t.token) }))
+  return (authorization: string | null | undefined): { readonly caller: Caller } | { readonly refused: string } => {
+    const match = /^Bearer\s+(.+)$/i.exec(authorization ?? "")
+    if (!match) return { refused: "missing bearer token (Authorization: Bearer …)" }
+    const presented = digest(match[1]!.trim())
+    let found: (typeof grants)[number] | undefined
+    for (const g of grants) if (timingSafeEqual(presented, g.digest)) found ??= g
+    return found
+      ? { caller: { principal: found.principal, operator: found.operator ?? false } }
+      : { refused: "invalid token" }
+  }
+}
