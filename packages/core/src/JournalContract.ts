@@ -14,7 +14,7 @@ import { Effect, type Layer, Option } from "effect"
 import type { ApprovalId, RunId, SessionId, ToolCallId } from "./Ids.js"
 import { encodeUlid } from "./Ids.js"
 import { Journal } from "./Journal.js"
-import { type ApprovalRecord, makeSession, type Run, type Session } from "./Records.js"
+import { type ApprovalRecord, makeApproval, makeSession, type Run, type Session } from "./Records.js"
 import type { NewTapeEvent } from "./TapeEvent.js"
 
 let counter = 0
@@ -48,27 +48,20 @@ const note = (s: Session, text: string, runId: RunId | null = null): NewTapeEven
   text
 })
 
-const approval = (s: Session, r: Run, expiresAt = Number.MAX_SAFE_INTEGER): ApprovalRecord => ({
-  id: id<ApprovalId>(),
-  sessionId: s.id,
-  runId: r.id,
-  toolCallId: id<ToolCallId>(),
-  principal: s.principal,
-  tool: "fs.write",
-  argsDigest: "d".repeat(64),
-  risk: "sensitive",
-  summary: "write a file",
-  status: "pending",
-  scope: "once",
-  requestedAt: 1,
-  expiresAt,
-  resolvedAt: null,
-  resolver: null,
-  reason: null,
-  grantExpiresAt: null,
-  grantUses: 0,
-  grantMaxUses: null
-})
+const approval = (s: Session, r: Run, expiresAt = Number.MAX_SAFE_INTEGER): ApprovalRecord =>
+  makeApproval({
+    id: id<ApprovalId>(),
+    sessionId: s.id,
+    runId: r.id,
+    toolCallId: id<ToolCallId>(),
+    principal: s.principal,
+    tool: "fs.write",
+    argsDigest: "d".repeat(64),
+    risk: "sensitive",
+    summary: "write a file",
+    requestedAt: 1,
+    expiresAt
+  })
 
 /**
  * Register the contract tests for a journal. `make` is called per test, so each test gets a fresh,

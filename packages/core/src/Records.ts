@@ -137,3 +137,36 @@ export const makeSession = (
   updatedAt: fields.updatedAt ?? fields.createdAt ?? 1,
   ...fields
 })
+
+/**
+ * A new, pending approval for one tool call: not resolved, scope `once`, no grant limits.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const makeApproval = (
+  fields: Pick<
+    ApprovalRecord,
+    | "id"
+    | "sessionId"
+    | "runId"
+    | "toolCallId"
+    | "principal"
+    | "tool"
+    | "argsDigest"
+    | "risk"
+    | "summary"
+    | "requestedAt"
+    | "expiresAt"
+  >
+): ApprovalRecord => ({
+  ...fields,
+  status: "pending",
+  scope: "once",
+  resolvedAt: null,
+  resolver: null,
+  reason: null,
+  grantExpiresAt: null,
+  grantUses: 0,
+  grantMaxUses: null
+})

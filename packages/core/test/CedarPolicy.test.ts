@@ -5,7 +5,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Schedule, TestClock } from "effect"
 import { CedarPolicy, PolicyEngine, ScriptedModel, type TapeEvent } from "../src/index.js"
 import { collect } from "../src/testing.js"
-import { recordingTool, withGateway } from "./helpers.js"
+import { pendingApproval, recordingTool, withGateway } from "./helpers.js"
 
 const request = (
   tool: string,
@@ -144,11 +144,7 @@ describe("Cedar in the agent loop, with narrow grants", () => {
           Effect.gen(function* () {
             const { run, events } = yield* gateway.startRun({ principal: "alice", text: "run things" })
             const fiber = yield* Effect.fork(collect(events))
-            const pending = () =>
-              gateway.listApprovals({ runId: run.id, status: "pending" }).pipe(
-                Effect.repeat({ until: (l) => l.length > 0 }),
-                Effect.map((l) => l[0]!)
-              )
+            const pending = () => pendingApproval(gateway, run.id)
             const first = yield* pending()
             const grant = yield* gateway.resolveApproval({
               approvalId: first.id,
@@ -192,11 +188,7 @@ describe("standing grants: limits, expiry, revocation, all on the tape", () => {
         Effect.gen(function* () {
           const { run, events } = yield* gateway.startRun({ principal: "alice", text: "run things" })
           const fiber = yield* Effect.fork(collect(events))
-          const pending = () =>
-            gateway.listApprovals({ runId: run.id, status: "pending" }).pipe(
-              Effect.repeat({ until: (l) => l.length > 0 }),
-              Effect.map((l) => l[0]!)
-            )
+          const pending = () => pendingApproval(gateway, run.id)
           const first = yield* pending()
           const grant = yield* gateway.resolveApproval({
             approvalId: first.id,
@@ -244,12 +236,10 @@ describe("standing grants: limits, expiry, revocation, all on the tape", () => {
         Effect.gen(function* () {
           const first = yield* gateway.startRun({ principal: "alice", key: "k", text: "go" })
           const f1 = yield* Effect.fork(collect(first.events))
-          const [approval] = yield* gateway
-            .listApprovals({ runId: first.run.id, status: "pending" })
-            .pipe(Effect.repeat({ until: (l) => l.length > 0 }))
+          const approval = yield* pendingApproval(gateway, first.run.id)
           const now = yield* TestClock.currentTimeMillis
           yield* gateway.resolveApproval({
-            approvalId: approval!.id,
+            approvalId: approval.id,
             decision: "approve",
             scope: "always",
             by: "bob",
@@ -258,15 +248,13 @@ describe("standing grants: limits, expiry, revocation, all on the tape", () => {
           yield* Fiber.join(f1)
           const second = yield* collect((yield* gateway.startRun({ principal: "alice", key: "k", text: "go" })).events)
           const decided = second.find((e) => e._tag === "PolicyDecided")
-          assert.deepStrictEqual(decided?._tag === "PolicyDecided" && decided.policyIds, [`grant:${approval!.id}`])
+          assert.deepStrictEqual(decided?._tag === "PolicyDecided" && decided.policyIds, [`grant:${approval.id}`])
           yield* TestClock.adjust("2 minutes")
           const third = yield* gateway.startRun({ principal: "alice", key: "k", text: "go" })
           const f3 = yield* Effect.fork(collect(third.events))
-          const [again] = yield* gateway
-            .listApprovals({ runId: third.run.id, status: "pending" })
-            .pipe(Effect.repeat({ until: (l) => l.length > 0 }))
+          const again = yield* pendingApproval(gateway, third.run.id)
           assert.isDefined(again)
-          yield* gateway.resolveApproval({ approvalId: again!.id, decision: "deny", by: "bob" })
+          yield* gateway.resolveApproval({ approvalId: again.id, decision: "deny", by: "bob" })
           yield* Fiber.join(f3)
           assert.strictEqual(calls.length, 2)
         })

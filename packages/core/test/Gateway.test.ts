@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Deferred, Effect, Fiber, Layer, Option, Schema, Stream, TestClock } from "effect"
 import { Gateway, Journal, ScriptedModel, TapeEvent, Tool } from "../src/index.js"
 import { collect, gapFree, gatewayLayer, tags } from "../src/testing.js"
-import { recordingTool, withGateway } from "./helpers.js"
+import { pendingApproval, recordingTool, withGateway } from "./helpers.js"
 
 type Ev = TapeEvent.TapeEvent
 const only = <T extends Ev["_tag"]>(events: ReadonlyArray<Ev>, tag: T) =>
@@ -153,10 +153,7 @@ describe("Gateway + AgentLoop", () => {
           const { run, events } = yield* gateway.startRun({ principal: "alice", text: "write" })
           const fiber = yield* Effect.fork(collect(events))
           const approveNext = Effect.gen(function* () {
-            const pending = yield* gateway.listApprovals({ runId: run.id, status: "pending" }).pipe(
-              Effect.repeat({ until: (l) => l.length > 0 }),
-              Effect.map((l) => l[0]!)
-            )
+            const pending = yield* pendingApproval(gateway, run.id)
             assert.strictEqual((yield* gateway.getRun(run.id)).state, "WaitingForApproval")
             assert.deepStrictEqual(calls.length, pending.toolCallId ? calls.length : -1)
             yield* gateway.resolveApproval({ approvalId: pending.id, decision: "approve", scope, by: "bob" })
@@ -223,16 +220,14 @@ describe("Gateway + AgentLoop", () => {
           Effect.gen(function* () {
             const { run, events } = yield* gateway.startRun({ principal: "alice", text: "write" })
             const fiber = yield* Effect.fork(collect(events))
-            const [pending] = yield* gateway
-              .listApprovals({ runId: run.id, status: "pending" })
-              .pipe(Effect.repeat({ until: (l) => l.length > 0 }))
-            yield* gateway.resolveApproval({ approvalId: pending!.id, decision: "deny", by: "bob", reason: "no" })
+            const pending = yield* pendingApproval(gateway, run.id)
+            yield* gateway.resolveApproval({ approvalId: pending.id, decision: "deny", by: "bob", reason: "no" })
             const seen = yield* Fiber.join(fiber)
             assert.deepStrictEqual(calls, [])
             assert.strictEqual(only(seen, "ToolResult")[0]!.status, "denied")
             assert.strictEqual(finalState(seen), "Done")
             const again = yield* gateway
-              .resolveApproval({ approvalId: pending!.id, decision: "approve", by: "mallory" })
+              .resolveApproval({ approvalId: pending.id, decision: "approve", by: "mallory" })
               .pipe(Effect.flip)
             assert.strictEqual(again._tag, "Conflict")
           })
@@ -248,16 +243,14 @@ describe("Gateway + AgentLoop", () => {
         Effect.gen(function* () {
           const { run, events } = yield* gateway.startRun({ principal: "alice", text: "write" })
           const fiber = yield* Effect.fork(collect(events))
-          const [pending] = yield* gateway
-            .listApprovals({ runId: run.id, status: "pending" })
-            .pipe(Effect.repeat({ until: (l) => l.length > 0 }))
+          const pending = yield* pendingApproval(gateway, run.id)
           yield* TestClock.adjust("5 minutes")
           const seen = yield* Fiber.join(fiber)
           assert.deepStrictEqual(calls, [])
           assert.strictEqual(only(seen, "ApprovalResolved")[0]!.decision, "expired")
           assert.strictEqual(only(seen, "ToolResult")[0]!.status, "denied")
           const late = yield* gateway
-            .resolveApproval({ approvalId: pending!.id, decision: "approve", by: "bob" })
+            .resolveApproval({ approvalId: pending.id, decision: "approve", by: "bob" })
             .pipe(Effect.flip)
           assert.strictEqual(late._tag, "Conflict")
         })
@@ -292,14 +285,12 @@ describe("Gateway + AgentLoop", () => {
         Effect.gen(function* () {
           const { run, events } = yield* gateway.startRun({ principal: "alice", text: "write" })
           const fiber = yield* Effect.fork(collect(events))
-          const [pending] = yield* gateway
-            .listApprovals({ runId: run.id, status: "pending" })
-            .pipe(Effect.repeat({ until: (l) => l.length > 0 }))
+          const pending = yield* pendingApproval(gateway, run.id)
           const results = yield* Effect.forEach(
             Array.from({ length: 100 }, (_, i) => i),
             (i) =>
               gateway
-                .resolveApproval({ approvalId: pending!.id, decision: i % 2 ? "approve" : "deny", by: `u${i}` })
+                .resolveApproval({ approvalId: pending.id, decision: i % 2 ? "approve" : "deny", by: `u${i}` })
                 .pipe(Effect.either),
             { concurrency: "unbounded" }
           )
@@ -654,9 +645,7 @@ describe("Gateway + AgentLoop", () => {
         const gateway = yield* Gateway.Gateway
         const { run, events } = yield* gateway.startRun({ principal: "alice", text: "write" })
         yield* Effect.fork(collect(events))
-        yield* gateway
-          .listApprovals({ runId: run.id, status: "pending" })
-          .pipe(Effect.repeat({ until: (l) => l.length > 0 }))
+        yield* pendingApproval(gateway, run.id)
         return { runId: run.id, sessionId: run.sessionId }
       }).pipe(Effect.provide(gatewayLayer({ model: first, tools: [tool], journal: journalLayer })), Effect.scoped)
       assert.strictEqual(Option.getOrThrow(yield* journal.getRun(runId)).state, "WaitingForApproval")

@@ -33,3 +33,13 @@ export const withGateway = <A, E>(
     const journal = yield* Journal.Journal
     return yield* body(gateway, journal)
   }).pipe(Effect.provide(gatewayLayer(options) as Layer.Layer<Gateway.Gateway | Journal.Journal>), Effect.scoped)
+
+/**
+ * The run's first pending approval, once there is one. Polls without a delay: right for the
+ * in-memory journal under TestClock (a live SQLite test must poll with a real delay instead).
+ */
+export const pendingApproval = (gateway: Gateway.Service, runId: Parameters<Gateway.Service["getRun"]>[0]) =>
+  gateway.listApprovals({ runId, status: "pending" }).pipe(
+    Effect.repeat({ until: (l) => l.length > 0 }),
+    Effect.map((l) => l[0]!)
+  )

@@ -7,7 +7,7 @@ import { type ApprovalId, makeApprovalId, makeToolCallId, type RunId, type ToolC
 import { type AppendEffects, type Service as JournalService, requireRun, requireSession } from "../Journal.js"
 import { estimateTokens, type Service as ModelService, runInto } from "../ModelProvider.js"
 import type { Decision, Service as PolicyService } from "../PolicyEngine.js"
-import type { ApprovalRecord, Run, Session } from "../Records.js"
+import { type ApprovalRecord, makeApproval, type Run, type Session } from "../Records.js"
 import { isTerminal, transition as nextState, type RunState, type Transition } from "../RunState.js"
 import type { NewTapeEvent, TapeEvent, TapeEventOf } from "../TapeEvent.js"
 import type { AnyTool, Service as ToolService } from "../Tool.js"
@@ -254,7 +254,7 @@ export const runLoop = (deps: LoopDeps, runId: RunId, cancelRequested: () => str
         const approvalId = yield* makeApprovalId
         const expiresAt = at + Duration.toMillis(deps.approvalTimeout)
         const summary = `${tool.name} ${JSON.stringify(call.proposed.args).slice(0, 300)}`
-        const record: ApprovalRecord = {
+        const record = makeApproval({
           id: approvalId,
           sessionId: session.id,
           runId,
@@ -264,17 +264,9 @@ export const runLoop = (deps: LoopDeps, runId: RunId, cancelRequested: () => str
           argsDigest: call.proposed.argsDigest,
           risk: tool.risk,
           summary,
-          status: "pending",
-          scope: "once",
           requestedAt: at,
-          expiresAt,
-          resolvedAt: null,
-          resolver: null,
-          reason: null,
-          grantExpiresAt: null,
-          grantUses: 0,
-          grantMaxUses: null
-        }
+          expiresAt
+        })
         const requested: NewTapeEvent = {
           _tag: "ApprovalRequested",
           ...base(),
