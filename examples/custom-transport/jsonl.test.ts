@@ -1,5 +1,5 @@
 import { PassThrough } from "node:stream"
-import { Gateway, ScriptedModel, Tool } from "@palyra/core"
+import { ScriptedModel, Tool } from "@palyra/core"
 import { gatewayLayer } from "@palyra/core/testing"
 import { Effect, Schema } from "effect"
 import { expect, it } from "vitest"
@@ -45,5 +45,4 @@ it("a one-file JSON-lines transport drives the Gateway: run, approval, typed err
 
   expect(sent).toEqual(["a@example.com"])
   expect(lines.at(-1)?.event).toMatchObject({ _tag: "RunStateChanged", to: "Done" })
-  void Gateway
 })

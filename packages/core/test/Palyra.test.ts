@@ -139,6 +139,9 @@ describe("Promise API (createPalyra)", () => {
       if (e._tag === "ToolStarted") await palyra.cancelRun(runId)
     }
     expect((await palyra.getRun(runId)).state).toBe("Cancelled")
+    expect(tags).toContain("ToolStarted")
+    expect(tags).not.toContain("ToolResult")
+    expect(tags.at(-1)).toBe("RunStateChanged")
     await palyra.close()
   })
 })

@@ -212,8 +212,10 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
         `UPDATE sessions SET key = ?, channel = ?, title = ?, reset_generation = ?, history_from_seq = ?,
           archived = ?, updated_at = ? WHERE id = ?`
       ),
+      // A session's head is derived from the tape (`maxSeq`), so `sessions.head_seq` (from 0001) is
+      // no longer written: a throttled copy would only be a stale second source of truth.
       afterAppend: db.prepare(
-        "UPDATE sessions SET head_seq = ?, tokens_used = tokens_used + ?, updated_at = max(updated_at, ?) WHERE id = ?"
+        "UPDATE sessions SET tokens_used = tokens_used + ?, updated_at = max(updated_at, ?) WHERE id = ?"
       ),
       insertEvent: db.prepare(
         `INSERT INTO tape_events (chain_seq, session_id, tape_seq, run_id, kind, created_at, payload, prev_hash, hash)
@@ -404,7 +406,7 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
             if (h === null || h.lastAt < 0) continue
             const last = touched.get(sessionId) ?? Number.NEGATIVE_INFINITY
             if (h.tokens > 0 || h.lastAt - last >= 1000) {
-              st.afterAppend.run(h.seq, h.tokens, h.lastAt, sessionId)
+              st.afterAppend.run(h.tokens, h.lastAt, sessionId)
               touched.set(sessionId, h.lastAt)
             }
           }
