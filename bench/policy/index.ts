@@ -7,7 +7,7 @@
  * - cached: the same engine with its exact decision cache on (repeated identical requests).
  */
 import * as cedar from "@cedar-policy/cedar-wasm/nodejs"
-import { CedarPolicy } from "@palyra/core"
+import { CedarPolicy } from "@palyra/core/cedar"
 import { Effect } from "effect"
 import { percentile, quick, result, round, table } from "../lib/report.js"
 

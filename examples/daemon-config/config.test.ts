@@ -1,6 +1,6 @@
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { CedarPolicy } from "@palyra/core"
+import { CedarPolicy } from "@palyra/core/cedar"
 import { Config } from "@palyra/daemon"
 import { Effect } from "effect"
 import { expect, it } from "vitest"

@@ -1,7 +1,15 @@
 import { defineConfig } from "tsup"
 
 export default defineConfig({
-  entry: ["src/index.ts", "src/testing.ts", "src/JournalContract.ts"],
+  entry: [
+    "src/index.ts",
+    "src/cedar.ts",
+    "src/ai-sdk.ts",
+    "src/models.ts",
+    "src/tools.ts",
+    "src/testing.ts",
+    "src/journal-contract.ts"
+  ],
   format: ["esm"],
   target: "node22",
   platform: "node",

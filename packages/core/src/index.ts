@@ -1,23 +1,39 @@
 /**
- * `@palyra/core`: Palyra's kernel. Effect API as namespaces (`Gateway.layer`, `Journal.Journal`, …)
- * and a Promise API (`createPalyra`, `defineTool`) for code that does not use Effect.
+ * `@palyra/core`: Palyra's kernel, and only the kernel — importing it loads neither Cedar's wasm nor
+ * the AI SDK. The code is arranged by role:
+ *
+ * - `domain/`: schemas and pure functions (ids, run state machine, tape events, records, errors);
+ * - `ports/`: the services the kernel needs and adapters provide (`Journal`, `ModelProvider`,
+ *   `ToolRuntime`, `PolicyEngine`, `PromptAssembler`);
+ * - `kernel/`: the Gateway, the agent loop, approvals, access control and the one assembly
+ *   (`Palyra.layer`) that wires them;
+ * - `adapters/`: implementations of the ports, each behind its own entry point so its dependencies
+ *   load only when used — `@palyra/core/cedar`, `@palyra/core/ai-sdk`, `@palyra/core/models`,
+ *   `@palyra/core/tools` (the in-memory journal and the scripted model are light and stay here);
+ * - `promise/`: the Promise API (`createPalyra`, `defineTool`) for code that does not use Effect;
+ * - `testing/`: `@palyra/core/testing` and `@palyra/core/journal-contract`.
  *
  * @since 0.1.0
  */
 
-export * as AiSdkModel from "./AiSdkModel.js"
-export * as Approvals from "./Approvals.js"
-export * as Auth from "./Auth.js"
-export * as BuiltinTools from "./BuiltinTools.js"
-export * as Canonical from "./Canonical.js"
-export * as CedarPolicy from "./CedarPolicy.js"
-export * as Errors from "./Errors.js"
-export { isPalyraError } from "./Errors.js"
-export * as Gateway from "./Gateway.js"
-export * as Ids from "./Ids.js"
-export * as Journal from "./Journal.js"
-export * as ModelProvider from "./ModelProvider.js"
-export * as Models from "./Models.js"
+export * as MemoryJournal from "./adapters/MemoryJournal.js"
+export * as ScriptedModel from "./adapters/ScriptedModel.js"
+export * as Canonical from "./domain/Canonical.js"
+export * as Errors from "./domain/Errors.js"
+export { isPalyraError } from "./domain/Errors.js"
+export * as Ids from "./domain/Ids.js"
+export * as Records from "./domain/Records.js"
+export * as Redaction from "./domain/Redaction.js"
+export * as RunState from "./domain/RunState.js"
+export * as TapeEvent from "./domain/TapeEvent.js"
+export * as Approvals from "./kernel/Approvals.js"
+export * as Auth from "./kernel/Auth.js"
+export * as Gateway from "./kernel/Gateway.js"
+export * as Journal from "./ports/Journal.js"
+export * as ModelProvider from "./ports/ModelProvider.js"
+export * as PolicyEngine from "./ports/PolicyEngine.js"
+export * as Tool from "./ports/Tool.js"
+
 // The Promise API, for code that does not use Effect.
 export {
   type ApprovalAnswer,
@@ -39,11 +55,4 @@ export {
   scriptedModel,
   type ToolCallContext,
   type ToolDefinition
-} from "./Palyra.js"
-export * as PolicyEngine from "./PolicyEngine.js"
-export * as Records from "./Records.js"
-export * as Redaction from "./Redaction.js"
-export * as RunState from "./RunState.js"
-export * as ScriptedModel from "./ScriptedModel.js"
-export * as TapeEvent from "./TapeEvent.js"
-export * as Tool from "./Tool.js"
+} from "./promise/Palyra.js"

@@ -12,7 +12,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { simulateReadableStream } from "ai"
 import { MockLanguageModelV4 } from "ai/test"
 import { Chunk, Effect, Fiber, Schedule, Schema, Stream } from "effect"
-import { AiSdkModel, Gateway, type ModelProvider, Models, Tool } from "../src/index.js"
+import { AiSdkModel } from "../src/ai-sdk.js"
+import { Gateway, type ModelProvider, Tool } from "../src/index.js"
+import { Models } from "../src/models.js"
 import { collect, gatewayLayer } from "../src/testing.js"
 
 type Reply =

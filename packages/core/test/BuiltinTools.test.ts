@@ -5,7 +5,8 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Schedule } from "effect"
-import { BuiltinTools, Tool } from "../src/index.js"
+import { Tool } from "../src/index.js"
+import { BuiltinTools } from "../src/tools.js"
 
 const root = mkdtempSync(join(tmpdir(), "palyra-ws-"))
 const outside = mkdtempSync(join(tmpdir(), "palyra-outside-"))

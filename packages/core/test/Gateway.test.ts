@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Deferred, Effect, Fiber, Layer, Option, Schema, Stream, TestClock } from "effect"
-import { Gateway, Journal, ScriptedModel, TapeEvent, Tool } from "../src/index.js"
+import { Gateway, Journal, MemoryJournal, ScriptedModel, TapeEvent, Tool } from "../src/index.js"
 import { collect, gapFree, gatewayLayer, tags } from "../src/testing.js"
 import { pendingApproval, recordingTool, withGateway } from "./helpers.js"
 
@@ -638,7 +638,7 @@ describe("Gateway + AgentLoop", () => {
 
   it.effect("a run waiting for approval is resumed by a brand-new Gateway over the same journal", () =>
     Effect.gen(function* () {
-      const journal = yield* Journal.makeMemory()
+      const journal = yield* MemoryJournal.make()
       const journalLayer = Layer.succeed(Journal.Journal, journal)
       const { tool, calls } = recordingTool("fs.write", "sensitive")
       const script = [{ toolCalls: [{ name: "fs.write", args: { x: 7 } }] }, { text: "written after restart" }]

@@ -1,4 +1,4 @@
-import { Journal } from "../src/index.js"
-import { journalContract } from "../src/JournalContract.js"
+import { MemoryJournal } from "../src/index.js"
+import { journalContract } from "../src/journal-contract.js"
 
-journalContract("memory", () => Journal.layerMemory())
+journalContract("memory", () => MemoryJournal.layer())

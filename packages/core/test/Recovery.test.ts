@@ -5,7 +5,16 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option, Schema } from "effect"
-import { Canonical, Gateway, Journal, Records, ScriptedModel, type TapeEvent, Tool } from "../src/index.js"
+import {
+  Canonical,
+  Gateway,
+  Journal,
+  MemoryJournal,
+  Records,
+  ScriptedModel,
+  type TapeEvent,
+  Tool
+} from "../src/index.js"
 import { gatewayLayer } from "../src/testing.js"
 
 const SESSION = "01KA0000000000000000000SES" as never
@@ -15,7 +24,7 @@ const CALL = "01KA00000000000000000CALL1" as never
 /** A journal holding one run that crashed after starting `tool`. */
 const crashedAt = (tool: string) =>
   Effect.gen(function* () {
-    const journal = yield* Journal.makeMemory()
+    const journal = yield* MemoryJournal.make()
     yield* journal.createSession(Records.makeSession({ id: SESSION, principal: "alice" }))
     const base = { sessionId: SESSION, runId: RUN, at: 1 }
     const args = { x: 1 }

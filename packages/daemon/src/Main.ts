@@ -8,18 +8,10 @@
 import { randomBytes } from "node:crypto"
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import {
-  Approvals,
-  type Auth,
-  BuiltinTools,
-  CedarPolicy,
-  Gateway,
-  Journal,
-  ModelProvider,
-  Models,
-  PolicyEngine,
-  Tool
-} from "@palyra/core"
+import { Approvals, type Auth, Gateway, Journal, ModelProvider, PolicyEngine, Tool } from "@palyra/core"
+import { CedarPolicy } from "@palyra/core/cedar"
+import { Models } from "@palyra/core/models"
+import { BuiltinTools } from "@palyra/core/tools"
 import { SqliteJournal } from "@palyra/journal"
 import { GrpcTransport } from "@palyra/transport-grpc"
 import { HttpTransport } from "@palyra/transport-http"

@@ -7,11 +7,11 @@
  * @since 0.1.0
  */
 import { Clock, Context, Deferred, Duration, Effect, Layer, Option } from "effect"
-import { Conflict, type JournalError, NotFound } from "./Errors.js"
-import type { ApprovalId, SessionId } from "./Ids.js"
-import { Journal } from "./Journal.js"
-import { type ApprovalFilter, type ApprovalRecord, isActiveGrant } from "./Records.js"
-import type { ApprovalScope } from "./TapeEvent.js"
+import { Conflict, type JournalError, NotFound } from "../domain/Errors.js"
+import type { ApprovalId, SessionId } from "../domain/Ids.js"
+import { type ApprovalFilter, type ApprovalRecord, isActiveGrant } from "../domain/Records.js"
+import type { ApprovalScope } from "../domain/TapeEvent.js"
+import { Journal } from "../ports/Journal.js"
 
 /** @since 0.1.0 @category Models */
 export interface ResolveRequest {

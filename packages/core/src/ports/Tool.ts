@@ -8,11 +8,11 @@
  * @since 0.1.0
  */
 import { Context, Duration, Effect, JSONSchema, Layer, Option, ParseResult, Schema } from "effect"
-import { ToolError } from "./Errors.js"
-import type { RunId, SessionId, ToolCallId } from "./Ids.js"
+import { ToolError } from "../domain/Errors.js"
+import type { RunId, SessionId, ToolCallId } from "../domain/Ids.js"
+import type { Risk } from "../domain/TapeEvent.js"
 import { validate } from "./internal/jsonSchema.js"
 import type { ToolSpec } from "./ModelProvider.js"
-import type { Risk } from "./TapeEvent.js"
 
 /** What a running tool knows about its call. @since 0.1.0 @category Models */
 export interface ToolContext {

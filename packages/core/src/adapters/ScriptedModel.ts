@@ -6,8 +6,14 @@
  * @since 0.1.0
  */
 import { Duration, Effect, Layer, Stream } from "effect"
-import { ProviderError, type ProviderErrorReason } from "./Errors.js"
-import { type FinishReason, type ModelEvent, ModelProvider, type ModelRequest, type Service } from "./ModelProvider.js"
+import { ProviderError, type ProviderErrorReason } from "../domain/Errors.js"
+import {
+  type FinishReason,
+  type ModelEvent,
+  ModelProvider,
+  type ModelRequest,
+  type Service
+} from "../ports/ModelProvider.js"
 
 /** One scripted model response. @since 0.1.0 @category Models */
 export interface ScriptedTurn {

@@ -11,11 +11,11 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, type Layer, Option } from "effect"
-import type { ApprovalId, RunId, SessionId, ToolCallId } from "./Ids.js"
-import { encodeUlid } from "./Ids.js"
-import { Journal } from "./Journal.js"
-import { type ApprovalRecord, makeApproval, makeSession, type Run, type Session } from "./Records.js"
-import type { NewTapeEvent } from "./TapeEvent.js"
+import type { ApprovalId, RunId, SessionId, ToolCallId } from "../domain/Ids.js"
+import { encodeUlid } from "../domain/Ids.js"
+import { type ApprovalRecord, makeApproval, makeSession, type Run, type Session } from "../domain/Records.js"
+import type { NewTapeEvent } from "../domain/TapeEvent.js"
+import { Journal } from "../ports/Journal.js"
 
 let counter = 0
 const id = <T extends string>(): T => {

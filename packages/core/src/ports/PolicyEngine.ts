@@ -12,9 +12,9 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer } from "effect"
-import type { SessionId } from "./Ids.js"
-import type { ApprovalRecord } from "./Records.js"
-import type { PolicyDecision, Risk } from "./TapeEvent.js"
+import type { SessionId } from "../domain/Ids.js"
+import type { ApprovalRecord } from "../domain/Records.js"
+import type { PolicyDecision, Risk } from "../domain/TapeEvent.js"
 
 /** @since 0.1.0 @category Models */
 export interface PolicyRequest {

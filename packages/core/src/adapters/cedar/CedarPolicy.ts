@@ -16,9 +16,14 @@
  */
 import * as cedar from "@cedar-policy/cedar-wasm/nodejs"
 import { Clock, Effect, Layer, Ref } from "effect"
-import { InvalidArgument } from "./Errors.js"
-import { type Decision, PolicyEngine, type PolicyRequest, type Service as PolicyService } from "./PolicyEngine.js"
-import { type ApprovalRecord, isActiveGrant } from "./Records.js"
+import { InvalidArgument } from "../../domain/Errors.js"
+import { type ApprovalRecord, isActiveGrant } from "../../domain/Records.js"
+import {
+  type Decision,
+  PolicyEngine,
+  type PolicyRequest,
+  type Service as PolicyService
+} from "../../ports/PolicyEngine.js"
 
 /** The Cedar schema of Palyra's entities and actions. @since 0.1.0 @category Schema */
 export const schema = `namespace Palyra {

@@ -1,19 +1,18 @@
 /**
  * The `Journal` port: Palyra's source of truth. Every tape event is appended here before anyone
  * sees it; runs, sessions and approvals are stored beside the tape. `@palyra/journal` implements it on
- * SQLite; `layerMemory` here is a real in-memory implementation for fast tests and embedding.
+ * SQLite; `MemoryJournal` is a real in-memory implementation for fast tests and embedding.
  *
  * Appends are atomic with their side effects (`AppendEffects`): a run's state change and the
  * `RunStateChanged` event that records it commit together or not at all.
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, Option } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
-import type { Conflict, JournalError, PayloadTooLarge } from "./Errors.js"
-import { NotFound } from "./Errors.js"
-import type { ApprovalId, RunId, SessionId } from "./Ids.js"
-import { makeMemoryJournal } from "./internal/memoryJournal.js"
+import type { Conflict, JournalError, PayloadTooLarge } from "../domain/Errors.js"
+import { NotFound } from "../domain/Errors.js"
+import type { ApprovalId, RunId, SessionId } from "../domain/Ids.js"
 import type {
   ApprovalFilter,
   ApprovalRecord,
@@ -22,9 +21,9 @@ import type {
   RunFilter,
   Session,
   SessionFilter
-} from "./Records.js"
-import type { RunState } from "./RunState.js"
-import type { ApprovalScope, NewTapeEvent, TapeEvent } from "./TapeEvent.js"
+} from "../domain/Records.js"
+import type { RunState } from "../domain/RunState.js"
+import type { ApprovalScope, NewTapeEvent, TapeEvent } from "../domain/TapeEvent.js"
 
 /** Changes committed in the same transaction as an append. @since 0.1.0 @category Models */
 export interface AppendEffects {
@@ -130,19 +129,6 @@ export interface Service {
 
 /** @since 0.1.0 @category Tags */
 export class Journal extends Context.Tag("@palyra/core/Journal")<Journal, Service>() {}
-
-/** Options of the in-memory journal. @since 0.1.0 @category Models */
-export interface MemoryOptions {
-  /** Largest encoded event accepted, in bytes (default 1 MiB). */
-  readonly maxEventBytes?: number | undefined
-}
-
-/** A real, non-durable journal held in memory. @since 0.1.0 @category Constructors */
-export const makeMemory = (options: MemoryOptions = {}): Effect.Effect<Service> => makeMemoryJournal(options)
-
-/** @since 0.1.0 @category Layers */
-export const layerMemory = (options: MemoryOptions = {}): Layer.Layer<Journal> =>
-  Layer.effect(Journal, makeMemory(options))
 
 /** Read a session or fail with `NotFound`. @since 0.1.0 @category Accessors */
 export const requireSession = (journal: Service, id: SessionId): Effect.Effect<Session, JournalError | NotFound> =>

@@ -15,7 +15,7 @@
  */
 import { jsonSchema, type LanguageModel, type ModelMessage, streamText, type ToolSet, tool } from "ai"
 import { Duration, Effect, Exit, Layer, Schedule, Stream } from "effect"
-import { ProviderError } from "./Errors.js"
+import { ProviderError } from "../../domain/Errors.js"
 import {
   type FinishReason,
   type ModelEvent,
@@ -23,7 +23,7 @@ import {
   type ModelRequest,
   type PromptMessage,
   type Service
-} from "./ModelProvider.js"
+} from "../../ports/ModelProvider.js"
 
 /** @since 0.1.0 @category Models */
 export interface Options {

@@ -1,14 +1,27 @@
-import { Effect, Option } from "effect"
-import { Conflict, NotFound, PayloadTooLarge } from "../Errors.js"
-import type { ApprovalId, RunId, SessionId } from "../Ids.js"
-import type { MemoryOptions, Service } from "../Journal.js"
-import { type ApprovalRecord, isActiveGrant, type Run, type Session } from "../Records.js"
-import type { TapeEvent } from "../TapeEvent.js"
+/**
+ * A real, non-durable `Journal` held in process memory: the default of the Promise API and the test
+ * kit. Same contract as the SQLite journal (the contract suite runs on both); no hash chain, since
+ * nothing in process memory is tamper-evident anyway.
+ *
+ * @since 0.1.0
+ */
+import { Effect, Layer, Option } from "effect"
+import { Conflict, NotFound, PayloadTooLarge } from "../domain/Errors.js"
+import type { ApprovalId, RunId, SessionId } from "../domain/Ids.js"
+import { type ApprovalRecord, isActiveGrant, type Run, type Session } from "../domain/Records.js"
+import type { TapeEvent } from "../domain/TapeEvent.js"
+import { Journal, type Service } from "../ports/Journal.js"
 
 const clampLimit = (limit: number | undefined) => (limit === undefined ? Number.POSITIVE_INFINITY : Math.max(0, limit))
 
-/** @internal */
-export const makeMemoryJournal = (options: MemoryOptions): Effect.Effect<Service> =>
+/** Options of the in-memory journal. @since 0.1.0 @category Models */
+export interface MemoryOptions {
+  /** Largest encoded event accepted, in bytes (default 1 MiB). */
+  readonly maxEventBytes?: number | undefined
+}
+
+/** A real, non-durable journal held in memory. @since 0.1.0 @category Constructors */
+export const make = (options: MemoryOptions = {}): Effect.Effect<Service> =>
   Effect.gen(function* () {
     const maxEventBytes = options.maxEventBytes ?? 1024 * 1024
     const lock = yield* Effect.makeSemaphore(1)
@@ -231,3 +244,6 @@ export const makeMemoryJournal = (options: MemoryOptions): Effect.Effect<Service
     }
     return service
   })
+
+/** @since 0.1.0 @category Layers */
+export const layer = (options: MemoryOptions = {}): Layer.Layer<Journal> => Layer.effect(Journal, make(options))

@@ -14,9 +14,9 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import type * as AiSdkModel from "./AiSdkModel.js"
-import { InvalidArgument } from "./Errors.js"
-import type { Service } from "./ModelProvider.js"
+import { InvalidArgument } from "../domain/Errors.js"
+import type { Service } from "../ports/ModelProvider.js"
+import type * as AiSdkModel from "./ai-sdk/AiSdkModel.js"
 import * as ScriptedModel from "./ScriptedModel.js"
 
 /** @since 0.1.0 @category Models */
@@ -64,7 +64,7 @@ const requireEnv = (env: Record<string, string | undefined>, name: string, spec:
 
 // The AI SDK adapter (and the `ai` package behind it) loads only when a real model is configured,
 // so a daemon on the offline demo starts without it.
-const adapter = Effect.promise(() => import("./AiSdkModel.js"))
+const adapter = Effect.promise(() => import("./ai-sdk/AiSdkModel.js"))
 
 const load = <A>(pkg: string, spec: string, f: () => Promise<A>) =>
   Effect.tryPromise({

@@ -1,5 +1,5 @@
-import type { PromptMessage } from "../ModelProvider.js"
-import type { TapeEvent } from "../TapeEvent.js"
+import type { TapeEvent } from "../../domain/TapeEvent.js"
+import type { PromptMessage } from "../../ports/ModelProvider.js"
 
 type AssistantMsg = Extract<PromptMessage, { role: "assistant" }> & {
   toolCalls: Array<{ id: string; name: string; args: unknown }>

@@ -1,9 +1,9 @@
 import { Chunk, Effect, Option, PubSub, Queue, Stream } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
-import type { JournalError } from "../Errors.js"
-import type { RunId, SessionId } from "../Ids.js"
-import type { AppendEffects, Service as JournalService } from "../Journal.js"
-import { isRunEnd, type NewTapeEvent, type TapeEvent } from "../TapeEvent.js"
+import type { JournalError } from "../../domain/Errors.js"
+import type { RunId, SessionId } from "../../domain/Ids.js"
+import { isRunEnd, type NewTapeEvent, type TapeEvent } from "../../domain/TapeEvent.js"
+import type { AppendEffects, Service as JournalService } from "../../ports/Journal.js"
 
 /** @internal */
 export interface Tape {

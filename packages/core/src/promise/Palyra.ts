@@ -20,17 +20,18 @@
  * @since 0.1.0
  */
 import { Cause, Duration, Effect, Exit, Layer, ManagedRuntime, Queue, Schema, Stream } from "effect"
-import * as Approvals from "./Approvals.js"
-import { ToolError } from "./Errors.js"
-import * as Gateway from "./Gateway.js"
-import type { ApprovalId, RunId, SessionId } from "./Ids.js"
-import * as Journal from "./Journal.js"
-import { ModelProvider, type Service as ModelService } from "./ModelProvider.js"
-import * as PolicyEngine from "./PolicyEngine.js"
-import type { ApprovalRecord, ApprovalStatus, Run, Session } from "./Records.js"
-import * as ScriptedModel from "./ScriptedModel.js"
-import type { ApprovalScope, Risk, TapeEvent } from "./TapeEvent.js"
-import * as Tool from "./Tool.js"
+import * as MemoryJournal from "../adapters/MemoryJournal.js"
+import * as ScriptedModel from "../adapters/ScriptedModel.js"
+import { ToolError } from "../domain/Errors.js"
+import type { ApprovalId, RunId, SessionId } from "../domain/Ids.js"
+import type { ApprovalRecord, ApprovalStatus, Run, Session } from "../domain/Records.js"
+import type { ApprovalScope, Risk, TapeEvent } from "../domain/TapeEvent.js"
+import * as Approvals from "../kernel/Approvals.js"
+import * as Gateway from "../kernel/Gateway.js"
+import * as Journal from "../ports/Journal.js"
+import { ModelProvider, type Service as ModelService } from "../ports/ModelProvider.js"
+import * as PolicyEngine from "../ports/PolicyEngine.js"
+import * as Tool from "../ports/Tool.js"
 
 const AdapterTypeId: unique symbol = Symbol.for("@palyra/core/Adapter")
 
@@ -61,7 +62,7 @@ export const journalAdapter = (layer: Layer.Layer<Journal.Journal, unknown>): Jo
 /** Wrap a `ModelProvider` service as an adapter value. @since 0.1.0 @category Adapters */
 export const modelAdapter = (model: ModelService): ModelAdapter => wrap("model", model) as ModelAdapter
 /** The in-memory journal (the default). @since 0.1.0 @category Adapters */
-export const memoryJournal = (): JournalAdapter => journalAdapter(Journal.layerMemory())
+export const memoryJournal = (): JournalAdapter => journalAdapter(MemoryJournal.layer())
 
 /** A deterministic model that plays a script (honest test double; also the offline demo). @since 0.1.0 @category Adapters */
 export const scriptedModel = (script: ScriptedModel.Script, options: { readonly name?: string } = {}): ModelAdapter =>

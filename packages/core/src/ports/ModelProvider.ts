@@ -9,7 +9,7 @@
  * @since 0.1.0
  */
 import { Context, type Effect, Stream } from "effect"
-import type { ProviderError } from "./Errors.js"
+import type { ProviderError } from "../domain/Errors.js"
 
 /** A message of the prompt, provider-neutral. @since 0.1.0 @category Models */
 export type PromptMessage =

@@ -8,7 +8,6 @@
  * @since 0.1.0
  */
 import { Clock, Context, Duration, Effect, Fiber, Layer, Option, PubSub, type Queue, type Scope, Stream } from "effect"
-import { Approvals, type ResolveRequest } from "./Approvals.js"
 import {
   Conflict,
   InvalidArgument,
@@ -16,13 +15,8 @@ import {
   NotFound,
   type PayloadTooLarge,
   PermissionDenied
-} from "./Errors.js"
-import { makeRunId, makeSessionId, type RunId, type SessionId } from "./Ids.js"
-import { type ResolvedBudgets, runLoop } from "./internal/loop.js"
-import { makeTape } from "./internal/tape.js"
-import { Journal, requireRun, requireSession } from "./Journal.js"
-import { ModelProvider } from "./ModelProvider.js"
-import { PolicyEngine } from "./PolicyEngine.js"
+} from "../domain/Errors.js"
+import { makeRunId, makeSessionId, type RunId, type SessionId } from "../domain/Ids.js"
 import {
   type ApprovalFilter,
   type ApprovalRecord,
@@ -31,10 +25,16 @@ import {
   type RunFilter,
   type Session,
   type SessionFilter
-} from "./Records.js"
-import { isTerminal } from "./RunState.js"
-import type { TapeEvent } from "./TapeEvent.js"
-import { ToolRuntime } from "./Tool.js"
+} from "../domain/Records.js"
+import { isTerminal } from "../domain/RunState.js"
+import type { TapeEvent } from "../domain/TapeEvent.js"
+import { Journal, requireRun, requireSession } from "../ports/Journal.js"
+import { ModelProvider } from "../ports/ModelProvider.js"
+import { PolicyEngine } from "../ports/PolicyEngine.js"
+import { ToolRuntime } from "../ports/Tool.js"
+import { Approvals, type ResolveRequest } from "./Approvals.js"
+import { type ResolvedBudgets, runLoop } from "./internal/loop.js"
+import { makeTape } from "./internal/tape.js"
 
 /** Budgets that end a run. Every field has a safe default. @since 0.1.0 @category Models */
 export interface Budgets {

@@ -1,0 +1,6 @@
+/**
+ * `@palyra/core/ai-sdk`: a `ModelProvider` over any AI SDK language model (loads `ai`).
+ *
+ * @since 0.1.0
+ */
+export * as AiSdkModel from "./adapters/ai-sdk/AiSdkModel.js"
