@@ -42,6 +42,11 @@ export interface Service {
    * without it leave grants to the approval step, which checks them the same narrow way.
    */
   readonly setGrants?: ((grants: ReadonlyArray<ApprovalRecord>) => Effect.Effect<void>) | undefined
+  /**
+   * How this engine evaluates a standing grant, in its own policy language (Cedar text for the Cedar
+   * engine), for people and consoles to read. Engines without it show nothing.
+   */
+  readonly describeGrant?: ((grant: ApprovalRecord) => string) | undefined
 }
 
 /** @since 0.1.0 @category Tags */

@@ -43,6 +43,10 @@ export interface JournalAdapter {
 export interface ModelAdapter {
   readonly [AdapterTypeId]: "model"
 }
+/** A policy engine to pass to `createPalyra` (e.g. `CedarPolicy.adapter(...)` from `@palyra/core/cedar`). @since 0.1.0 @category Adapters */
+export interface PolicyAdapter {
+  readonly [AdapterTypeId]: "policy"
+}
 /** A tool made with `defineTool`. @since 0.1.0 @category Adapters */
 export interface ToolDefinition {
   readonly [AdapterTypeId]: "tool"
@@ -52,7 +56,7 @@ export interface ToolDefinition {
 interface Internal<L> {
   readonly value: L
 }
-const wrap = <K extends "journal" | "model" | "tool", L>(kind: K, value: L, extra: object = {}) =>
+const wrap = <K extends "journal" | "model" | "policy" | "tool", L>(kind: K, value: L, extra: object = {}) =>
   ({ [AdapterTypeId]: kind, value, ...extra }) as unknown as { readonly [AdapterTypeId]: K }
 const unwrap = <L>(adapter: object): L => (adapter as unknown as Internal<L>).value
 
@@ -61,6 +65,9 @@ export const journalAdapter = (layer: Layer.Layer<Journal.Journal, unknown>): Jo
   wrap("journal", layer) as JournalAdapter
 /** Wrap a `ModelProvider` service as an adapter value. @since 0.1.0 @category Adapters */
 export const modelAdapter = (model: ModelService): ModelAdapter => wrap("model", model) as ModelAdapter
+/** Wrap a policy engine layer as an adapter value (for adapter packages). @since 0.1.0 @category Adapters */
+export const policyAdapter = (layer: Layer.Layer<PolicyEngine.PolicyEngine, unknown>): PolicyAdapter =>
+  wrap("policy", layer) as PolicyAdapter
 /** The in-memory journal (the default). @since 0.1.0 @category Adapters */
 export const memoryJournal = (): JournalAdapter => journalAdapter(MemoryJournal.layer())
 
@@ -154,6 +161,8 @@ export interface PalyraOptions {
   readonly tools?: ReadonlyArray<ToolDefinition>
   /** Policy rules; default: low risk allowed, sensitive needs approval, critical denied. */
   readonly policies?: ReadonlyArray<PolicyRule>
+  /** A policy engine (e.g. Cedar from `@palyra/core/cedar`); replaces `policies`. */
+  readonly policy?: PolicyAdapter
   /** Default: in memory. */
   readonly journal?: JournalAdapter
   readonly instructions?: string
@@ -260,7 +269,9 @@ export const createPalyra = (options: PalyraOptions): Palyra => {
   const services = Layer.mergeAll(
     Layer.succeed(ModelProvider, unwrap<ModelService>(options.model)),
     Tool.layer((options.tools ?? []).map((t) => unwrap<Tool.AnyTool>(t))),
-    PolicyEngine.layerRules(options.policies ?? PolicyEngine.defaultRules),
+    options.policy
+      ? unwrap<Layer.Layer<PolicyEngine.PolicyEngine>>(options.policy)
+      : PolicyEngine.layerRules(options.policies ?? PolicyEngine.defaultRules),
     Approvals.layer
   ).pipe(Layer.provideMerge(journal))
   const b = options.budgets
