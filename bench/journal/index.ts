@@ -11,7 +11,7 @@ import { join } from "node:path"
 import { AIMessage, type BaseMessage, HumanMessage, ToolMessage } from "@langchain/core/messages"
 import { END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph"
 import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite"
-import { Gateway, type Journal, Records, ScriptedModel, Tool } from "@palyra/core"
+import { Caller, Gateway, type Journal, Records, ScriptedModel, Tool } from "@palyra/core"
 import { collect, gatewayLayer } from "@palyra/core/testing"
 import { SqliteJournal } from "@palyra/journal"
 import Database from "better-sqlite3"
@@ -228,7 +228,7 @@ const oursConversation = async (turns: number, checkpoints: ReadonlyArray<number
     const seen = await runtime.runPromise(
       Effect.flatMap(Gateway.Gateway, (g) =>
         Effect.flatMap(
-          g.startRun({ principal: "bench", key: "conversation", text: `List the files, turn ${t}` }),
+          g.startRun(Caller.user("bench"), { key: "conversation", text: `List the files, turn ${t}` }),
           (r) => collect(r.events)
         )
       )

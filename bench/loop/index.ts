@@ -6,7 +6,7 @@
  * (hash-chained) and fanned out. Competitor, in the same process: the same 10-step loop through the
  * AI SDK's own `generateText` with its mock model (`MockLanguageModelV4`) and `isStepCount(10)`.
  */
-import { Gateway, ScriptedModel, Tool } from "@palyra/core"
+import { Caller, Gateway, ScriptedModel, Tool } from "@palyra/core"
 import { collect, gatewayLayer } from "@palyra/core/testing"
 import { generateText, isStepCount, tool } from "ai"
 import { MockLanguageModelV4 } from "ai/test"
@@ -42,7 +42,7 @@ const runtime = ManagedRuntime.make(
 )
 const oursOnce = Effect.gen(function* () {
   const gateway = yield* Gateway.Gateway
-  const { events } = yield* gateway.startRun({ principal: "bench", text: "add up" })
+  const { events } = yield* gateway.startRun(Caller.user("bench"), { text: "add up" })
   const seen = yield* collect(events)
   const last = seen.at(-1)
   if (last?._tag !== "RunStateChanged" || last.to !== "Done") throw new Error("run did not finish")

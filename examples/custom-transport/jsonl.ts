@@ -1,7 +1,7 @@
 /**
  * A whole transport in one file: newline-delimited JSON over any pair of byte streams (stdio, a
  * socket, a pipe). It only translates lines to Gateway calls and TapeEvents back, like every
- * Palyra transport; all behaviour stays in the Gateway.
+ * Palyra transport; all behaviour — including who may do what — stays in the Gateway.
  *
  * Requests (one JSON object a line):
  *   {"op":"send","text":"…","sessionKey":"…"}                 → starts a run, streams its events
@@ -12,7 +12,7 @@
 
 import { createInterface } from "node:readline"
 import type { Readable, Writable } from "node:stream"
-import { Errors, Gateway, Ids } from "@palyra/core"
+import { type Caller, Errors, Gateway, Ids } from "@palyra/core"
 import { Cause, Effect, Option, Schema, type Scope, Stream } from "effect"
 
 const Request = Schema.Union(
@@ -26,8 +26,11 @@ const Request = Schema.Union(
 )
 const decode = Schema.decodeUnknownEither(Schema.parseJson(Request))
 
-/** Serve one connection for `principal` until `input` ends and every run it started has finished. */
-export const serveJsonl = (input: Readable, output: Writable, principal: string) =>
+/**
+ * Serve one connection for an authenticated `caller` until `input` ends and every run it started
+ * has finished. No access checks here: the Gateway makes them for every call.
+ */
+export const serveJsonl = (input: Readable, output: Writable, caller: Caller.Caller) =>
   Effect.gen(function* () {
     const gateway = yield* Gateway.Gateway
     const write = (value: unknown) => Effect.sync(() => void output.write(`${JSON.stringify(value)}\n`))
@@ -48,13 +51,13 @@ export const serveJsonl = (input: Readable, output: Writable, principal: string)
           const r = request.right
           const handled: Effect.Effect<unknown, unknown, Scope.Scope> =
             r.op === "send"
-              ? Effect.flatMap(gateway.startRun({ principal, text: r.text, key: r.sessionKey }), (started) =>
+              ? Effect.flatMap(gateway.startRun(caller, { text: r.text, key: r.sessionKey }), (started) =>
                   // Stream this run's events in the background; the connection keeps reading.
                   Effect.forkScoped(Stream.runForEach(started.events, (event) => write({ event })))
                 )
               : r.op === "approve"
-                ? gateway.resolveApproval({ approvalId: r.approvalId, decision: r.decision, by: principal })
-                : gateway.cancelRun(r.runId, principal)
+                ? gateway.resolveApproval(caller, { approvalId: r.approvalId, decision: r.decision })
+                : gateway.cancelRun(caller, r.runId)
           return handled.pipe(Effect.catchAllCause(fail))
         },
         { concurrency: 1 }

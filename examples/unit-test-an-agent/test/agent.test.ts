@@ -4,7 +4,7 @@
  */
 
 import { assert, describe, it } from "@effect/vitest"
-import { Gateway } from "@palyra/core"
+import { Caller, Gateway } from "@palyra/core"
 import { collect, gatewayLayer, ScriptedModel } from "@palyra/core/testing"
 import { Effect, Fiber, TestClock } from "effect"
 import { instructions, refunds, refundTool } from "../agent.js"
@@ -21,13 +21,13 @@ describe("refund agent", () => {
     return Effect.gen(function* () {
       refunds.length = 0
       const gateway = yield* Gateway.Gateway
-      const { run, events } = yield* gateway.startRun({ principal: "support", text: "refund A-1" })
+      const { run, events } = yield* gateway.startRun(Caller.user("support"), { text: "refund A-1" })
       const fiber = yield* Effect.fork(collect(events))
       const [approval] = yield* gateway
-        .listApprovals({ runId: run.id, status: "pending" })
+        .listApprovals(Caller.operator("op"), { runId: run.id, status: "pending" })
         .pipe(Effect.repeat({ until: (l) => l.length > 0 }))
       assert.deepStrictEqual(refunds, [])
-      yield* gateway.resolveApproval({ approvalId: approval!.id, decision: "approve", by: "lead" })
+      yield* gateway.resolveApproval(Caller.operator("lead"), { approvalId: approval!.id, decision: "approve" })
       const tape = yield* Fiber.join(fiber)
       assert.deepStrictEqual(refunds, [{ orderId: "A-1", cents: 1250 }])
       const last = tape.at(-1)
@@ -42,7 +42,7 @@ describe("refund agent", () => {
     return Effect.gen(function* () {
       refunds.length = 0
       const gateway = yield* Gateway.Gateway
-      const { events } = yield* gateway.startRun({ principal: "support", text: "refund A-1" })
+      const { events } = yield* gateway.startRun(Caller.user("support"), { text: "refund A-1" })
       const fiber = yield* Effect.fork(collect(events))
       yield* TestClock.adjust("16 minutes")
       const tape = yield* Fiber.join(fiber)

@@ -13,7 +13,7 @@ import { simulateReadableStream } from "ai"
 import { MockLanguageModelV4 } from "ai/test"
 import { Chunk, Effect, Fiber, Schedule, Schema, Stream } from "effect"
 import { AiSdkModel } from "../src/ai-sdk.js"
-import { Gateway, type ModelProvider, Tool } from "../src/index.js"
+import { Caller, Gateway, type ModelProvider, Tool } from "../src/index.js"
 import { Models } from "../src/models.js"
 import { collect, gatewayLayer } from "../src/testing.js"
 
@@ -156,7 +156,7 @@ describe("AiSdkModel over real AI SDK clients and a local OpenAI-compatible serv
     withServer([toolReply("call_1", "math_double", '{"x":21}'), textReply(["It is ", "42."])], (server) =>
       Effect.gen(function* () {
         const gateway = yield* Gateway.Gateway
-        const { events } = yield* gateway.startRun({ principal: "alice", text: "double 21" })
+        const { events } = yield* gateway.startRun(Caller.user("alice"), { text: "double 21" })
         const seen = yield* collect(events)
         const result = seen.find((e) => e._tag === "ToolResult")
         assert.strictEqual(result?._tag === "ToolResult" && result.output, '{"doubled":42}')

@@ -4,7 +4,7 @@ import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Schedule, TestClock } from "effect"
 import { CedarPolicy } from "../src/cedar.js"
-import { PolicyEngine, ScriptedModel, type TapeEvent } from "../src/index.js"
+import { Caller, PolicyEngine, ScriptedModel, type TapeEvent } from "../src/index.js"
 import { collect } from "../src/testing.js"
 import { pendingApproval, recordingTool, withGateway } from "./helpers.js"
 
@@ -143,18 +143,17 @@ describe("Cedar in the agent loop, with narrow grants", () => {
         const policy = Layer.effect(PolicyEngine.PolicyEngine, CedarPolicy.make())
         yield* withGateway({ model, tools: [shell], policy: policy as never }, (gateway) =>
           Effect.gen(function* () {
-            const { run, events } = yield* gateway.startRun({ principal: "alice", text: "run things" })
+            const { run, events } = yield* gateway.startRun(Caller.user("alice"), { text: "run things" })
             const fiber = yield* Effect.fork(collect(events))
             const pending = () => pendingApproval(gateway, run.id)
             const first = yield* pending()
-            const grant = yield* gateway.resolveApproval({
+            const grant = yield* gateway.resolveApproval(Caller.operator("bob"), {
               approvalId: first.id,
               decision: "approve",
-              scope: "always",
-              by: "bob"
+              scope: "always"
             })
             const third = yield* pending()
-            yield* gateway.resolveApproval({ approvalId: third.id, decision: "deny", by: "bob" })
+            yield* gateway.resolveApproval(Caller.operator("bob"), { approvalId: third.id, decision: "deny" })
             const seen = yield* Fiber.join(fiber)
             const decided = seen.filter((e): e is TapeEvent.TapeEventOf<"PolicyDecided"> => e._tag === "PolicyDecided")
             assert.deepStrictEqual(
@@ -187,21 +186,24 @@ describe("standing grants: limits, expiry, revocation, all on the tape", () => {
       const policy = Layer.effect(PolicyEngine.PolicyEngine, CedarPolicy.make())
       yield* withGateway({ model, tools: [shell], policy: policy as never }, (gateway) =>
         Effect.gen(function* () {
-          const { run, events } = yield* gateway.startRun({ principal: "alice", text: "run things" })
+          const { run, events } = yield* gateway.startRun(Caller.user("alice"), { text: "run things" })
           const fiber = yield* Effect.fork(collect(events))
           const pending = () => pendingApproval(gateway, run.id)
           const first = yield* pending()
-          const grant = yield* gateway.resolveApproval({
+          const grant = yield* gateway.resolveApproval(Caller.operator("bob"), {
             approvalId: first.id,
             decision: "approve",
             scope: "always",
-            by: "bob",
             grantMaxUses: 1
           })
           // Call 2 uses the grant (and uses it up); call 3 needs a human again.
           const third = yield* pending()
           assert.notStrictEqual(third.id, first.id)
-          yield* gateway.resolveApproval({ approvalId: third.id, decision: "approve", scope: "always", by: "bob" })
+          yield* gateway.resolveApproval(Caller.operator("bob"), {
+            approvalId: third.id,
+            decision: "approve",
+            scope: "always"
+          })
           const seen = yield* Fiber.join(fiber)
           const changes = seen.filter((e): e is TapeEvent.TapeEventOf<"GrantChanged"> => e._tag === "GrantChanged")
           assert.deepStrictEqual(
@@ -214,11 +216,11 @@ describe("standing grants: limits, expiry, revocation, all on the tape", () => {
             ]
           )
           assert.strictEqual(calls.length, 3)
-          const grants = yield* gateway.listGrants({ principal: "alice" })
+          const grants = yield* gateway.listGrants(Caller.user("alice"))
           assert.strictEqual(grants.length, 2)
-          const revoked = yield* gateway.revokeGrant(third.id, "carol")
+          const revoked = yield* gateway.revokeGrant(Caller.operator("carol"), third.id)
           assert.strictEqual(revoked.status, "revoked")
-          const tape = yield* gateway.readTape(run.sessionId, { afterSeq: 0 })
+          const tape = yield* gateway.readTape(Caller.operator("op"), run.sessionId, { afterSeq: 0 })
           assert.strictEqual(tape.at(-1)?._tag === "GrantChanged" && tape.at(-1)?._tag, "GrantChanged")
         })
       )
@@ -235,27 +237,28 @@ describe("standing grants: limits, expiry, revocation, all on the tape", () => {
       const policy = Layer.effect(PolicyEngine.PolicyEngine, CedarPolicy.make())
       yield* withGateway({ model, tools: [shell], policy: policy as never }, (gateway) =>
         Effect.gen(function* () {
-          const first = yield* gateway.startRun({ principal: "alice", key: "k", text: "go" })
+          const first = yield* gateway.startRun(Caller.user("alice"), { key: "k", text: "go" })
           const f1 = yield* Effect.fork(collect(first.events))
           const approval = yield* pendingApproval(gateway, first.run.id)
           const now = yield* TestClock.currentTimeMillis
-          yield* gateway.resolveApproval({
+          yield* gateway.resolveApproval(Caller.operator("bob"), {
             approvalId: approval.id,
             decision: "approve",
             scope: "always",
-            by: "bob",
             grantExpiresAt: now + 60_000
           })
           yield* Fiber.join(f1)
-          const second = yield* collect((yield* gateway.startRun({ principal: "alice", key: "k", text: "go" })).events)
+          const second = yield* collect(
+            (yield* gateway.startRun(Caller.user("alice"), { key: "k", text: "go" })).events
+          )
           const decided = second.find((e) => e._tag === "PolicyDecided")
           assert.deepStrictEqual(decided?._tag === "PolicyDecided" && decided.policyIds, [`grant:${approval.id}`])
           yield* TestClock.adjust("2 minutes")
-          const third = yield* gateway.startRun({ principal: "alice", key: "k", text: "go" })
+          const third = yield* gateway.startRun(Caller.user("alice"), { key: "k", text: "go" })
           const f3 = yield* Effect.fork(collect(third.events))
           const again = yield* pendingApproval(gateway, third.run.id)
           assert.isDefined(again)
-          yield* gateway.resolveApproval({ approvalId: again.id, decision: "deny", by: "bob" })
+          yield* gateway.resolveApproval(Caller.operator("bob"), { approvalId: again.id, decision: "deny" })
           yield* Fiber.join(f3)
           assert.strictEqual(calls.length, 2)
         })

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Deferred, Effect, Fiber, Layer, Option, Schema, Stream, TestClock } from "effect"
-import { Gateway, Journal, MemoryJournal, ScriptedModel, TapeEvent, Tool } from "../src/index.js"
+import { Caller, Gateway, Journal, MemoryJournal, ScriptedModel, TapeEvent, Tool } from "../src/index.js"
 import { collect, gapFree, gatewayLayer, tags } from "../src/testing.js"
 import { pendingApproval, recordingTool, withGateway } from "./helpers.js"
 
@@ -17,7 +17,7 @@ describe("Gateway + AgentLoop", () => {
       ])
       yield* withGateway({ model, coalesceChars: 6 }, (gateway, journal) =>
         Effect.gen(function* () {
-          const { run, events } = yield* gateway.startRun({ principal: "alice", text: "hi" })
+          const { run, events } = yield* gateway.startRun(Caller.user("alice"), { text: "hi" })
           const seen = yield* collect(events)
           assert.deepStrictEqual(tags(seen), [
             "RunAccepted",
@@ -40,8 +40,8 @@ describe("Gateway + AgentLoop", () => {
           assert.strictEqual(finalState(seen), "Done")
           const stored = yield* journal.readTape(run.sessionId, { afterSeq: 0 })
           assert.deepStrictEqual(stored, seen)
-          assert.strictEqual((yield* gateway.getRun(run.id)).state, "Done")
-          const session = yield* gateway.getSession(run.sessionId)
+          assert.strictEqual((yield* gateway.getRun(Caller.operator("op"), run.id)).state, "Done")
+          const session = yield* gateway.getSession(Caller.operator("op"), run.sessionId)
           assert.strictEqual(session.tokensUsed, 8)
           assert.deepStrictEqual(model.prompts[0]!.messages, [{ role: "user", text: "hi" }])
         })
@@ -55,7 +55,7 @@ describe("Gateway + AgentLoop", () => {
       const model = ScriptedModel.make([{ toolCalls: [{ name: "math.double", args: { x: 21 } }] }, { text: "42" }])
       yield* withGateway({ model, tools: [tool] }, (gateway) =>
         Effect.gen(function* () {
-          const { events } = yield* gateway.startRun({ principal: "alice", text: "double 21" })
+          const { events } = yield* gateway.startRun(Caller.user("alice"), { text: "double 21" })
           const seen = yield* collect(events)
           assert.deepStrictEqual(calls, [{ x: 21 }])
           const decided = only(seen, "PolicyDecided")[0]!
@@ -86,7 +86,7 @@ describe("Gateway + AgentLoop", () => {
       ])
       yield* withGateway({ model, tools: [tool] }, (gateway) =>
         Effect.gen(function* () {
-          const seen = yield* collect((yield* gateway.startRun({ principal: "alice", text: "wipe" })).events)
+          const seen = yield* collect((yield* gateway.startRun(Caller.user("alice"), { text: "wipe" })).events)
           assert.deepStrictEqual(calls, [])
           assert.strictEqual(only(seen, "PolicyDecided")[0]!.decision, "deny")
           assert.deepStrictEqual(only(seen, "PolicyDecided")[0]!.policyIds, ["default.critical-denied"])
@@ -110,7 +110,7 @@ describe("Gateway + AgentLoop", () => {
       const model = ScriptedModel.make([{ toolCalls: [{ name: "x.unknown", args: { x: 1 } }] }, { text: "ok" }])
       yield* withGateway({ model, tools: [tool], rules: [] }, (gateway) =>
         Effect.gen(function* () {
-          const seen = yield* collect((yield* gateway.startRun({ principal: "alice", text: "go" })).events)
+          const seen = yield* collect((yield* gateway.startRun(Caller.user("alice"), { text: "go" })).events)
           assert.deepStrictEqual(calls, [])
           const d = only(seen, "PolicyDecided")[0]!
           assert.strictEqual(d.decision, "deny")
@@ -130,7 +130,7 @@ describe("Gateway + AgentLoop", () => {
       ])
       yield* withGateway({ model, tools: [tool] }, (gateway) =>
         Effect.gen(function* () {
-          const seen = yield* collect((yield* gateway.startRun({ principal: "alice", text: "go" })).events)
+          const seen = yield* collect((yield* gateway.startRun(Caller.user("alice"), { text: "go" })).events)
           assert.deepStrictEqual(calls, [])
           const r = only(seen, "ToolResult")[0]!
           assert.strictEqual(r.status, "error")
@@ -150,15 +150,19 @@ describe("Gateway + AgentLoop", () => {
       ])
       return yield* withGateway({ model, tools: [tool] }, (gateway) =>
         Effect.gen(function* () {
-          const { run, events } = yield* gateway.startRun({ principal: "alice", text: "write" })
+          const { run, events } = yield* gateway.startRun(Caller.user("alice"), { text: "write" })
           const fiber = yield* Effect.fork(collect(events))
           let approved = 0
           const approveNext = Effect.gen(function* () {
             const pending = yield* pendingApproval(gateway, run.id)
-            assert.strictEqual((yield* gateway.getRun(run.id)).state, "WaitingForApproval")
+            assert.strictEqual((yield* gateway.getRun(Caller.operator("op"), run.id)).state, "WaitingForApproval")
             // While it waits, the call has not run: only the calls approved before it have.
             assert.strictEqual(calls.length, approved)
-            yield* gateway.resolveApproval({ approvalId: pending.id, decision: "approve", scope, by: "bob" })
+            yield* gateway.resolveApproval(Caller.operator("bob"), {
+              approvalId: pending.id,
+              decision: "approve",
+              scope
+            })
             approved++
             return pending
           })
@@ -221,16 +225,20 @@ describe("Gateway + AgentLoop", () => {
         ])
         yield* withGateway({ model, tools: [tool] }, (gateway) =>
           Effect.gen(function* () {
-            const { run, events } = yield* gateway.startRun({ principal: "alice", text: "write" })
+            const { run, events } = yield* gateway.startRun(Caller.user("alice"), { text: "write" })
             const fiber = yield* Effect.fork(collect(events))
             const pending = yield* pendingApproval(gateway, run.id)
-            yield* gateway.resolveApproval({ approvalId: pending.id, decision: "deny", by: "bob", reason: "no" })
+            yield* gateway.resolveApproval(Caller.operator("bob"), {
+              approvalId: pending.id,
+              decision: "deny",
+              reason: "no"
+            })
             const seen = yield* Fiber.join(fiber)
             assert.deepStrictEqual(calls, [])
             assert.strictEqual(only(seen, "ToolResult")[0]!.status, "denied")
             assert.strictEqual(finalState(seen), "Done")
             const again = yield* gateway
-              .resolveApproval({ approvalId: pending.id, decision: "approve", by: "mallory" })
+              .resolveApproval(Caller.operator("mallory"), { approvalId: pending.id, decision: "approve" })
               .pipe(Effect.flip)
             assert.strictEqual(again._tag, "Conflict")
           })
@@ -244,7 +252,7 @@ describe("Gateway + AgentLoop", () => {
       const model = ScriptedModel.make([{ toolCalls: [{ name: "fs.write", args: { x: 1 } }] }, { text: "timed out" }])
       yield* withGateway({ model, tools: [tool], approvalTimeout: "5 minutes" }, (gateway) =>
         Effect.gen(function* () {
-          const { run, events } = yield* gateway.startRun({ principal: "alice", text: "write" })
+          const { run, events } = yield* gateway.startRun(Caller.user("alice"), { text: "write" })
           const fiber = yield* Effect.fork(collect(events))
           const pending = yield* pendingApproval(gateway, run.id)
           yield* TestClock.adjust("5 minutes")
@@ -253,7 +261,7 @@ describe("Gateway + AgentLoop", () => {
           assert.strictEqual(only(seen, "ApprovalResolved")[0]!.decision, "expired")
           assert.strictEqual(only(seen, "ToolResult")[0]!.status, "denied")
           const late = yield* gateway
-            .resolveApproval({ approvalId: pending.id, decision: "approve", by: "bob" })
+            .resolveApproval(Caller.operator("bob"), { approvalId: pending.id, decision: "approve" })
             .pipe(Effect.flip)
           assert.strictEqual(late._tag, "Conflict")
         })
@@ -267,13 +275,13 @@ describe("Gateway + AgentLoop", () => {
       const model = ScriptedModel.make([{ toolCalls: [{ name: "fs.write", args: { x: 1 } }] }, { text: "could not" }])
       yield* withGateway({ model, tools: [tool] }, (gateway) =>
         Effect.gen(function* () {
-          const { run } = yield* gateway.sendMessage({ principal: "alice", text: "write" })
-          const done = yield* gateway.awaitRun(run.id)
+          const { run } = yield* gateway.sendMessage(Caller.user("alice"), { text: "write" })
+          const done = yield* gateway.awaitRun(Caller.operator("op"), run.id)
           assert.strictEqual(done.state, "Done")
           assert.deepStrictEqual(calls, [])
-          const seen = yield* gateway.readTape(run.sessionId, { afterSeq: 0 })
+          const seen = yield* gateway.readTape(Caller.operator("op"), run.sessionId, { afterSeq: 0 })
           assert.match(only(seen, "ToolResult")[0]!.output, /no approval channel/)
-          const pending = yield* gateway.listApprovals({ runId: run.id, status: "pending" })
+          const pending = yield* gateway.listApprovals(Caller.operator("op"), { runId: run.id, status: "pending" })
           assert.strictEqual(pending.length, 1)
         })
       )
@@ -286,14 +294,17 @@ describe("Gateway + AgentLoop", () => {
       const model = ScriptedModel.make([{ toolCalls: [{ name: "fs.write", args: { x: 1 } }] }, { text: "done" }])
       yield* withGateway({ model, tools: [tool] }, (gateway) =>
         Effect.gen(function* () {
-          const { run, events } = yield* gateway.startRun({ principal: "alice", text: "write" })
+          const { run, events } = yield* gateway.startRun(Caller.user("alice"), { text: "write" })
           const fiber = yield* Effect.fork(collect(events))
           const pending = yield* pendingApproval(gateway, run.id)
           const results = yield* Effect.forEach(
             Array.from({ length: 100 }, (_, i) => i),
             (i) =>
               gateway
-                .resolveApproval({ approvalId: pending.id, decision: i % 2 ? "approve" : "deny", by: `u${i}` })
+                .resolveApproval(Caller.operator(`u${i}`), {
+                  approvalId: pending.id,
+                  decision: i % 2 ? "approve" : "deny"
+                })
                 .pipe(Effect.either),
             { concurrency: "unbounded" }
           )
@@ -313,15 +324,15 @@ describe("Gateway + AgentLoop", () => {
       const model = ScriptedModel.make([{ text: ["a", "b", "c", "d", "e"], delayPerDelta: "1 second" }])
       yield* withGateway({ model, coalesceChars: 1 }, (gateway) =>
         Effect.gen(function* () {
-          const { run, events } = yield* gateway.startRun({ principal: "alice", text: "slow" })
+          const { run, events } = yield* gateway.startRun(Caller.user("alice"), { text: "slow" })
           const fiber = yield* Effect.fork(collect(events))
           yield* TestClock.adjust("2 seconds")
-          yield* gateway.cancelRun(run.id, "alice")
+          yield* gateway.cancelRun(Caller.user("alice"), run.id)
           yield* TestClock.adjust("100 millis")
           const seen = yield* Fiber.join(fiber)
           assert.strictEqual(finalState(seen), "Cancelled")
           assert.isAtMost(only(seen, "AssistantDelta").length, 2)
-          assert.strictEqual((yield* gateway.getRun(run.id)).state, "Cancelled")
+          assert.strictEqual((yield* gateway.getRun(Caller.operator("op"), run.id)).state, "Cancelled")
           assert.strictEqual(gapFree(seen), undefined)
         })
       )
@@ -342,12 +353,12 @@ describe("Gateway + AgentLoop", () => {
       const model = ScriptedModel.make([{ toolCalls: [{ name: "slow.op" }] }, { text: "never" }])
       yield* withGateway({ model, tools: [slow] }, (gateway) =>
         Effect.gen(function* () {
-          const { run, events } = yield* gateway.startRun({ principal: "alice", text: "go" })
+          const { run, events } = yield* gateway.startRun(Caller.user("alice"), { text: "go" })
           const fiber = yield* Effect.fork(collect(events))
           yield* gateway
-            .readTape(run.sessionId, { afterSeq: 0 })
+            .readTape(Caller.operator("op"), run.sessionId, { afterSeq: 0 })
             .pipe(Effect.repeat({ until: (l) => l.some((e) => e._tag === "ToolStarted") }))
-          yield* gateway.cancelRun(run.id, "alice")
+          yield* gateway.cancelRun(Caller.user("alice"), run.id)
           const seen = yield* Fiber.join(fiber)
           assert.isTrue(interrupted)
           assert.strictEqual(finalState(seen), "Cancelled")
@@ -368,7 +379,7 @@ describe("Gateway + AgentLoop", () => {
       const model = ScriptedModel.make([{ toolCalls: [{ name: "slow.op" }] }, { text: "it timed out" }])
       yield* withGateway({ model, tools: [slow] }, (gateway) =>
         Effect.gen(function* () {
-          const { events } = yield* gateway.startRun({ principal: "alice", text: "go" })
+          const { events } = yield* gateway.startRun(Caller.user("alice"), { text: "go" })
           const fiber = yield* Effect.fork(collect(events))
           yield* TestClock.adjust("2 seconds")
           const seen = yield* Fiber.join(fiber)
@@ -389,7 +400,7 @@ describe("Gateway + AgentLoop", () => {
         const { tool } = recordingTool("math.double", "low")
         return yield* withGateway({ model, tools: [tool], budgets: options }, (gateway) =>
           Effect.gen(function* () {
-            const seen = yield* collect((yield* gateway.startRun({ principal: "alice", text: "loop" })).events)
+            const seen = yield* collect((yield* gateway.startRun(Caller.user("alice"), { text: "loop" })).events)
             assert.strictEqual(finalState(seen), "Failed")
             const err = only(seen, "RunError")[0]!
             assert.strictEqual(err.code, "budget_exceeded")
@@ -434,9 +445,11 @@ describe("Gateway + AgentLoop", () => {
         const model = ScriptedModel.make(() => ({ text: "ok", usage: { inputTokens: 400, outputTokens: 100 } }))
         yield* withGateway({ model, tools: [tool], budgets: { maxTokensPerSession: 1000 } }, (gateway) =>
           Effect.gen(function* () {
-            const a = yield* collect((yield* gateway.startRun({ principal: "alice", key: "k", text: "one" })).events)
-            const b = yield* collect((yield* gateway.startRun({ principal: "alice", key: "k", text: "two" })).events)
-            const c = yield* collect((yield* gateway.startRun({ principal: "alice", key: "k", text: "three" })).events)
+            const a = yield* collect((yield* gateway.startRun(Caller.user("alice"), { key: "k", text: "one" })).events)
+            const b = yield* collect((yield* gateway.startRun(Caller.user("alice"), { key: "k", text: "two" })).events)
+            const c = yield* collect(
+              (yield* gateway.startRun(Caller.user("alice"), { key: "k", text: "three" })).events
+            )
             assert.strictEqual(finalState(a), "Done")
             assert.strictEqual(finalState(b), "Done")
             assert.strictEqual(finalState(c), "Failed")
@@ -452,7 +465,7 @@ describe("Gateway + AgentLoop", () => {
         yield* withGateway({ model, budgets: { wallClock: "90 seconds" } }, (gateway) =>
           Effect.gen(function* () {
             const fiber = yield* Effect.fork(
-              collect((yield* gateway.startRun({ principal: "alice", text: "x" })).events)
+              collect((yield* gateway.startRun(Caller.user("alice"), { text: "x" })).events)
             )
             yield* TestClock.adjust("2 minutes")
             const seen = yield* Fiber.join(fiber)
@@ -469,7 +482,7 @@ describe("Gateway + AgentLoop", () => {
       const model = ScriptedModel.make([{ fail: { reason: "auth", message: "bad key" } }])
       yield* withGateway({ model }, (gateway) =>
         Effect.gen(function* () {
-          const seen = yield* collect((yield* gateway.startRun({ principal: "alice", text: "x" })).events)
+          const seen = yield* collect((yield* gateway.startRun(Caller.user("alice"), { text: "x" })).events)
           assert.strictEqual(finalState(seen), "Failed")
           assert.strictEqual(only(seen, "RunError")[0]!.code, "provider_error")
         })
@@ -485,13 +498,13 @@ describe("Gateway + AgentLoop", () => {
       }))
       yield* withGateway({ model }, (gateway) =>
         Effect.gen(function* () {
-          const a = yield* gateway.sendMessage({ principal: "alice", key: "chat", text: "one" })
-          const b = yield* gateway.sendMessage({ principal: "alice", key: "chat", text: "two" })
-          const c = yield* gateway.sendMessage({ principal: "alice", key: "chat", text: "three" })
+          const a = yield* gateway.sendMessage(Caller.user("alice"), { key: "chat", text: "one" })
+          const b = yield* gateway.sendMessage(Caller.user("alice"), { key: "chat", text: "two" })
+          const c = yield* gateway.sendMessage(Caller.user("alice"), { key: "chat", text: "three" })
           assert.strictEqual(a.session.id, b.session.id)
           yield* TestClock.adjust("10 seconds")
-          yield* gateway.awaitRun(c.run.id)
-          const tape = yield* gateway.readTape(a.session.id, { afterSeq: 0 })
+          yield* gateway.awaitRun(Caller.operator("op"), c.run.id)
+          const tape = yield* gateway.readTape(Caller.operator("op"), a.session.id, { afterSeq: 0 })
           assert.strictEqual(gapFree(tape), undefined)
           const accepted = only(tape, "RunAccepted")
           assert.deepStrictEqual(
@@ -518,12 +531,12 @@ describe("Gateway + AgentLoop", () => {
       const model = ScriptedModel.make(() => ({ text: ["x"], delayPerDelta: "1 second" }))
       yield* withGateway({ model }, (gateway) =>
         Effect.gen(function* () {
-          const a = yield* gateway.sendMessage({ principal: "alice", key: "chat", text: "one" })
-          const b = yield* gateway.sendMessage({ principal: "alice", key: "chat", text: "two" })
-          const cancelled = yield* gateway.cancelRun(b.run.id, "alice")
+          const a = yield* gateway.sendMessage(Caller.user("alice"), { key: "chat", text: "one" })
+          const b = yield* gateway.sendMessage(Caller.user("alice"), { key: "chat", text: "two" })
+          const cancelled = yield* gateway.cancelRun(Caller.user("alice"), b.run.id)
           assert.strictEqual(cancelled.state, "Cancelled")
           yield* TestClock.adjust("5 seconds")
-          assert.strictEqual((yield* gateway.awaitRun(a.run.id)).state, "Done")
+          assert.strictEqual((yield* gateway.awaitRun(Caller.operator("op"), a.run.id)).state, "Done")
           assert.strictEqual(model.prompts.length, 1)
         })
       )
@@ -535,16 +548,17 @@ describe("Gateway + AgentLoop", () => {
       const model = ScriptedModel.make(() => ({ text: "ok" }))
       yield* withGateway({ model }, (gateway) =>
         Effect.gen(function* () {
-          const s = yield* gateway.resolveSession({ principal: "alice", key: "k" })
-          const again = yield* gateway.resolveSession({ principal: "alice", key: "k" })
+          const s = yield* gateway.resolveSession(Caller.user("alice"), { key: "k" })
+          const again = yield* gateway.resolveSession(Caller.user("alice"), { key: "k" })
           assert.strictEqual(again.id, s.id)
-          const other = yield* gateway.resolveSession({ principal: "bob", key: "k" })
+          const other = yield* gateway.resolveSession(Caller.user("bob"), { key: "k" })
           assert.notStrictEqual(other.id, s.id)
           const refused = yield* gateway
-            .startRun({ principal: "mallory", sessionId: s.id, text: "hi" })
+            .startRun(Caller.user("mallory"), { sessionId: s.id, text: "hi" })
             .pipe(Effect.flip)
-          assert.strictEqual(refused._tag, "PermissionDenied")
-          const empty = yield* gateway.startRun({ principal: "alice", text: "" }).pipe(Effect.flip)
+          // Another principal's session answers exactly like one that does not exist.
+          assert.strictEqual(refused._tag, "NotFound")
+          const empty = yield* gateway.startRun(Caller.user("alice"), { text: "" }).pipe(Effect.flip)
           assert.strictEqual(empty._tag, "InvalidArgument")
         })
       )
@@ -556,18 +570,18 @@ describe("Gateway + AgentLoop", () => {
       const model = ScriptedModel.make((req) => ({ text: `seen ${req.messages.length}` }))
       yield* withGateway({ model }, (gateway) =>
         Effect.gen(function* () {
-          const first = yield* gateway.startRun({ principal: "alice", key: "k", text: "one" })
+          const first = yield* gateway.startRun(Caller.user("alice"), { key: "k", text: "one" })
           yield* collect(first.events)
-          const branch = yield* gateway.branchSession(first.session.id, { principal: "alice" })
-          yield* collect((yield* gateway.startRun({ principal: "alice", sessionId: branch.id, text: "b" })).events)
+          const branch = yield* gateway.branchSession(Caller.user("alice"), first.session.id)
+          yield* collect((yield* gateway.startRun(Caller.user("alice"), { sessionId: branch.id, text: "b" })).events)
           assert.deepStrictEqual(
             model.prompts[1]!.messages.map((m) => m.role),
             ["user", "assistant", "user"]
           )
-          yield* gateway.resetSession(first.session.id, "alice")
-          yield* collect((yield* gateway.startRun({ principal: "alice", key: "k", text: "two" })).events)
+          yield* gateway.resetSession(Caller.user("alice"), first.session.id)
+          yield* collect((yield* gateway.startRun(Caller.user("alice"), { key: "k", text: "two" })).events)
           assert.deepStrictEqual(model.prompts[2]!.messages, [{ role: "user", text: "two" }])
-          const archived = yield* gateway.archiveSession(branch.id, "alice")
+          const archived = yield* gateway.archiveSession(Caller.user("alice"), branch.id)
           assert.isTrue(archived.archived)
         })
       )
@@ -586,7 +600,8 @@ describe("Gateway + AgentLoop", () => {
         Effect.gen(function* () {
           const runs = yield* Effect.forEach(
             Array.from({ length: 50 }, (_, i) => i),
-            (i) => Effect.flatMap(gateway.startRun({ principal: `p${i}`, text: `go ${i}` }), (r) => collect(r.events)),
+            (i) =>
+              Effect.flatMap(gateway.startRun(Caller.user(`p${i}`), { text: `go ${i}` }), (r) => collect(r.events)),
             { concurrency: "unbounded" }
           )
           for (const seen of runs) {
@@ -611,11 +626,11 @@ describe("Gateway + AgentLoop", () => {
       ])
       yield* withGateway({ model, coalesceChars: 1 }, (gateway) =>
         Effect.gen(function* () {
-          const one = yield* gateway.startRun({ principal: "alice", key: "k", text: "one" })
+          const one = yield* gateway.startRun(Caller.user("alice"), { key: "k", text: "one" })
           const firstRun = yield* collect(one.events)
           const afterSeq = firstRun[3]!.tapeSeq
           const sub = yield* Effect.fork(
-            gateway.subscribe(one.session.id, afterSeq).pipe(
+            gateway.subscribe(Caller.operator("op"), one.session.id, afterSeq).pipe(
               Stream.tap((e) =>
                 e._tag === "RunAccepted" && e.runId !== one.run.id ? Deferred.succeed(gate, undefined) : Effect.void
               ),
@@ -623,12 +638,12 @@ describe("Gateway + AgentLoop", () => {
               Stream.runCollect
             )
           )
-          const two = yield* gateway.sendMessage({ principal: "alice", key: "k", text: "two" })
+          const two = yield* gateway.sendMessage(Caller.user("alice"), { key: "k", text: "two" })
           yield* Deferred.await(gate)
           yield* TestClock.adjust("10 seconds")
           const got = Chunk.toReadonlyArray(yield* Fiber.join(sub))
           assert.strictEqual(gapFree(got, afterSeq + 1), undefined)
-          const all = yield* gateway.readTape(one.session.id, { afterSeq })
+          const all = yield* gateway.readTape(Caller.operator("op"), one.session.id, { afterSeq })
           assert.deepStrictEqual(got, all)
           assert.isTrue(got.some((e) => e.runId === two.run.id && e._tag === "AssistantDelta"))
         })
@@ -646,7 +661,7 @@ describe("Gateway + AgentLoop", () => {
       const first = ScriptedModel.make(script)
       const { runId, sessionId } = yield* Effect.gen(function* () {
         const gateway = yield* Gateway.Gateway
-        const { run, events } = yield* gateway.startRun({ principal: "alice", text: "write" })
+        const { run, events } = yield* gateway.startRun(Caller.user("alice"), { text: "write" })
         yield* Effect.fork(collect(events))
         yield* pendingApproval(gateway, run.id)
         return { runId: run.id, sessionId: run.sessionId }
@@ -657,12 +672,12 @@ describe("Gateway + AgentLoop", () => {
       const second = ScriptedModel.make(script.slice(1))
       yield* Effect.gen(function* () {
         const gateway = yield* Gateway.Gateway
-        const [pending] = yield* gateway.listApprovals({ runId, status: "pending" })
+        const [pending] = yield* gateway.listApprovals(Caller.operator("op"), { runId, status: "pending" })
         const events = yield* Effect.fork(
-          collect(gateway.subscribe(sessionId, 0).pipe(Stream.takeUntil(TapeEvent.isRunEnd)))
+          collect(gateway.subscribe(Caller.operator("op"), sessionId, 0).pipe(Stream.takeUntil(TapeEvent.isRunEnd)))
         )
-        yield* gateway.resolveApproval({ approvalId: pending!.id, decision: "approve", by: "bob" })
-        const run = yield* gateway.awaitRun(runId)
+        yield* gateway.resolveApproval(Caller.operator("bob"), { approvalId: pending!.id, decision: "approve" })
+        const run = yield* gateway.awaitRun(Caller.operator("op"), runId)
         assert.strictEqual(run.state, "Done")
         const seen = yield* Fiber.join(events)
         assert.strictEqual(gapFree(seen), undefined)

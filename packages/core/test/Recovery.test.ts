@@ -6,6 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option, Schema } from "effect"
 import {
+  Caller,
   Canonical,
   Gateway,
   Journal,
@@ -94,8 +95,8 @@ const resume = (journal: Journal.Service, tool: Tool.AnyTool, onInterruptedRuns:
     const model = ScriptedModel.make([{ text: "ok" }])
     const result = yield* Effect.gen(function* () {
       const gateway = yield* Gateway.Gateway
-      const run = yield* gateway.awaitRun(RUN)
-      const tape = yield* gateway.readTape(SESSION, { afterSeq: 0 })
+      const run = yield* gateway.awaitRun(Caller.operator("op"), RUN)
+      const tape = yield* gateway.readTape(Caller.operator("op"), SESSION, { afterSeq: 0 })
       return { run, tape }
     }).pipe(
       Effect.provide(

@@ -1,5 +1,5 @@
 import { Effect, type Layer, Schema } from "effect"
-import { Gateway, Journal, type ScriptedModel, Tool } from "../src/index.js"
+import { Caller, Gateway, Journal, type ScriptedModel, Tool } from "../src/index.js"
 import { type GatewayLayerOptions, gatewayLayer } from "../src/testing.js"
 
 /** A low-risk tool that records each execution, so tests can prove whether its body ran. */
@@ -38,8 +38,8 @@ export const withGateway = <A, E>(
  * The run's first pending approval, once there is one. Polls without a delay: right for the
  * in-memory journal under TestClock (a live SQLite test must poll with a real delay instead).
  */
-export const pendingApproval = (gateway: Gateway.Service, runId: Parameters<Gateway.Service["getRun"]>[0]) =>
-  gateway.listApprovals({ runId, status: "pending" }).pipe(
+export const pendingApproval = (gateway: Gateway.Service, runId: Parameters<Gateway.Service["getRun"]>[1]) =>
+  gateway.listApprovals(Caller.operator("op"), { runId, status: "pending" }).pipe(
     Effect.repeat({ until: (l) => l.length > 0 }),
     Effect.map((l) => l[0]!)
   )

@@ -306,7 +306,9 @@ const grants = async (client: Client, sub: string | undefined, rest: Array<strin
         g.grantMaxUses === null ? `${g.grantUses} uses` : `${g.grantUses}/${g.grantMaxUses} uses`,
         g.grantExpiresAt === null ? "no expiry" : `expires ${new Date(g.grantExpiresAt).toISOString()}`
       ].join(", ")
-      io.out(`${g.id}  ${g.status.padEnd(8)} ${g.scope.padEnd(8)} ${g.principal} ${g.tool} (${limits})\n${g.cedar}\n\n`)
+      io.out(
+        `${g.id}  ${g.status.padEnd(8)} ${g.scope.padEnd(8)} ${g.principal} ${g.tool} (${limits})\n${g.policy ?? ""}\n\n`
+      )
     }
     return 0
   }

@@ -8,7 +8,7 @@
 import { randomBytes } from "node:crypto"
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { Approvals, type Auth, Gateway, Journal, ModelProvider, PolicyEngine, Tool } from "@palyra/core"
+import { type Auth, Journal, Kernel, PolicyEngine } from "@palyra/core"
 import { CedarPolicy } from "@palyra/core/cedar"
 import { Models } from "@palyra/core/models"
 import { BuiltinTools } from "@palyra/core/tools"
@@ -80,18 +80,15 @@ export const run = (
       },
       shell: { timeoutMs: config.shell.timeout_seconds * 1000 }
     })
-    const journal = SqliteJournal.layer({
-      filename: join(config.dataDir, "journal.db"),
-      redaction: { literals: [...envSecrets(env), admin.token, ...config.auth.tokens.map((t) => t.token)] }
-    })
     const b = config.budgets
-    const services = Layer.mergeAll(
-      Layer.succeed(ModelProvider.ModelProvider, model),
-      Tool.layer(tools),
-      Layer.succeed(PolicyEngine.PolicyEngine, engine),
-      Approvals.layer
-    ).pipe(Layer.provideMerge(journal))
-    const gateway = Gateway.layer({
+    const kernel = Kernel.layer({
+      model,
+      tools,
+      journal: SqliteJournal.layer({
+        filename: join(config.dataDir, "journal.db"),
+        redaction: { literals: [...envSecrets(env), admin.token, ...config.auth.tokens.map((t) => t.token)] }
+      }),
+      policy: Layer.succeed(PolicyEngine.PolicyEngine, engine),
       instructions: config.instructions,
       approvalTimeout: Duration.seconds(config.approvals.timeout_seconds),
       budgets: {
@@ -102,7 +99,7 @@ export const run = (
         maxTokensPerRun: b.max_tokens_per_run,
         maxTokensPerSession: b.max_tokens_per_session
       }
-    }).pipe(Layer.provideMerge(services))
+    })
 
     const tokens: ReadonlyArray<Auth.TokenGrant> = [
       { token: admin.token, principal: "operator", operator: true },
@@ -136,5 +133,5 @@ export const run = (
       )
       onReady({ url, grpcUrl: grpc.url, token: admin.token, generated: admin.generated, tokenFile: admin.file })
       return yield* Effect.never
-    }).pipe(Effect.provide(gateway))
+    }).pipe(Effect.provide(kernel))
   }).pipe(Effect.scoped)

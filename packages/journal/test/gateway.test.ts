@@ -4,7 +4,7 @@ import { join } from "node:path"
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Gateway, ScriptedModel, Tool } from "@palyra/core"
+import { Caller, Gateway, ScriptedModel, Tool } from "@palyra/core"
 import { collect, gatewayLayer } from "@palyra/core/testing"
 import Database from "better-sqlite3"
 import { Effect, Option, Schedule, Schema, Stream } from "effect"
@@ -28,10 +28,10 @@ describe("Gateway over the SQLite journal", () => {
       const script = [{ toolCalls: [{ name: "fs.write", args: { path: "a.txt" } }] }, { text: "written" }]
       const first = yield* Effect.gen(function* () {
         const gateway = yield* Gateway.Gateway
-        const { run, events } = yield* gateway.startRun({ principal: "alice", text: "write a.txt" })
+        const { run, events } = yield* gateway.startRun(Caller.user("alice"), { text: "write a.txt" })
         yield* Effect.fork(collect(events))
         yield* gateway
-          .listApprovals({ runId: run.id, status: "pending" })
+          .listApprovals(Caller.operator("op"), { runId: run.id, status: "pending" })
           .pipe(Effect.repeat({ schedule: Schedule.spaced("5 millis"), until: (l) => l.length > 0 }))
         return run
       }).pipe(
@@ -48,12 +48,12 @@ describe("Gateway over the SQLite journal", () => {
       const second = ScriptedModel.make(script.slice(1))
       yield* Effect.gen(function* () {
         const gateway = yield* Gateway.Gateway
-        assert.strictEqual((yield* gateway.getRun(first.id)).state, "WaitingForApproval")
-        const [pending] = yield* gateway.listApprovals({ runId: first.id, status: "pending" })
-        yield* gateway.resolveApproval({ approvalId: pending!.id, decision: "approve", by: "bob" })
-        const done = yield* gateway.awaitRun(first.id)
+        assert.strictEqual((yield* gateway.getRun(Caller.operator("op"), first.id)).state, "WaitingForApproval")
+        const [pending] = yield* gateway.listApprovals(Caller.operator("op"), { runId: first.id, status: "pending" })
+        yield* gateway.resolveApproval(Caller.operator("bob"), { approvalId: pending!.id, decision: "approve" })
+        const done = yield* gateway.awaitRun(Caller.operator("op"), first.id)
         assert.strictEqual(done.state, "Done")
-        const tape = yield* gateway.readTape(first.sessionId, { afterSeq: 0 })
+        const tape = yield* gateway.readTape(Caller.operator("op"), first.sessionId, { afterSeq: 0 })
         assert.deepStrictEqual(
           tape.map((e) => e.tapeSeq),
           tape.map((_, i) => i + 1)
@@ -76,19 +76,21 @@ describe("Gateway over the SQLite journal", () => {
       const slow = ScriptedModel.make([{ text: ["a", "b"], delayPerDelta: "1 hour" }])
       const run = yield* Effect.gen(function* () {
         const gateway = yield* Gateway.Gateway
-        const { run, events } = yield* gateway.startRun({ principal: "alice", text: "go" })
+        const { run, events } = yield* gateway.startRun(Caller.user("alice"), { text: "go" })
         yield* Effect.fork(collect(events))
         yield* gateway
-          .getRun(run.id)
+          .getRun(Caller.operator("op"), run.id)
           .pipe(Effect.repeat({ schedule: Schedule.spaced("5 millis"), until: (r) => r.state === "InProgress" }))
         return run
       }).pipe(Effect.provide(gatewayLayer({ model: slow, journal: SqliteJournal.layer({ filename }) })), Effect.scoped)
       yield* Effect.gen(function* () {
         const gateway = yield* Gateway.Gateway
-        const after = yield* gateway.getRun(run.id)
+        const after = yield* gateway.getRun(Caller.operator("op"), run.id)
         assert.strictEqual(after.state, "Failed")
         assert.strictEqual(after.error?.code, "interrupted")
-        const tape = yield* gateway.subscribe(run.sessionId, 0).pipe(Stream.take(7), Stream.runCollect)
+        const tape = yield* gateway
+          .subscribe(Caller.operator("op"), run.sessionId, 0)
+          .pipe(Stream.take(7), Stream.runCollect)
         const last = [...tape].at(-1)
         assert.strictEqual(last?._tag === "RunStateChanged" ? last.to : undefined, "Failed")
       }).pipe(

@@ -24,8 +24,8 @@ import {
   type Interceptor
 } from "@connectrpc/connect"
 import { connectNodeAdapter, createGrpcTransport } from "@connectrpc/connect-node"
-import { Auth, Errors, Gateway, Ids, Journal, TapeEvent } from "@palyra/core"
-import { Cause, Effect, Exit, Layer, Option, Runtime, Schema, type Scope, Stream } from "effect"
+import { Auth, type Caller as CallerT, Errors, Gateway, Ids, TapeEvent } from "@palyra/core"
+import { Cause, Effect, Exit, Layer, Option, Runtime, type Schema, type Scope, Stream } from "effect"
 import { Health, HealthCheckResponse_ServingStatus, HealthCheckResponseSchema } from "./gen/grpc/health/v1/health_pb.js"
 import * as pb from "./gen/palyra/v1/gateway_pb.js"
 import { scopeFromPb, statusFromPb, toPbApproval, toPbEvent, toPbRun, toPbSession } from "./internal/convert.js"
@@ -40,22 +40,7 @@ export interface Options {
   readonly maxMessageBytes?: number | undefined
 }
 
-/** gRPC code for each stable error code. @since 0.1.0 @category Errors */
-export const codeOf = (code: string): Code =>
-  ({
-    invalid_argument: Code.InvalidArgument,
-    not_found: Code.NotFound,
-    conflict: Code.FailedPrecondition,
-    invalid_transition: Code.FailedPrecondition,
-    permission_denied: Code.PermissionDenied,
-    policy_denied: Code.PermissionDenied,
-    unauthenticated: Code.Unauthenticated,
-    payload_too_large: Code.ResourceExhausted,
-    budget_exceeded: Code.ResourceExhausted,
-    unavailable: Code.Unavailable
-  })[code] ?? Code.Internal
-
-type Caller = Auth.Caller
+type Caller = CallerT.Caller
 const callerKey = createContextKey<Caller | undefined>(undefined, { description: "palyra caller" })
 
 /** The bearer-token interceptor (constant-time compare; the health service is open). @since 0.1.0 @category Auth */
@@ -70,24 +55,17 @@ export const authInterceptor = (tokens: ReadonlyArray<TokenGrant>): Interceptor 
   }
 }
 
+/** A core failure on the gRPC wire, through core's one error table (internal text never leaves). */
 const toConnectError = (cause: Cause.Cause<unknown>): ConnectError => {
-  const failure = Cause.failureOption(cause)
-  if (Option.isSome(failure) && Errors.isPalyraError(failure.value)) {
-    const e = failure.value
-    const code = codeOf(e.code)
-    // Internal failures never leak their text.
-    return new ConnectError(code === Code.Internal ? "internal error" : e.message, code)
-  }
   if (Cause.isInterruptedOnly(cause)) return new ConnectError("cancelled", Code.Canceled)
-  return new ConnectError("internal error", Code.Internal)
+  const e = Errors.toWire(Option.getOrUndefined(Cause.failureOption(cause)))
+  return new ConnectError(e.message, e.grpc as number as Code)
 }
 
 const decode =
   <A>(schema: Schema.Schema<A, string>, field: string) =>
   (value: string) =>
-    Schema.decodeUnknown(schema)(value).pipe(
-      Effect.mapError(() => new Errors.InvalidArgument({ message: `${field} must be a 26-character ULID`, field }))
-    )
+    Ids.parse(schema, value, field)
 const sessionIdOf = decode(Ids.SessionId, "session_id")
 const runIdOf = decode(Ids.RunId, "run_id")
 const approvalIdOf = decode(Ids.ApprovalId, "approval_id")
@@ -95,15 +73,15 @@ const optional = <A>(f: (v: string) => Effect.Effect<A, Errors.InvalidArgument>,
   value === "" ? Effect.succeed(undefined) : f(value)
 
 /**
- * The Connect routes over a runtime that provides `Gateway` and `Journal`.
+ * The Connect routes over a runtime that provides the `Gateway`.
  *
  * @since 0.1.0
  * @category Constructors
  */
-export const routes = (runtime: Runtime.Runtime<Gateway.Gateway | Journal.Journal>) => {
+export const routes = (runtime: Runtime.Runtime<Gateway.Gateway>) => {
   const run = async <A>(
     ctx: HandlerContext,
-    f: (gateway: Gateway.Service, caller: Caller) => Effect.Effect<A, unknown, Gateway.Gateway | Journal.Journal>
+    f: (gateway: Gateway.Service, caller: Caller) => Effect.Effect<A, unknown, Gateway.Gateway>
   ) => {
     const caller = ctx.values.get(callerKey)
     if (!caller) throw new ConnectError("unauthenticated", Code.Unauthenticated)
@@ -114,7 +92,6 @@ export const routes = (runtime: Runtime.Runtime<Gateway.Gateway | Journal.Journa
     if (Exit.isSuccess(exit)) return exit.value
     throw toConnectError(exit.cause)
   }
-  const ownerOf = (c: Caller) => (c.operator ? undefined : c.principal)
 
   return (router: ConnectRouter) => {
     router.service(Health, {
@@ -129,8 +106,7 @@ export const routes = (runtime: Runtime.Runtime<Gateway.Gateway | Journal.Journa
         run(ctx, (g, caller) =>
           Effect.gen(function* () {
             const sessionId = yield* optional(sessionIdOf, req.target?.sessionId ?? "")
-            const { session, run } = yield* g.sendMessage({
-              principal: caller.principal,
+            const { session, run } = yield* g.sendMessage(caller, {
               text: req.text,
               sessionId,
               key: req.target?.sessionKey || undefined,
@@ -142,9 +118,7 @@ export const routes = (runtime: Runtime.Runtime<Gateway.Gateway | Journal.Journa
       getRun: (req, ctx) =>
         run(ctx, (g, caller) =>
           Effect.gen(function* () {
-            const r = yield* g.getRun(yield* runIdOf(req.runId))
-            if (!caller.operator && r.principal !== caller.principal)
-              return yield* new Errors.NotFound({ entity: "run", id: r.id })
+            const r = yield* g.getRun(caller, yield* runIdOf(req.runId))
             return create(pb.GetRunResponseSchema, { run: toPbRun(r) })
           })
         ),
@@ -155,21 +129,18 @@ export const routes = (runtime: Runtime.Runtime<Gateway.Gateway | Journal.Journa
       listApprovals: (req, ctx) =>
         run(ctx, (g, caller) =>
           Effect.gen(function* () {
-            const list = yield* g.listApprovals({
+            const list = yield* g.listApprovals(caller, {
               sessionId: yield* optional(sessionIdOf, req.sessionId),
               runId: yield* optional(runIdOf, req.runId),
               status: statusFromPb(req.status)
             })
-            const visible = caller.operator ? list : list.filter((a) => a.principal === caller.principal)
-            return create(pb.ListApprovalsResponseSchema, { approvals: visible.map(toPbApproval) })
+            return create(pb.ListApprovalsResponseSchema, { approvals: list.map(toPbApproval) })
           })
         ),
       getApproval: (req, ctx) =>
         run(ctx, (g, caller) =>
           Effect.gen(function* () {
-            const a = yield* g.getApproval(yield* approvalIdOf(req.approvalId))
-            if (!caller.operator && a.principal !== caller.principal)
-              return yield* new Errors.NotFound({ entity: "approval", id: a.id })
+            const a = yield* g.getApproval(caller, yield* approvalIdOf(req.approvalId))
             return create(pb.GetApprovalResponseSchema, { approval: toPbApproval(a) })
           })
         ),
@@ -188,8 +159,7 @@ export const routes = (runtime: Runtime.Runtime<Gateway.Gateway | Journal.Journa
       resolveSession: (req, ctx) =>
         run(ctx, (g, caller) =>
           Effect.gen(function* () {
-            const s = yield* g.resolveSession({
-              principal: caller.principal,
+            const s = yield* g.resolveSession(caller, {
               sessionId: yield* optional(sessionIdOf, req.target?.sessionId ?? ""),
               key: req.target?.sessionKey || undefined,
               channel: req.target?.channel || undefined,
@@ -201,15 +171,14 @@ export const routes = (runtime: Runtime.Runtime<Gateway.Gateway | Journal.Journa
       getSession: (req, ctx) =>
         run(ctx, (g, caller) =>
           Effect.map(
-            Effect.flatMap(sessionIdOf(req.sessionId), (id) => g.getSession(id, ownerOf(caller))),
+            Effect.flatMap(sessionIdOf(req.sessionId), (id) => g.getSession(caller, id)),
             (s) => create(pb.GetSessionResponseSchema, { session: toPbSession(s) })
           )
         ),
       listSessions: (req, ctx) =>
         run(ctx, (g, caller) =>
           Effect.map(
-            g.listSessions({
-              principal: ownerOf(caller),
+            g.listSessions(caller, {
               includeArchived: req.includeArchived,
               limit: req.limit === 0 ? 100 : Math.min(req.limit, 1000)
             }),
@@ -219,7 +188,7 @@ export const routes = (runtime: Runtime.Runtime<Gateway.Gateway | Journal.Journa
       resetSession: (req, ctx) =>
         run(ctx, (g, caller) =>
           Effect.map(
-            Effect.flatMap(sessionIdOf(req.sessionId), (id) => g.resetSession(id, ownerOf(caller))),
+            Effect.flatMap(sessionIdOf(req.sessionId), (id) => g.resetSession(caller, id)),
             (s) => create(pb.ResetSessionResponseSchema, { session: toPbSession(s) })
           )
         ),
@@ -227,8 +196,7 @@ export const routes = (runtime: Runtime.Runtime<Gateway.Gateway | Journal.Journa
         run(ctx, (g, caller) =>
           Effect.gen(function* () {
             const id = yield* sessionIdOf(req.sessionId)
-            const s = yield* g.branchSession(id, {
-              principal: ownerOf(caller),
+            const s = yield* g.branchSession(caller, id, {
               atSeq: req.atSeq === 0n ? undefined : Number(req.atSeq),
               ...(req.title ? { title: req.title } : {})
             })
@@ -242,9 +210,8 @@ export const routes = (runtime: Runtime.Runtime<Gateway.Gateway | Journal.Journa
         run(ctx, (g, caller) =>
           Effect.gen(function* () {
             const id = yield* sessionIdOf(req.sessionId)
-            yield* g.getSession(id, ownerOf(caller))
             const limit = req.limit === 0 ? 500 : Math.min(req.limit, 5000)
-            const events = yield* g.readTape(id, { afterSeq: Number(req.afterSeq), limit })
+            const events = yield* g.readTape(caller, id, { afterSeq: Number(req.afterSeq), limit })
             return create(pb.ReadTapeResponseSchema, {
               events: events.map(toPbEvent),
               nextAfterSeq: BigInt(events.length === limit ? events[events.length - 1]!.tapeSeq : 0)
@@ -252,12 +219,9 @@ export const routes = (runtime: Runtime.Runtime<Gateway.Gateway | Journal.Journa
           })
         ),
       verify: (_req, ctx) =>
-        run(ctx, (_g, caller) =>
+        run(ctx, (g, caller) =>
           Effect.gen(function* () {
-            if (!caller.operator)
-              return yield* new Errors.PermissionDenied({ message: "verify needs an operator token" })
-            const journal = yield* Journal.Journal
-            const r = yield* journal.verify
+            const r = yield* g.verifyJournal(caller)
             return create(
               pb.VerifyResponseSchema,
               r.ok
@@ -280,14 +244,10 @@ export const routes = (runtime: Runtime.Runtime<Gateway.Gateway | Journal.Journa
 const resolve = (g: Gateway.Service, caller: Caller, d: pb.ApprovalDecision) =>
   Effect.gen(function* () {
     const id = yield* approvalIdOf(d.approvalId)
-    const a = yield* g.getApproval(id)
-    if (!caller.operator && a.principal !== caller.principal)
-      return yield* new Errors.NotFound({ entity: "approval", id })
-    return yield* g.resolveApproval({
+    return yield* g.resolveApproval(caller, {
       approvalId: id,
       decision: d.approve ? "approve" : "deny",
       scope: scopeFromPb(d.scope),
-      by: caller.principal,
       reason: d.reason || undefined
     })
   })
@@ -298,12 +258,12 @@ const resolve = (g: Gateway.Service, caller: Caller, d: pb.ApprovalDecision) =>
  * last run it started has ended.
  */
 async function* runStream(
-  runtime: Runtime.Runtime<Gateway.Gateway | Journal.Journal>,
+  runtime: Runtime.Runtime<Gateway.Gateway>,
   requests: AsyncIterable<pb.RunStreamRequest>,
   ctx: HandlerContext,
   run: <A>(
     ctx: HandlerContext,
-    f: (g: Gateway.Service, c: Caller) => Effect.Effect<A, unknown, Gateway.Gateway | Journal.Journal>
+    f: (g: Gateway.Service, c: Caller) => Effect.Effect<A, unknown, Gateway.Gateway>
   ) => Promise<A>
 ): AsyncGenerator<pb.RunStreamResponse> {
   const iterator = requests[Symbol.asyncIterator]()
@@ -319,8 +279,7 @@ async function* runStream(
       Effect.gen(function* () {
         const target = action.value.target
         // startRun (not sendMessage): this stream is the run's approval channel from the first event.
-        return yield* g.startRun({
-          principal: caller.principal,
+        return yield* g.startRun(caller, {
           text: action.value.text,
           sessionId: yield* optional(sessionIdOf, target?.sessionId ?? ""),
           key: target?.sessionKey || undefined,
@@ -334,9 +293,7 @@ async function* runStream(
   } else if (action.case === "resume") {
     const resumed = action.value
     const session = await run(ctx, (g, caller) =>
-      Effect.flatMap(sessionIdOf(resumed.sessionId), (id) =>
-        g.getSession(id, caller.operator ? undefined : caller.principal)
-      )
+      Effect.flatMap(sessionIdOf(resumed.sessionId), (id) => g.getSession(caller, id))
     )
     sessionId = session.id
     afterSeq = Number(resumed.afterSeq)
@@ -357,7 +314,7 @@ async function* runStream(
         const a = next.value.action
         if (a.case === "message") {
           const sent = await run(ctx, (g, caller) =>
-            g.startRun({ principal: caller.principal, text: a.value, sessionId: sessionId as Ids.SessionId })
+            g.startRun(caller, { text: a.value, sessionId: sessionId as Ids.SessionId })
           )
           lastRun = sent.run.id
           lastRunEnded = false
@@ -366,7 +323,7 @@ async function* runStream(
           await run(ctx, (g, caller) => resolve(g, caller, decision))
         } else if (a.case === "cancel") {
           const target = a.value.runId
-          await run(ctx, (g, caller) => Effect.flatMap(runIdOf(target), (id) => g.cancelRun(id, caller.principal)))
+          await run(ctx, (g, caller) => Effect.flatMap(runIdOf(target), (id) => g.cancelRun(caller, id)))
         } else if (a.case !== undefined) {
           throw new ConnectError(`${a.case} is only allowed as the first message`, Code.InvalidArgument)
         }
@@ -379,9 +336,9 @@ async function* runStream(
   })()
 
   const events = Stream.toAsyncIterableRuntime(
-    Effect.map(Gateway.Gateway, (g) => g.subscribe(sessionId as Ids.SessionId, afterSeq, { approver: true })).pipe(
-      Stream.unwrap
-    ),
+    Effect.map(Gateway.Gateway, (g) =>
+      g.subscribe(ctx.values.get(callerKey)!, sessionId as Ids.SessionId, afterSeq, { approver: true })
+    ).pipe(Stream.unwrap),
     runtime
   )[Symbol.asyncIterator]()
   const abort = new Promise<"aborted">((r) => ctx.signal.addEventListener("abort", () => r("aborted"), { once: true }))
@@ -429,10 +386,10 @@ export const serve = (
 ): Effect.Effect<
   { readonly url: string; readonly port: number },
   Errors.InvalidArgument,
-  Gateway.Gateway | Journal.Journal | Scope.Scope
+  Gateway.Gateway | Scope.Scope
 > =>
   Effect.gen(function* () {
-    const runtime = yield* Effect.runtime<Gateway.Gateway | Journal.Journal>()
+    const runtime = yield* Effect.runtime<Gateway.Gateway>()
     const shutdown = new AbortController()
     const handler = connectNodeAdapter({
       routes: routes(runtime),

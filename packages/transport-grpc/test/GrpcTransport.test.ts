@@ -44,6 +44,7 @@ let scope: Scope.CloseableScope
 let url = ""
 const TOKEN = "alice-token-0123456789"
 const OPERATOR = "operator-token-0123456789"
+const BOB = "bob-token-0123456789"
 
 beforeAll(async () => {
   scope = await runtime.runPromise(Scope.make())
@@ -52,6 +53,7 @@ beforeAll(async () => {
       port: 0,
       tokens: [
         { token: TOKEN, principal: "alice" },
+        { token: BOB, principal: "bob" },
         { token: OPERATOR, principal: "operator", operator: true }
       ],
       maxMessageBytes: 64 * 1024
@@ -311,3 +313,80 @@ async function collect<A>(iterable: AsyncIterable<A>): Promise<Array<A>> {
   for await (const x of iterable) out.push(x)
   return out
 }
+
+describe("gRPC authorization is the Gateway's", () => {
+  it("principal B cannot touch A's run, session, approval or tape through any RunStream message or unary call", async () => {
+    const alice = requestQueue()
+    alice.push(req({ case: "start", value: { target: { sessionKey: "isolated" }, text: "please write" } as never }))
+    const stream = gateway().runStream(alice.iterable)[Symbol.asyncIterator]()
+    let ids: { runId: string; sessionId: string; approvalId: string } | undefined
+    while (ids === undefined) {
+      const next = await stream.next()
+      if (next.done) throw new Error("alice's stream ended early")
+      const r = next.value
+      if (r.payload.case === "event" && r.payload.value.kind.case === "approvalRequested") {
+        ids = {
+          runId: r.payload.value.runId,
+          sessionId: r.payload.value.sessionId,
+          approvalId: r.payload.value.kind.value.approvalId
+        }
+      }
+    }
+    const { runId, sessionId, approvalId } = ids
+    const missing = "01KA0000000000000000000000"
+    const codeOf = (p: Promise<unknown>) =>
+      p.then(
+        () => "ok",
+        (e: unknown) => Code[ConnectError.from(e).code]
+      )
+    /** Bob's RunStream: the given first message, then `then` (if any); how it ended. */
+    const bobStream = async (first: Proto.RunStreamRequest["action"], then?: Proto.RunStreamRequest["action"]) => {
+      const q = requestQueue()
+      q.push(req(first))
+      if (then) q.push(req(then))
+      q.end()
+      return codeOf(collect(gateway(BOB).runStream(q.iterable)))
+    }
+    const own = { case: "start", value: { target: { sessionKey: "bobs" }, text: "hello" } } as never
+    const results: Record<string, string> = {
+      "stream: cancel A's run": await bobStream(own, { case: "cancel", value: { runId } } as never),
+      "stream: approve A's approval": await bobStream(own, {
+        case: "approval",
+        value: { approvalId, approve: true }
+      } as never),
+      "stream: resume A's session": await bobStream({ case: "resume", value: { sessionId, afterSeq: 0n } } as never),
+      "stream: start in A's session": await bobStream({
+        case: "start",
+        value: { target: { sessionId }, text: "hi" }
+      } as never),
+      "stream: cancel a missing run": await bobStream(own, { case: "cancel", value: { runId: missing } } as never)
+    }
+    const g = gateway(BOB)
+    const approvals = createClient(Proto.ApprovalsService, transport(BOB))
+    const sessions = createClient(Proto.SessionsService, transport(BOB))
+    const journal = createClient(Proto.JournalService, transport(BOB))
+    Object.assign(results, {
+      getRun: await codeOf(g.getRun({ runId })),
+      routeMessage: await codeOf(g.routeMessage({ target: { sessionId }, text: "hi" })),
+      getApproval: await codeOf(approvals.getApproval({ approvalId })),
+      resolveApproval: await codeOf(approvals.resolveApproval({ decision: { approvalId, approve: true } })),
+      getSession: await codeOf(sessions.getSession({ sessionId })),
+      resolveSession: await codeOf(sessions.resolveSession({ target: { sessionId } })),
+      resetSession: await codeOf(sessions.resetSession({ sessionId })),
+      branchSession: await codeOf(sessions.branchSession({ sessionId })),
+      readTape: await codeOf(journal.readTape({ sessionId })),
+      "getRun (missing)": await codeOf(g.getRun({ runId: missing })),
+      "readTape (missing)": await codeOf(journal.readTape({ sessionId: missing }))
+    })
+    expect(results).toEqual(Object.fromEntries(Object.keys(results).map((k) => [k, "NotFound"])))
+    expect((await approvals.listApprovals({})).approvals).toEqual([])
+    // A's run is untouched and still waiting; A denies it and the stream completes.
+    expect((await gateway().getRun({ runId })).run?.state).toBe(Proto.RunState.WAITING_FOR_APPROVAL)
+    alice.push(req({ case: "approval", value: { approvalId, approve: false } } as never))
+    alice.end()
+    for (let next = await stream.next(); !next.done; next = await stream.next()) {
+      // drain to the end of the run
+    }
+    expect((await gateway().getRun({ runId })).run?.state).toBe(Proto.RunState.DONE)
+  })
+})

@@ -15,8 +15,7 @@ import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Auth, Errors, Gateway, Ids, Journal, type Records, type TapeEvent } from "@palyra/core"
-import { CedarPolicy } from "@palyra/core/cedar"
+import { Auth, type Caller as CallerT, Errors, Gateway, Ids, type Records, type TapeEvent } from "@palyra/core"
 import { Cause, Clock, Deferred, Effect, Option, ParseResult, Schedule, Schema, Stream } from "effect"
 import { openApiDocument } from "./internal/openapi.js"
 
@@ -36,26 +35,10 @@ export interface Options {
   readonly shutdown?: Effect.Effect<void> | undefined
 }
 
-/** HTTP status for each stable error code. @since 0.1.0 @category Errors */
-export const statusOf = (code: string): number =>
-  ({
-    invalid_argument: 400,
-    unauthenticated: 401,
-    permission_denied: 403,
-    policy_denied: 403,
-    not_found: 404,
-    conflict: 409,
-    invalid_transition: 409,
-    payload_too_large: 413,
-    budget_exceeded: 429,
-    provider_error: 502,
-    unavailable: 503
-  })[code] ?? 500
-
 const errorResponse = (status: number, code: string, message: string) =>
   HttpServerResponse.unsafeJson({ code, message }, { status })
 
-type Caller = Auth.Caller
+type Caller = CallerT.Caller
 
 const MessageBody = Schema.Struct({
   text: Schema.String,
@@ -78,17 +61,15 @@ const ApprovalBody = Schema.Struct({
   /** For session/always grants: allow at most this many calls. */
   maxUses: Schema.optional(Schema.Int.pipe(Schema.positive()))
 })
-const decodeId = <A>(schema: Schema.Schema<A, string>, value: string | undefined, field: string) =>
-  Schema.decodeUnknown(schema)(value).pipe(
-    Effect.mapError(() => new Errors.InvalidArgument({ message: `${field} must be a 26-character ULID`, field }))
-  )
+const decodeId = Ids.parse
 
 const encoder = new TextEncoder()
 const sseFrame = (event: TapeEvent.TapeEvent) =>
   encoder.encode(`id: ${event.tapeSeq}\nevent: ${event._tag}\ndata: ${JSON.stringify(event)}\n\n`)
 
 /**
- * The HTTP routes. Requires `Gateway` and `Journal` (for verify).
+ * The HTTP routes. Requires `Gateway`: every handler authenticates the caller and makes one Gateway
+ * call; ownership is the Gateway's business.
  *
  * @since 0.1.0
  * @category Constructors
@@ -142,22 +123,15 @@ export const router = (options: Options) => {
       return yield* f(caller, gateway)
     }).pipe(
       Effect.catchAllCause((cause) => {
-        const failure = Cause.failureOption(cause)
-        if (Option.isSome(failure) && Errors.isPalyraError(failure.value)) {
-          const e = failure.value
-          return Effect.succeed(errorResponse(statusOf(e.code), e.code, e.message))
-        }
         if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
-        return Effect.logError("request failed", cause).pipe(
-          Effect.as(errorResponse(500, "internal", "internal error"))
-        )
+        const failure = Cause.failureOption(cause)
+        const e = Errors.toWire(Option.getOrUndefined(failure))
+        const response = Effect.succeed(errorResponse(e.http, e.code, e.message))
+        return e.expose ? response : Effect.zipRight(Effect.logError("request failed", cause), response)
       })
     )
 
   const json = (value: unknown, status = 200) => Effect.succeed(HttpServerResponse.unsafeJson(value, { status }))
-
-  // Sessions belong to their principal; operators may see every session.
-  const principalFor = (caller: Caller) => (caller.operator ? undefined : caller.principal)
 
   const sse = (events: Stream.Stream<TapeEvent.TapeEvent, unknown>) => {
     const keepAlive = Stream.fromSchedule(Schedule.spaced(`${heartbeat} seconds`)).pipe(
@@ -184,16 +158,6 @@ export const router = (options: Options) => {
 
   const query = Effect.map(HttpServerRequest.HttpServerRequest, (r) => new URL(r.url, "http://localhost").searchParams)
 
-  const ownedRun = (gateway: Gateway.Service, caller: Caller, id: string | undefined) =>
-    Effect.gen(function* () {
-      const runId = yield* decodeId(Ids.RunId, id, "runId")
-      const run = yield* gateway.getRun(runId)
-      if (!caller.operator && run.principal !== caller.principal) {
-        return yield* new Errors.NotFound({ entity: "run", id: runId })
-      }
-      return run
-    })
-
   return HttpRouter.empty.pipe(
     HttpRouter.get("/healthz", Effect.succeed(HttpServerResponse.unsafeJson({ status: "ok" }))),
     HttpRouter.get(
@@ -213,21 +177,17 @@ export const router = (options: Options) => {
       handle((caller, gateway) =>
         Effect.gen(function* () {
           const b = yield* body(MessageBody)
-          const sessionId =
-            b.sessionId === undefined ? undefined : yield* decodeId(Ids.SessionId, b.sessionId, "sessionId")
-          const q = yield* query
           const request = {
-            principal: caller.principal,
             text: b.text,
-            sessionId,
+            sessionId: b.sessionId === undefined ? undefined : yield* decodeId(Ids.SessionId, b.sessionId, "sessionId"),
             key: b.sessionKey,
             channel: b.channel
           }
-          if (q.get("stream") === "true") {
-            const started = yield* gateway.startRun(request)
+          if ((yield* query).get("stream") === "true") {
+            const started = yield* gateway.startRun(caller, request)
             return sse(started.events)
           }
-          const { session, run } = yield* gateway.sendMessage(request)
+          const { session, run } = yield* gateway.sendMessage(caller, request)
           return yield* json({ runId: run.id, sessionId: session.id, state: run.state }, 202)
         })
       )
@@ -235,15 +195,18 @@ export const router = (options: Options) => {
     HttpRouter.get(
       "/v1/runs/:id",
       handle((caller, gateway) =>
-        Effect.flatMap(param("id"), (id) => Effect.flatMap(ownedRun(gateway, caller, id), (r) => json(r)))
+        Effect.gen(function* () {
+          const id = yield* decodeId(Ids.RunId, yield* param("id"), "runId")
+          return yield* json(yield* gateway.getRun(caller, id))
+        })
       )
     ),
     HttpRouter.post(
       "/v1/runs/:id/cancel",
       handle((caller, gateway) =>
         Effect.gen(function* () {
-          const run = yield* ownedRun(gateway, caller, yield* param("id"))
-          return yield* json(yield* gateway.cancelRun(run.id, caller.principal))
+          const id = yield* decodeId(Ids.RunId, yield* param("id"), "runId")
+          return yield* json(yield* gateway.cancelRun(caller, id))
         })
       )
     ),
@@ -256,8 +219,7 @@ export const router = (options: Options) => {
           const q = yield* query
           const limit = Number(q.get("limit") ?? 100)
           return yield* json(
-            yield* gateway.listSessions({
-              principal: principalFor(caller),
+            yield* gateway.listSessions(caller, {
               includeArchived: q.get("archived") === "true",
               limit: Number.isFinite(limit) ? Math.min(Math.max(1, limit), 1000) : 100
             })
@@ -271,12 +233,7 @@ export const router = (options: Options) => {
         Effect.gen(function* () {
           const b = yield* body(SessionBody)
           return yield* json(
-            yield* gateway.resolveSession({
-              principal: caller.principal,
-              key: b.sessionKey,
-              title: b.title,
-              channel: b.channel
-            }),
+            yield* gateway.resolveSession(caller, { key: b.sessionKey, title: b.title, channel: b.channel }),
             201
           )
         })
@@ -287,7 +244,7 @@ export const router = (options: Options) => {
       handle((caller, gateway) =>
         Effect.gen(function* () {
           const id = yield* decodeId(Ids.SessionId, yield* param("id"), "sessionId")
-          return yield* json(yield* gateway.getSession(id, principalFor(caller)))
+          return yield* json(yield* gateway.getSession(caller, id))
         })
       )
     ),
@@ -296,7 +253,7 @@ export const router = (options: Options) => {
       handle((caller, gateway) =>
         Effect.gen(function* () {
           const id = yield* decodeId(Ids.SessionId, yield* param("id"), "sessionId")
-          return yield* json(yield* gateway.resetSession(id, principalFor(caller)))
+          return yield* json(yield* gateway.resetSession(caller, id))
         })
       )
     ),
@@ -306,14 +263,7 @@ export const router = (options: Options) => {
         Effect.gen(function* () {
           const id = yield* decodeId(Ids.SessionId, yield* param("id"), "sessionId")
           const b = yield* body(BranchBody)
-          return yield* json(
-            yield* gateway.branchSession(id, {
-              principal: principalFor(caller),
-              atSeq: b.atSeq,
-              ...(b.title ? { title: b.title } : {})
-            }),
-            201
-          )
+          return yield* json(yield* gateway.branchSession(caller, id, { atSeq: b.atSeq, title: b.title }), 201)
         })
       )
     ),
@@ -322,11 +272,10 @@ export const router = (options: Options) => {
       handle((caller, gateway) =>
         Effect.gen(function* () {
           const id = yield* decodeId(Ids.SessionId, yield* param("id"), "sessionId")
-          yield* gateway.getSession(id, principalFor(caller))
           const q = yield* query
           const afterSeq = Math.max(0, Number(q.get("after") ?? 0) || 0)
           const limit = Math.min(Math.max(1, Number(q.get("limit") ?? 500) || 500), 5000)
-          return yield* json(yield* gateway.readTape(id, { afterSeq, limit }))
+          return yield* json(yield* gateway.readTape(caller, id, { afterSeq, limit }))
         })
       )
     ),
@@ -335,9 +284,10 @@ export const router = (options: Options) => {
       handle((caller, gateway) =>
         Effect.gen(function* () {
           const id = yield* decodeId(Ids.SessionId, yield* param("id"), "sessionId")
-          yield* gateway.getSession(id, principalFor(caller))
+          // Fail before the response starts when the session is not the caller's.
+          yield* gateway.getSession(caller, id)
           const afterSeq = yield* afterSeqFrom
-          return sse(gateway.subscribe(id, afterSeq, { approver: true }))
+          return sse(gateway.subscribe(caller, id, afterSeq, { approver: true }))
         })
       )
     ),
@@ -356,12 +306,13 @@ export const router = (options: Options) => {
           }
           const sessionId = q.get("sessionId")
           const runId = q.get("runId")
-          const list = yield* gateway.listApprovals({
-            status: (status ?? undefined) as Records.ApprovalStatus | undefined,
-            sessionId: sessionId === null ? undefined : yield* decodeId(Ids.SessionId, sessionId, "sessionId"),
-            runId: runId === null ? undefined : yield* decodeId(Ids.RunId, runId, "runId")
-          })
-          return yield* json(caller.operator ? list : list.filter((a) => a.principal === caller.principal))
+          return yield* json(
+            yield* gateway.listApprovals(caller, {
+              status: (status ?? undefined) as Records.ApprovalStatus | undefined,
+              sessionId: sessionId === null ? undefined : yield* decodeId(Ids.SessionId, sessionId, "sessionId"),
+              runId: runId === null ? undefined : yield* decodeId(Ids.RunId, runId, "runId")
+            })
+          )
         })
       )
     ),
@@ -370,11 +321,7 @@ export const router = (options: Options) => {
       handle((caller, gateway) =>
         Effect.gen(function* () {
           const id = yield* decodeId(Ids.ApprovalId, yield* param("id"), "approvalId")
-          const approval = yield* gateway.getApproval(id)
-          if (!caller.operator && approval.principal !== caller.principal) {
-            return yield* new Errors.NotFound({ entity: "approval", id })
-          }
-          return yield* json(approval)
+          return yield* json(yield* gateway.getApproval(caller, id))
         })
       )
     ),
@@ -384,17 +331,12 @@ export const router = (options: Options) => {
         Effect.gen(function* () {
           const id = yield* decodeId(Ids.ApprovalId, yield* param("id"), "approvalId")
           const b = yield* body(ApprovalBody)
-          const approval = yield* gateway.getApproval(id)
-          if (!caller.operator && approval.principal !== caller.principal) {
-            return yield* new Errors.NotFound({ entity: "approval", id })
-          }
           const now = yield* Clock.currentTimeMillis
           return yield* json(
-            yield* gateway.resolveApproval({
+            yield* gateway.resolveApproval(caller, {
               approvalId: id,
               decision: b.decision,
               scope: b.scope,
-              by: caller.principal,
               reason: b.reason,
               grantExpiresAt: b.expiresInSeconds === undefined ? undefined : now + b.expiresInSeconds * 1000,
               grantMaxUses: b.maxUses
@@ -407,23 +349,14 @@ export const router = (options: Options) => {
     // ---- standing grants --------------------------------------------------------------------
     HttpRouter.get(
       "/v1/grants",
-      handle((caller, gateway) =>
-        Effect.gen(function* () {
-          const grants = yield* gateway.listGrants({ principal: principalFor(caller) })
-          return yield* json(grants.map((g) => ({ ...g, cedar: CedarPolicy.grantPolicy(g) })))
-        })
-      )
+      handle((caller, gateway) => Effect.flatMap(gateway.listGrants(caller), (grants) => json(grants)))
     ),
     HttpRouter.post(
       "/v1/grants/:id/revoke",
       handle((caller, gateway) =>
         Effect.gen(function* () {
           const id = yield* decodeId(Ids.ApprovalId, yield* param("id"), "grantId")
-          const grant = yield* gateway.getApproval(id)
-          if (!caller.operator && grant.principal !== caller.principal) {
-            return yield* new Errors.NotFound({ entity: "grant", id })
-          }
-          return yield* json(yield* gateway.revokeGrant(id, caller.principal))
+          return yield* json(yield* gateway.revokeGrant(caller, id))
         })
       )
     ),
@@ -431,13 +364,7 @@ export const router = (options: Options) => {
     // ---- journal ---------------------------------------------------------------------------
     HttpRouter.get(
       "/v1/journal/verify",
-      handle((caller) =>
-        Effect.gen(function* () {
-          if (!caller.operator) return yield* new Errors.PermissionDenied({ message: "verify needs an operator token" })
-          const journal = yield* Journal.Journal
-          return yield* json(yield* journal.verify)
-        })
-      )
+      handle((caller, gateway) => Effect.flatMap(gateway.verifyJournal(caller), (result) => json(result)))
     ),
     HttpRouter.catchAll(() => Effect.succeed(errorResponse(404, "not_found", "no such route")))
   )

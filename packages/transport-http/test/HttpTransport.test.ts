@@ -1,4 +1,5 @@
 import { type Gateway, type Journal, ScriptedModel, Tool } from "@palyra/core"
+import { CedarPolicy } from "@palyra/core/cedar"
 import { gatewayLayer } from "@palyra/core/testing"
 import { Effect, Exit, type Layer, ManagedRuntime, Schema, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -20,7 +21,7 @@ const model = ScriptedModel.make((request) => {
 })
 
 const runtime = ManagedRuntime.make(
-  gatewayLayer({ model, tools: [write] }) as Layer.Layer<Gateway.Gateway | Journal.Journal>
+  gatewayLayer({ model, tools: [write], policy: CedarPolicy.layer() }) as Layer.Layer<Gateway.Gateway | Journal.Journal>
 )
 let base = ""
 let scope: Scope.CloseableScope
@@ -154,8 +155,8 @@ describe("HTTP transport (real server on 127.0.0.1, real fetch)", () => {
     const grants = await read(await fetch(`${base}/v1/grants`, { headers: ALICE }))
     const grant = grants.find((g: { id: string }) => g.id === grantId)
     expect(grant).toMatchObject({ status: "approved", scope: "always", grantMaxUses: 5 })
-    expect(grant.cedar).toMatch(/permit \(\s*principal == Palyra::Principal::"alice"/)
-    expect(grant.cedar).toMatch(/context\.now < \d+/)
+    expect(grant.policy).toMatch(/permit \(\s*principal == Palyra::Principal::"alice"/)
+    expect(grant.policy).toMatch(/context\.now < \d+/)
     const bobSees = await read(await fetch(`${base}/v1/grants`, { headers: { authorization: "Bearer bob-token" } }))
     expect(bobSees).toEqual([])
     const revoke = () => fetch(`${base}/v1/grants/${grantId}/revoke`, { method: "POST", headers: ALICE })
@@ -222,10 +223,71 @@ describe("HTTP transport (real server on 127.0.0.1, real fetch)", () => {
     const peek = await fetch(`${base}/v1/sessions/${mine[0].id}/tape`, {
       headers: { authorization: "Bearer bob-token" }
     })
-    expect(peek.status).toBe(403)
+    expect(peek.status).toBe(404)
     const denied = await fetch(`${base}/v1/journal/verify`, { headers: ALICE })
     expect(denied.status).toBe(403)
     const verify = await fetch(`${base}/v1/journal/verify`, { headers: OPERATOR })
     expect(await verify.json()).toMatchObject({ ok: true })
+  })
+
+  it("principal B can neither read nor change A's sessions, runs, approvals, grants or tape: 404 like a missing id", async () => {
+    const BOB = { authorization: "Bearer bob-token", "content-type": "application/json" }
+    const response = await fetch(`${base}/v1/runs?stream=true`, {
+      method: "POST",
+      headers: { ...ALICE, "content-type": "application/json" },
+      body: JSON.stringify({ text: "write for isolation", sessionKey: "isolation" })
+    })
+    const attempts: Array<{ what: string; status: number; body: { code: string; message: string } }> = []
+    let runState = ""
+    await readSse(response, isEnd, async (f) => {
+      const e = JSON.parse(f.data!)
+      if (e._tag !== "ApprovalRequested") return
+      const { sessionId, runId, approvalId } = e
+      const missing = "01KA0000000000000000000000"
+      const tries: Array<[string, string, string, unknown?]> = [
+        ["get run", "GET", `/v1/runs/${runId}`],
+        ["cancel run", "POST", `/v1/runs/${runId}/cancel`],
+        ["get session", "GET", `/v1/sessions/${sessionId}`],
+        ["reset session", "POST", `/v1/sessions/${sessionId}/reset`],
+        ["branch session", "POST", `/v1/sessions/${sessionId}/branch`, {}],
+        ["read tape", "GET", `/v1/sessions/${sessionId}/tape`],
+        ["subscribe", "GET", `/v1/sessions/${sessionId}/events`],
+        ["send into session", "POST", "/v1/runs", { text: "hi", sessionId }],
+        ["get approval", "GET", `/v1/approvals/${approvalId}`],
+        ["resolve approval", "POST", `/v1/approvals/${approvalId}`, { decision: "approve", scope: "always" }],
+        ["revoke grant", "POST", `/v1/grants/${approvalId}/revoke`],
+        ["missing run", "GET", `/v1/runs/${missing}`],
+        ["missing session", "GET", `/v1/sessions/${missing}/tape`],
+        ["missing approval", "POST", `/v1/approvals/${missing}`, { decision: "approve" }]
+      ]
+      for (const [what, method, path, body] of tries) {
+        const r = await fetch(`${base}${path}`, {
+          method,
+          headers: BOB,
+          ...(body === undefined ? {} : { body: JSON.stringify(body) })
+        })
+        attempts.push({ what, status: r.status, body: await read(r) })
+      }
+      const listed = await read(await fetch(`${base}/v1/approvals?status=pending`, { headers: BOB }))
+      expect(listed).toEqual([])
+      runState = (await read(await fetch(`${base}/v1/runs/${runId}`, { headers: ALICE }))).state
+      const r = await fetch(`${base}/v1/approvals/${approvalId}`, {
+        method: "POST",
+        headers: { ...ALICE, "content-type": "application/json" },
+        body: JSON.stringify({ decision: "deny" })
+      })
+      expect(r.status).toBe(200)
+    })
+    // Every attempt, on what exists and on what does not, answers alike.
+    for (const a of attempts) {
+      expect({ what: a.what, status: a.status, code: a.body.code }).toEqual({
+        what: a.what,
+        status: 404,
+        code: "not_found"
+      })
+    }
+    expect(runState).toBe("WaitingForApproval")
+    const bobsGrants = await read(await fetch(`${base}/v1/grants`, { headers: BOB }))
+    expect(bobsGrants).toEqual([])
   })
 })

@@ -26,6 +26,7 @@ export type ErrorCode =
   | "tool_error"
   | "journal_error"
   | "unavailable"
+  | "internal"
 
 /** A request was malformed: bad id, missing field, value out of range. @since 0.1.0 @category Errors */
 export class InvalidArgument extends Schema.TaggedError<InvalidArgument>("@palyra/core/InvalidArgument")(
@@ -212,3 +213,63 @@ export type PalyraError =
 
 /** True for every error class in this module. @since 0.1.0 @category Guards */
 export const isPalyraError = (u: unknown): u is PalyraError => Predicate.hasProperty(u, TypeId)
+
+/**
+ * gRPC status codes (the numbers are the same in every gRPC and Connect implementation).
+ *
+ * @since 0.1.0
+ * @category Wire
+ */
+export type GrpcStatus = 3 | 5 | 7 | 8 | 9 | 13 | 14 | 16
+
+/** How one error code looks on each wire. @since 0.1.0 @category Wire */
+export interface WireCode {
+  /** HTTP status. */
+  readonly http: number
+  /** gRPC status code. */
+  readonly grpc: GrpcStatus
+  /** Whether the error's message may be shown to the client (internal failures never are). */
+  readonly expose: boolean
+}
+
+/**
+ * The one table every transport uses to put a core error on its wire.
+ *
+ * @since 0.1.0
+ * @category Wire
+ */
+export const wire: Readonly<Record<ErrorCode, WireCode>> = {
+  invalid_argument: { http: 400, grpc: 3, expose: true },
+  unauthenticated: { http: 401, grpc: 16, expose: true },
+  permission_denied: { http: 403, grpc: 7, expose: true },
+  policy_denied: { http: 403, grpc: 7, expose: true },
+  not_found: { http: 404, grpc: 5, expose: true },
+  conflict: { http: 409, grpc: 9, expose: true },
+  invalid_transition: { http: 409, grpc: 9, expose: true },
+  payload_too_large: { http: 413, grpc: 8, expose: true },
+  budget_exceeded: { http: 429, grpc: 8, expose: true },
+  provider_error: { http: 502, grpc: 14, expose: true },
+  unavailable: { http: 503, grpc: 14, expose: true },
+  tool_error: { http: 500, grpc: 13, expose: false },
+  journal_error: { http: 500, grpc: 13, expose: false },
+  internal: { http: 500, grpc: 13, expose: false }
+}
+
+/** A failure as a client may see it. @since 0.1.0 @category Wire */
+export interface WireError extends WireCode {
+  readonly code: ErrorCode
+  readonly message: string
+}
+
+/**
+ * Any failure (a Palyra error or anything else) as a client may see it: the code, its wire
+ * statuses, and a message that never carries internal text.
+ *
+ * @since 0.1.0
+ * @category Wire
+ */
+export const toWire = (error: unknown): WireError => {
+  const code: ErrorCode = isPalyraError(error) ? error.code : "internal"
+  const entry = wire[code]
+  return { code, ...entry, message: entry.expose && isPalyraError(error) ? error.message : "internal error" }
+}

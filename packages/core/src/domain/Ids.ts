@@ -6,7 +6,8 @@
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Random, Schema } from "effect"
+import { Clock, Effect, Either, Random, Schema } from "effect"
+import { InvalidArgument } from "./Errors.js"
 
 const ULID_PATTERN = /^[0-9A-HJKMNP-TV-Z]{26}$/
 const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -66,3 +67,19 @@ export const makeRunId = ulid as Effect.Effect<RunId>
 export const makeApprovalId = ulid as Effect.Effect<ApprovalId>
 /** @since 0.1.0 @category Ids */
 export const makeToolCallId = ulid as Effect.Effect<ToolCallId>
+
+/**
+ * Parse an id supplied by a client: the branded id, or `InvalidArgument` naming the field.
+ *
+ * @since 0.1.0
+ * @category Parsing
+ */
+export const parse = <A>(
+  schema: Schema.Schema<A, string>,
+  value: unknown,
+  field: string
+): Effect.Effect<A, InvalidArgument> =>
+  Either.match(Schema.decodeUnknownEither(schema)(value), {
+    onLeft: () => Effect.fail(new InvalidArgument({ message: `${field} must be a 26-character ULID`, field })),
+    onRight: Effect.succeed
+  })

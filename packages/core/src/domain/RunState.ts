@@ -76,3 +76,15 @@ export const transition = (state: RunState, event: Transition): Either.Either<Ru
     ? Either.left(new InvalidTransition({ from: state, transition: event }))
     : Either.right(next)
 }
+
+/**
+ * Whether some transition leads from `from` to `to` (what a recorded `RunStateChanged` must satisfy).
+ *
+ * @since 0.1.0
+ * @category Transitions
+ */
+export const isLegalChange = (from: RunState, to: RunState): boolean =>
+  transitions.some((t) => {
+    const next = transition(from, t)
+    return Either.isRight(next) && next.right === to
+  })

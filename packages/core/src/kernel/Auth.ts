@@ -5,6 +5,7 @@
  * @since 0.1.0
  */
 import { createHash, timingSafeEqual } from "node:crypto"
+import type { Caller } from "../domain/Caller.js"
 
 /** A bearer token and the principal it authenticates. @since 0.1.0 @category Models */
 export interface TokenGrant {
@@ -12,12 +13,6 @@ export interface TokenGrant {
   readonly principal: string
   /** Operators may act on every principal's sessions (resolve approvals, read any tape, verify). */
   readonly operator?: boolean | undefined
-}
-
-/** Who is calling. @since 0.1.0 @category Models */
-export interface Caller {
-  readonly principal: string
-  readonly operator: boolean
 }
 
 const digest = (token: string) => createHash("sha256").update(token).digest()

@@ -1,13 +1,17 @@
 /**
- * The `Gateway` is the one facade transports call. It binds messages to sessions, admits runs (one
- * at a time per session; later messages queue in order), drives each run with the agent loop,
- * resolves approvals, cancels runs and streams tape events (replay from the journal, then live).
+ * The `Gateway` is the one facade transports, channels and the Promise API call. It binds messages
+ * to sessions, admits runs (one at a time per session; later messages queue in order), drives each
+ * run with the agent loop, resolves approvals, cancels runs and streams tape events (replay from the
+ * journal, then live).
  *
- * Transports stay thin: they translate wire messages into these calls and `TapeEvent`s back.
+ * **Authorization lives here.** Every method takes the `Caller`; a caller sees and acts on what its
+ * principal owns, operators on everything. What a caller may not see answers exactly like what does
+ * not exist (`NotFound`), so ids cannot be probed. Transports only authenticate and translate.
  *
  * @since 0.1.0
  */
-import { Clock, Context, Duration, Effect, Fiber, Layer, Option, PubSub, type Queue, type Scope, Stream } from "effect"
+import { Clock, Context, Duration, Effect, Exit, Layer, Option, Scope, Stream } from "effect"
+import * as Caller from "../domain/Caller.js"
 import {
   Conflict,
   InvalidArgument,
@@ -16,25 +20,28 @@ import {
   type PayloadTooLarge,
   PermissionDenied
 } from "../domain/Errors.js"
-import { makeRunId, makeSessionId, type RunId, type SessionId } from "../domain/Ids.js"
+import { type ApprovalId, makeRunId, makeSessionId, type RunId, type SessionId } from "../domain/Ids.js"
 import {
   type ApprovalFilter,
   type ApprovalRecord,
   makeSession,
   type Run,
   type RunFilter,
-  type Session,
-  type SessionFilter
+  type Session
 } from "../domain/Records.js"
 import { isTerminal } from "../domain/RunState.js"
 import type { TapeEvent } from "../domain/TapeEvent.js"
-import { Journal, requireRun, requireSession } from "../ports/Journal.js"
+import { Journal, requireRun, type VerifyResult } from "../ports/Journal.js"
 import { ModelProvider } from "../ports/ModelProvider.js"
 import { PolicyEngine } from "../ports/PolicyEngine.js"
 import { ToolRuntime } from "../ports/Tool.js"
-import { Approvals, type ResolveRequest } from "./Approvals.js"
+import { Approvals } from "./Approvals.js"
+import { makeApprovers } from "./internal/approvers.js"
 import { type ResolvedBudgets, runLoop } from "./internal/loop.js"
+import { recover } from "./internal/recovery.js"
+import { makeScheduler } from "./internal/scheduler.js"
 import { makeTape } from "./internal/tape.js"
+import { PromptAssembler } from "./PromptAssembler.js"
 
 /** Budgets that end a run. Every field has a safe default. @since 0.1.0 @category Models */
 export interface Budgets {
@@ -78,19 +85,18 @@ export interface Options {
   readonly maxMessageChars?: number | undefined
 }
 
-/** @since 0.1.0 @category Models */
-export interface ResolveSessionRequest {
-  readonly principal: string
-  /** Reuse this session (it must belong to `principal`). */
+/** Where a message or session goes: a session by id, or the caller's session with a key (created when new). @since 0.1.0 @category Models */
+export interface SessionTarget {
+  /** Reuse this session (it must be the caller's, unless the caller is an operator). */
   readonly sessionId?: SessionId | undefined
-  /** Reuse the principal's session with this key, or create it. */
+  /** Reuse the caller's session with this key, or create it. */
   readonly key?: string | undefined
   readonly channel?: string | undefined
   readonly title?: string | undefined
 }
 
 /** @since 0.1.0 @category Models */
-export interface MessageRequest extends ResolveSessionRequest {
+export interface MessageRequest extends SessionTarget {
   readonly text: string
 }
 
@@ -108,62 +114,101 @@ export interface SubscribeOptions {
   readonly approver?: boolean | undefined
 }
 
+/** An approval decision as a caller gives it (the resolver is the caller). @since 0.1.0 @category Models */
+export interface ApprovalDecision {
+  readonly approvalId: ApprovalId
+  readonly decision: "approve" | "deny"
+  /** How far an approval reaches: this call only, the rest of the session, or always (a narrow grant). */
+  readonly scope?: "once" | "session" | "always" | undefined
+  readonly reason?: string | undefined
+  /** For `session`/`always` grants: stop applying at this time (epoch ms). */
+  readonly grantExpiresAt?: number | undefined
+  /** For `session`/`always` grants: allow at most this many calls. */
+  readonly grantMaxUses?: number | undefined
+}
+
+/** A standing grant, with the policy the engine evaluates for it (when the engine can show it). @since 0.1.0 @category Models */
+export interface Grant extends ApprovalRecord {
+  readonly policy: string | null
+}
+
 /** @since 0.1.0 @category Models */
 export type GatewayError = JournalError | NotFound | Conflict | PermissionDenied | InvalidArgument | PayloadTooLarge
 
 /** @since 0.1.0 @category Models */
 export interface Service {
-  readonly resolveSession: (request: ResolveSessionRequest) => Effect.Effect<Session, GatewayError>
-  readonly getSession: (sessionId: SessionId, principal?: string) => Effect.Effect<Session, GatewayError>
-  readonly listSessions: (filter: SessionFilter) => Effect.Effect<ReadonlyArray<Session>, GatewayError>
+  readonly resolveSession: (caller: Caller.Caller, target: SessionTarget) => Effect.Effect<Session, GatewayError>
+  readonly getSession: (caller: Caller.Caller, sessionId: SessionId) => Effect.Effect<Session, GatewayError>
+  /** The caller's sessions (every principal's for operators, narrowed by `principal` if given). */
+  readonly listSessions: (
+    caller: Caller.Caller,
+    filter?: {
+      readonly principal?: string | undefined
+      readonly includeArchived?: boolean | undefined
+      readonly limit?: number | undefined
+    }
+  ) => Effect.Effect<ReadonlyArray<Session>, GatewayError>
   /** Start a fresh prompt history; the old tape stays for audit. */
-  readonly resetSession: (sessionId: SessionId, principal?: string) => Effect.Effect<Session, GatewayError>
+  readonly resetSession: (caller: Caller.Caller, sessionId: SessionId) => Effect.Effect<Session, GatewayError>
   /** A new session whose history starts as the parent's up to `atSeq` (default: all of it). */
   readonly branchSession: (
+    caller: Caller.Caller,
     sessionId: SessionId,
-    options: { readonly principal?: string | undefined; readonly atSeq?: number | undefined; readonly title?: string }
+    options?: { readonly atSeq?: number | undefined; readonly title?: string | undefined }
   ) => Effect.Effect<Session, GatewayError>
-  readonly archiveSession: (sessionId: SessionId, principal?: string) => Effect.Effect<Session, GatewayError>
+  readonly archiveSession: (caller: Caller.Caller, sessionId: SessionId) => Effect.Effect<Session, GatewayError>
 
   /** Admit a run and stream its events. The caller counts as an approval channel until the run ends. */
-  readonly startRun: (request: MessageRequest) => Effect.Effect<StartedRun, GatewayError>
+  readonly startRun: (caller: Caller.Caller, request: MessageRequest) => Effect.Effect<StartedRun, GatewayError>
   /** Admit a run without streaming it. */
   readonly sendMessage: (
+    caller: Caller.Caller,
     request: MessageRequest
   ) => Effect.Effect<{ readonly session: Session; readonly run: Run }, GatewayError>
-  readonly cancelRun: (runId: RunId, by: string) => Effect.Effect<Run, GatewayError>
-  readonly getRun: (runId: RunId) => Effect.Effect<Run, GatewayError>
-  readonly listRuns: (filter: RunFilter) => Effect.Effect<ReadonlyArray<Run>, GatewayError>
+  readonly cancelRun: (caller: Caller.Caller, runId: RunId) => Effect.Effect<Run, GatewayError>
+  readonly getRun: (caller: Caller.Caller, runId: RunId) => Effect.Effect<Run, GatewayError>
+  readonly listRuns: (caller: Caller.Caller, filter: RunFilter) => Effect.Effect<ReadonlyArray<Run>, GatewayError>
   /** Wait for a run to reach a terminal state. */
-  readonly awaitRun: (runId: RunId) => Effect.Effect<Run, GatewayError>
+  readonly awaitRun: (caller: Caller.Caller, runId: RunId) => Effect.Effect<Run, GatewayError>
 
-  readonly resolveApproval: (request: ResolveRequest) => Effect.Effect<ApprovalRecord, GatewayError>
-  readonly getApproval: (approvalId: ApprovalRecord["id"]) => Effect.Effect<ApprovalRecord, GatewayError>
-  readonly listApprovals: (filter: ApprovalFilter) => Effect.Effect<ReadonlyArray<ApprovalRecord>, GatewayError>
+  readonly resolveApproval: (
+    caller: Caller.Caller,
+    decision: ApprovalDecision
+  ) => Effect.Effect<ApprovalRecord, GatewayError>
+  readonly getApproval: (caller: Caller.Caller, approvalId: ApprovalId) => Effect.Effect<ApprovalRecord, GatewayError>
+  readonly listApprovals: (
+    caller: Caller.Caller,
+    filter: ApprovalFilter
+  ) => Effect.Effect<ReadonlyArray<ApprovalRecord>, GatewayError>
   /** Standing grants (approvals with scope `session` or `always`), active or revoked. */
-  readonly listGrants: (filter: {
-    readonly principal?: string | undefined
-  }) => Effect.Effect<ReadonlyArray<ApprovalRecord>, GatewayError>
+  readonly listGrants: (caller: Caller.Caller) => Effect.Effect<ReadonlyArray<Grant>, GatewayError>
   /** Revoke a standing grant; the change is on the tape and the policy engine forgets it at once. */
-  readonly revokeGrant: (approvalId: ApprovalRecord["id"], by: string) => Effect.Effect<ApprovalRecord, GatewayError>
-  /** Announce an approval channel for every session (e.g. an operator console) until the scope closes. */
-  readonly registerApprover: Effect.Effect<void, never, Scope.Scope>
+  readonly revokeGrant: (caller: Caller.Caller, approvalId: ApprovalId) => Effect.Effect<Grant, GatewayError>
   /**
-   * Every approval that a run starts waiting for, from now until the scope closes. The subscriber
-   * counts as an approval channel for every session meanwhile.
+   * Count the caller as an approval channel until the scope closes: for every session it may see
+   * (an operator console: all of them).
    */
-  readonly watchApprovals: Effect.Effect<Queue.Dequeue<ApprovalRecord>, never, Scope.Scope>
+  readonly registerApprover: (caller: Caller.Caller) => Effect.Effect<void, never, Scope.Scope>
+  /**
+   * Every approval the caller may answer that a run starts waiting for, from now on. While the
+   * stream is consumed the caller counts as an approval channel.
+   */
+  readonly watchApprovals: (caller: Caller.Caller) => Stream.Stream<ApprovalRecord>
 
   /** Replay the session's tape after `afterSeq`, then follow it live. */
   readonly subscribe: (
+    caller: Caller.Caller,
     sessionId: SessionId,
     afterSeq: number,
     options?: SubscribeOptions
-  ) => Stream.Stream<TapeEvent, JournalError>
+  ) => Stream.Stream<TapeEvent, GatewayError>
   readonly readTape: (
+    caller: Caller.Caller,
     sessionId: SessionId,
     options: { readonly afterSeq: number; readonly limit?: number | undefined }
-  ) => Effect.Effect<ReadonlyArray<TapeEvent>, JournalError>
+  ) => Effect.Effect<ReadonlyArray<TapeEvent>, GatewayError>
+  /** Recompute the journal's tamper-evidence chain (operators only). */
+  readonly verifyJournal: (caller: Caller.Caller) => Effect.Effect<VerifyResult, GatewayError>
 }
 
 /** @since 0.1.0 @category Tags */
@@ -178,6 +223,17 @@ const resolveBudgets = (b: Budgets = {}): ResolvedBudgets => ({
   maxTokensPerSession: b.maxTokensPerSession ?? 10_000_000
 })
 
+/** What the caller may not see answers like what does not exist. */
+const visible = <A extends { readonly principal: string }>(
+  caller: Caller.Caller,
+  entity: string,
+  id: string,
+  found: Option.Option<A>
+): Effect.Effect<A, NotFound> =>
+  Option.isSome(found) && Caller.owns(caller, found.value.principal)
+    ? Effect.succeed(found.value)
+    : Effect.fail(new NotFound({ entity, id }))
+
 /**
  * Build a Gateway. Runs live in the returned scope: closing it parks them (their state stays on the
  * tape) so a later Gateway over the same journal picks them up.
@@ -190,162 +246,107 @@ export const make = (
 ): Effect.Effect<
   Service,
   JournalError,
-  Journal | ModelProvider | ToolRuntime | PolicyEngine | Approvals | Scope.Scope
+  Journal | ModelProvider | ToolRuntime | PolicyEngine | Approvals | PromptAssembler | Scope.Scope
 > =>
   Effect.gen(function* () {
     const journal = yield* Journal
     const approvals = yield* Approvals
+    const policy = yield* PolicyEngine
     const tape = yield* makeTape(journal)
+    const approvers = yield* makeApprovers
     const maxMessageChars = options.maxMessageChars ?? 100_000
 
-    const approvers = new Map<SessionId, number>()
-    let globalApprovers = 0
-    const addApprover = (sessionId: SessionId, delta: number) => {
-      const n = (approvers.get(sessionId) ?? 0) + delta
-      if (n <= 0) approvers.delete(sessionId)
-      else approvers.set(sessionId, n)
-    }
-
-    const approvalRequests = yield* PubSub.unbounded<ApprovalRecord>()
-    let syncGrants: Effect.Effect<void> = Effect.void
-    const registerApprover = Effect.acquireRelease(
-      Effect.sync(() => {
-        globalApprovers++
-      }),
-      () =>
-        Effect.sync(() => {
-          globalApprovers--
-        })
-    )
+    // Standing grants are evaluated by the policy engine when it can.
+    const syncGrants: Effect.Effect<void> = policy.setGrants
+      ? journal.listApprovals({ status: "approved" }).pipe(
+          Effect.flatMap((all) => policy.setGrants!(all.filter((a) => a.scope !== "once"))),
+          Effect.catchAll((e) => Effect.logError("could not load approval grants", e))
+        )
+      : Effect.void
 
     const deps = {
       journal,
       tape,
       model: yield* ModelProvider,
       tools: yield* ToolRuntime,
-      policy: yield* PolicyEngine,
+      policy,
       approvals,
+      prompt: yield* PromptAssembler,
       instructions: options.instructions,
       budgets: resolveBudgets(options.budgets),
       approvalTimeout: Duration.decode(options.approvalTimeout ?? "10 minutes"),
       requireApprovalChannel: options.requireApprovalChannel ?? true,
       coalesceChars: options.coalesceChars ?? 48,
       coalesceMillis: options.coalesceMillis ?? 40,
-      hasApprover: (sessionId: SessionId) => globalApprovers > 0 || (approvers.get(sessionId) ?? 0) > 0,
-      onApprovalRequested: (record: ApprovalRecord) => PubSub.publish(approvalRequests, record),
-      onGrantsChanged: Effect.suspend(() => syncGrants)
+      hasApprover: approvers.has,
+      onApprovalRequested: approvers.publish,
+      onGrantsChanged: syncGrants
     }
+    const scheduler = yield* makeScheduler(journal, (runId, cancelledBy) => runLoop(deps, runId, cancelledBy))
 
-    // ---- run admission: one run at a time per session, in order ------------------------------
-    const scope = yield* Effect.scope
-    const queues = new Map<SessionId, Array<RunId>>()
-    const running = new Map<RunId, Fiber.RuntimeFiber<void, unknown>>()
-    const active = new Map<SessionId, RunId>()
-    const cancels = new Map<RunId, string>()
-    const onRunEnd = new Map<RunId, Array<() => void>>()
-    const endWaiters = new Map<RunId, Array<(run: Run) => void>>()
-
-    const finished = (runId: RunId) =>
-      Effect.gen(function* () {
-        running.delete(runId)
-        cancels.delete(runId)
-        for (const f of onRunEnd.get(runId) ?? []) f()
-        onRunEnd.delete(runId)
-        const run = yield* journal.getRun(runId).pipe(Effect.option, Effect.map(Option.flatten))
-        if (Option.isSome(run) && isTerminal(run.value.state)) {
-          for (const f of endWaiters.get(runId) ?? []) f(run.value)
-          endWaiters.delete(runId)
-        }
-      })
-
-    const worker = (sessionId: SessionId): Effect.Effect<void> =>
-      Effect.gen(function* () {
-        while (true) {
-          const queue = queues.get(sessionId)
-          const next = queue?.shift()
-          if (next === undefined) {
-            queues.delete(sessionId)
-            return
-          }
-          const fiber = yield* runLoop(deps, next, () => cancels.get(next)).pipe(Effect.forkIn(scope))
-          running.set(next, fiber)
-          active.set(sessionId, next)
-          yield* Fiber.await(fiber)
-          active.delete(sessionId)
-          yield* finished(next)
-        }
-      })
-
-    const enqueue = (sessionId: SessionId, runId: RunId) =>
-      Effect.suspend(() => {
-        const queue = queues.get(sessionId)
-        if (queue !== undefined) {
-          queue.push(runId)
-          return Effect.void
-        }
-        queues.set(sessionId, [runId])
-        return Effect.asVoid(Effect.forkIn(worker(sessionId), scope))
-      })
+    // ---- access: the one place ownership is checked ----------------------------------------
+    const session = (caller: Caller.Caller, id: SessionId) =>
+      Effect.flatMap(journal.getSession(id), (found) => visible(caller, "session", id, found))
+    const run = (caller: Caller.Caller, id: RunId) =>
+      Effect.flatMap(journal.getRun(id), (found) => visible(caller, "run", id, found))
+    const approval = (caller: Caller.Caller, id: ApprovalId, entity = "approval") =>
+      Effect.flatMap(approvals.get(id), (found) => visible(caller, entity, id, found))
+    const withPolicy = (record: ApprovalRecord): Grant => ({
+      ...record,
+      policy: policy.describeGrant ? policy.describeGrant(record) : null
+    })
 
     // ---- sessions --------------------------------------------------------------------------
-    const ownedSession = (sessionId: SessionId, principal: string | undefined) =>
-      Effect.gen(function* () {
-        const session = yield* requireSession(journal, sessionId)
-        if (principal !== undefined && session.principal !== principal) {
-          return yield* new PermissionDenied({ message: `session ${sessionId} belongs to another principal` })
-        }
-        return session
-      })
-
     const newSession = (fields: Partial<Session> & { principal: string }) =>
       Effect.gen(function* () {
         const at = yield* Clock.currentTimeMillis
-        const session = makeSession({ id: yield* makeSessionId, createdAt: at, updatedAt: at, ...fields })
-        yield* journal.createSession(session)
-        return session
+        const created = makeSession({ id: yield* makeSessionId, createdAt: at, updatedAt: at, ...fields })
+        yield* journal.createSession(created)
+        return created
       })
 
-    const resolveSession: Service["resolveSession"] = Effect.fn("Gateway.resolveSession", { captureStackTrace: false })(
-      function* (request: ResolveSessionRequest) {
-        if (request.principal.length === 0) {
-          return yield* new InvalidArgument({ message: "principal must not be empty", field: "principal" })
-        }
-        if (request.sessionId !== undefined) {
-          const session = yield* ownedSession(request.sessionId, request.principal)
-          if (session.archived) return yield* new Conflict({ message: `session ${session.id} is archived` })
-          return session
-        }
-        if (request.key !== undefined) {
-          const existing = yield* journal.findSessionByKey(request.principal, request.key)
-          if (Option.isSome(existing)) return existing.value
-        }
-        return yield* newSession({
-          principal: request.principal,
-          key: request.key ?? null,
-          channel: request.channel ?? null,
-          title: request.title ?? null
-        }).pipe(
-          // Two concurrent creations with one key: the loser reuses the winner's session.
-          Effect.catchTag("Conflict", (e) =>
-            request.key === undefined
-              ? Effect.fail(e)
-              : journal
-                  .findSessionByKey(request.principal, request.key)
-                  .pipe(Effect.flatMap(Option.match({ onNone: () => Effect.fail(e), onSome: Effect.succeed })))
-          )
-        )
+    const resolveSession: Service["resolveSession"] = Effect.fn("Gateway.resolveSession")(function* (
+      caller: Caller.Caller,
+      target: SessionTarget
+    ) {
+      if (caller.principal.length === 0) {
+        return yield* new InvalidArgument({ message: "principal must not be empty", field: "principal" })
       }
-    )
+      if (target.sessionId !== undefined) {
+        const found = yield* session(caller, target.sessionId)
+        if (found.archived) return yield* new Conflict({ message: `session ${found.id} is archived` })
+        return found
+      }
+      if (target.key !== undefined) {
+        const existing = yield* journal.findSessionByKey(caller.principal, target.key)
+        if (Option.isSome(existing)) return existing.value
+      }
+      return yield* newSession({
+        principal: caller.principal,
+        key: target.key ?? null,
+        channel: target.channel ?? null,
+        title: target.title ?? null
+      }).pipe(
+        // Two concurrent creations with one key: the loser reuses the winner's session.
+        Effect.catchTag("Conflict", (e) =>
+          target.key === undefined
+            ? Effect.fail(e)
+            : journal
+                .findSessionByKey(caller.principal, target.key)
+                .pipe(Effect.flatMap(Option.match({ onNone: () => Effect.fail(e), onSome: Effect.succeed })))
+        )
+      )
+    })
 
-    const updateSession = (session: Session, patch: Partial<Session>) =>
+    const updateSession = (current: Session, patch: Partial<Session>) =>
       Effect.gen(function* () {
-        const next = { ...session, ...patch, updatedAt: yield* Clock.currentTimeMillis }
+        const next = { ...current, ...patch, updatedAt: yield* Clock.currentTimeMillis }
         yield* journal.updateSession(next)
         return next
       })
 
     // ---- runs ------------------------------------------------------------------------------
-    const admit = Effect.fn("Gateway.admit", { captureStackTrace: false })(function* (request: MessageRequest) {
+    const admit = Effect.fn("Gateway.admit")(function* (caller: Caller.Caller, request: MessageRequest) {
       if (request.text.length === 0)
         return yield* new InvalidArgument({ message: "text must not be empty", field: "text" })
       if (request.text.length > maxMessageChars) {
@@ -354,16 +355,16 @@ export const make = (
           field: "text"
         })
       }
-      const session = yield* resolveSession(request)
+      const target = yield* resolveSession(caller, request)
       const runId = yield* makeRunId
-      yield* Effect.annotateCurrentSpan({ sessionId: session.id, runId })
+      yield* Effect.annotateCurrentSpan({ sessionId: target.id, runId })
       const at = yield* Clock.currentTimeMillis
-      const queuedBehind = queues.get(session.id)?.at(-1) ?? active.get(session.id) ?? null
-      const head = yield* journal.headSeq(session.id)
-      const run: Run = {
+      const queuedBehind = scheduler.lastOf(target.id) ?? null
+      const head = yield* journal.headSeq(target.id)
+      const created: Run = {
         id: runId,
-        sessionId: session.id,
-        principal: request.principal,
+        sessionId: target.id,
+        principal: caller.principal,
         state: "Pending",
         input: request.text,
         startSeq: head + 1,
@@ -371,104 +372,64 @@ export const make = (
         createdAt: at,
         updatedAt: at
       }
-      const base = { sessionId: session.id, runId, at }
+      const base = { sessionId: target.id, runId, at }
       yield* tape.append(
-        session.id,
+        target.id,
         [
-          { _tag: "RunAccepted", ...base, principal: request.principal, queuedBehind },
+          { _tag: "RunAccepted", ...base, principal: caller.principal, queuedBehind },
           { _tag: "RunStateChanged", ...base, from: "Pending", to: "Accepted", reason: "admitted" }
         ],
-        { createRun: run, runTransition: { runId, from: "Pending", to: "Accepted" } }
+        { createRun: created, runTransition: { runId, from: "Pending", to: "Accepted" } }
       )
-      yield* enqueue(session.id, runId)
-      return { session, run: { ...run, state: "Accepted" as const } }
+      yield* scheduler.enqueue(target.id, runId)
+      return { session: target, run: { ...created, state: "Accepted" as const } }
     })
 
-    const runEvents = (run: Run): Stream.Stream<TapeEvent, JournalError> =>
-      tape.subscribe(run.sessionId, run.startSeq - 1, { runId: run.id })
-
-    const startRun: Service["startRun"] = (request) =>
+    const startRun: Service["startRun"] = (caller, request) =>
       Effect.gen(function* () {
-        const { session, run } = yield* admit(request)
+        const admitted = yield* admit(caller, request)
         // The caller is an approval channel for this run until it ends or the caller stops listening.
-        addApprover(session.id, 1)
-        let released = false
-        const release = () => {
-          if (released) return
-          released = true
-          addApprover(session.id, -1)
-        }
-        const hooks = onRunEnd.get(run.id) ?? []
-        hooks.push(release)
-        onRunEnd.set(run.id, hooks)
+        const channel = yield* Scope.make()
+        yield* Scope.extend(approvers.register(caller, admitted.session.id), channel)
+        const release = Scope.close(channel, Exit.void)
+        scheduler.onEnd(admitted.run.id, () => Effect.runFork(release))
         return {
-          session,
-          run,
-          events: runEvents(run).pipe(Stream.ensuring(Effect.sync(release)))
+          ...admitted,
+          events: tape
+            .subscribe(admitted.session.id, admitted.run.startSeq - 1, { runId: admitted.run.id })
+            .pipe(Stream.ensuring(release))
         }
       })
 
-    const cancelRun: Service["cancelRun"] = Effect.fn("Gateway.cancelRun")(function* (runId: RunId, by: string) {
-      const run = yield* requireRun(journal, runId)
-      if (isTerminal(run.state)) return run
-      const fiber = running.get(runId)
-      if (fiber !== undefined) {
-        cancels.set(runId, by)
-        yield* Fiber.interrupt(fiber)
-        return yield* requireRun(journal, runId)
-      }
+    const cancelRun: Service["cancelRun"] = Effect.fn("Gateway.cancelRun")(function* (
+      caller: Caller.Caller,
+      runId: RunId
+    ) {
+      const target = yield* run(caller, runId)
+      if (isTerminal(target.state)) return target
+      if (yield* scheduler.interrupt(runId, caller.principal)) return yield* requireRun(journal, runId)
       // Queued (not started yet): mark it cancelled; the worker skips terminal runs.
       const at = yield* Clock.currentTimeMillis
       yield* tape.append(
-        run.sessionId,
+        target.sessionId,
         [
           {
             _tag: "RunStateChanged",
-            sessionId: run.sessionId,
+            sessionId: target.sessionId,
             runId,
             at,
-            from: run.state,
+            from: target.state,
             to: "Cancelled",
-            reason: `cancelled by ${by}`
+            reason: `cancelled by ${caller.principal}`
           }
         ],
-        { runTransition: { runId, from: run.state, to: "Cancelled" } }
+        { runTransition: { runId, from: target.state, to: "Cancelled" } }
       )
-      const queue = queues.get(run.sessionId)
-      if (queue) {
-        const i = queue.indexOf(runId)
-        if (i >= 0) queue.splice(i, 1)
-      }
-      yield* finished(runId)
+      yield* scheduler.dequeue(target.sessionId, runId)
       return yield* requireRun(journal, runId)
     })
 
-    const awaitRun: Service["awaitRun"] = (runId) =>
-      Effect.gen(function* () {
-        const run = yield* requireRun(journal, runId)
-        if (isTerminal(run.state)) return run
-        return yield* Effect.async<Run>((resume) => {
-          const list = endWaiters.get(runId) ?? []
-          const cb = (r: Run) => resume(Effect.succeed(r))
-          list.push(cb)
-          endWaiters.set(runId, list)
-          return Effect.sync(() => {
-            const l = endWaiters.get(runId)
-            if (l) l.splice(l.indexOf(cb), 1)
-          })
-        })
-      })
-
-    // ---- standing grants, evaluated by the policy engine when it can --------------------------
-    const policy = deps.policy
-    syncGrants = policy.setGrants
-      ? journal.listApprovals({ status: "approved" }).pipe(
-          Effect.flatMap((all) => policy.setGrants!(all.filter((a) => a.scope !== "once"))),
-          Effect.catchAll((e) => Effect.logError("could not load approval grants", e))
-        )
-      : Effect.void
-    yield* syncGrants
-
+    // ---- standing grants ---------------------------------------------------------------------
     // Grant changes go on the tape of the session where the grant was given.
     const grantChanged = (record: ApprovalRecord, change: "granted" | "revoked", by: string) =>
       Effect.flatMap(Clock.currentTimeMillis, (at) =>
@@ -489,59 +450,27 @@ export const make = (
         ])
       ).pipe(Effect.catchAll((e) => Effect.logError("could not record a grant change", e)))
 
-    // ---- recovery: pick up what the previous process left ------------------------------------
-    const leftOver = yield* journal.listRuns({ states: ["Accepted", "InProgress", "WaitingForApproval"] })
-    const ordered = [...leftOver].sort((a, b) => a.sessionId.localeCompare(b.sessionId) || a.startSeq - b.startSeq)
-    for (const run of ordered) {
-      if (run.state === "InProgress" && (options.onInterruptedRuns ?? "fail") === "fail") {
-        const at = yield* Clock.currentTimeMillis
-        const message = "the process stopped while this run was in progress"
-        yield* tape
-          .append(
-            run.sessionId,
-            [
-              { _tag: "RunError", sessionId: run.sessionId, runId: run.id, at, code: "interrupted", message },
-              {
-                _tag: "RunStateChanged",
-                sessionId: run.sessionId,
-                runId: run.id,
-                at,
-                from: "InProgress",
-                to: "Failed",
-                reason: `interrupted: ${message}`
-              }
-            ],
-            {
-              runTransition: {
-                runId: run.id,
-                from: "InProgress",
-                to: "Failed",
-                error: { code: "interrupted", message }
-              }
-            }
-          )
-          .pipe(Effect.catchAll((e) => Effect.logError("could not mark interrupted run", e)))
-        continue
-      }
-      yield* enqueue(run.sessionId, run.id)
-    }
+    yield* syncGrants
+    yield* recover(journal, tape, scheduler, options.onInterruptedRuns ?? "fail")
 
     const service: Service = {
       resolveSession,
-      getSession: (id, principal) => ownedSession(id, principal),
-      listSessions: (filter) => journal.listSessions(filter),
-      resetSession: (id, principal) =>
-        Effect.gen(function* () {
-          const session = yield* ownedSession(id, principal)
-          const head = yield* journal.headSeq(id)
-          return yield* updateSession(session, {
-            historyFromSeq: head,
-            resetGeneration: session.resetGeneration + 1
-          })
+      getSession: session,
+      listSessions: (caller, filter = {}) =>
+        journal.listSessions({
+          principal: caller.operator ? filter.principal : caller.principal,
+          includeArchived: filter.includeArchived,
+          limit: filter.limit
         }),
-      branchSession: (id, o) =>
+      resetSession: (caller, id) =>
         Effect.gen(function* () {
-          const parent = yield* ownedSession(id, o.principal)
+          const found = yield* session(caller, id)
+          const head = yield* journal.headSeq(id)
+          return yield* updateSession(found, { historyFromSeq: head, resetGeneration: found.resetGeneration + 1 })
+        }),
+      branchSession: (caller, id, o = {}) =>
+        Effect.gen(function* () {
+          const parent = yield* session(caller, id)
           const head = yield* journal.headSeq(id)
           const atSeq = o.atSeq ?? head
           if (atSeq < 0 || atSeq > head) {
@@ -555,61 +484,75 @@ export const make = (
             parentSeq: atSeq
           })
         }),
-      archiveSession: (id, principal) =>
-        Effect.flatMap(ownedSession(id, principal), (s) => updateSession(s, { archived: true })),
+      archiveSession: (caller, id) => Effect.flatMap(session(caller, id), (s) => updateSession(s, { archived: true })),
       startRun,
-      sendMessage: (request) => admit(request),
+      sendMessage: admit,
       cancelRun,
-      getRun: (id) => requireRun(journal, id),
-      listRuns: (filter) => journal.listRuns(filter),
-      awaitRun,
-      resolveApproval: (request) =>
-        Effect.tap(approvals.resolve(request), (record) =>
-          record.status === "approved" && record.scope !== "once"
-            ? Effect.zipRight(grantChanged(record, "granted", request.by), syncGrants)
-            : Effect.void
-        ),
-      listGrants: (filter) =>
-        Effect.map(journal.listApprovals({}), (all) =>
-          all.filter(
-            (a) =>
-              a.scope !== "once" &&
-              (a.status === "approved" || a.status === "revoked") &&
-              (filter.principal === undefined || a.principal === filter.principal)
-          )
-        ),
-      revokeGrant: (id, by) =>
+      getRun: run,
+      listRuns: (caller, filter) =>
+        Effect.map(journal.listRuns(filter), (runs) => runs.filter((r) => Caller.owns(caller, r.principal))),
+      awaitRun: (caller, id) => Effect.zipRight(run(caller, id), scheduler.awaitEnd(id)),
+      resolveApproval: (caller, decision) =>
         Effect.gen(function* () {
-          const at = yield* Clock.currentTimeMillis
-          const record = yield* journal.revokeGrant(id, by, at)
-          yield* grantChanged(record, "revoked", by)
-          yield* syncGrants
+          yield* approval(caller, decision.approvalId)
+          const record = yield* approvals.resolve({ ...decision, by: caller.principal })
+          if (record.status === "approved" && record.scope !== "once") {
+            yield* grantChanged(record, "granted", caller.principal)
+            yield* syncGrants
+          }
           return record
         }),
-      getApproval: (id) =>
-        Effect.flatMap(approvals.get(id), (o) =>
-          Option.isSome(o) ? Effect.succeed(o.value) : Effect.fail(notFoundApproval(id))
+      getApproval: (caller, id) => approval(caller, id),
+      listApprovals: (caller, filter) =>
+        Effect.map(approvals.list(filter), (list) => list.filter((a) => Caller.owns(caller, a.principal))),
+      listGrants: (caller) =>
+        Effect.map(journal.listApprovals({}), (all) =>
+          all
+            .filter(
+              (a) =>
+                a.scope !== "once" &&
+                (a.status === "approved" || a.status === "revoked") &&
+                Caller.owns(caller, a.principal)
+            )
+            .map(withPolicy)
         ),
-      listApprovals: (filter) => approvals.list(filter),
-      registerApprover,
-      watchApprovals: Effect.zipRight(registerApprover, PubSub.subscribe(approvalRequests)),
-      subscribe: (sessionId, afterSeq, o) => {
-        const stream = tape.subscribe(sessionId, afterSeq)
-        if (!o?.approver) return stream
-        return Stream.acquireRelease(
-          Effect.sync(() => addApprover(sessionId, 1)),
-          () => Effect.sync(() => addApprover(sessionId, -1))
-        ).pipe(Stream.flatMap(() => stream))
-      },
-      readTape: (sessionId, o) => journal.readTape(sessionId, { afterSeq: o.afterSeq, limit: o.limit })
+      revokeGrant: (caller, id) =>
+        Effect.gen(function* () {
+          yield* approval(caller, id, "grant")
+          const at = yield* Clock.currentTimeMillis
+          const record = yield* journal.revokeGrant(id, caller.principal, at)
+          yield* grantChanged(record, "revoked", caller.principal)
+          yield* syncGrants
+          return withPolicy(record)
+        }),
+      registerApprover: (caller) => approvers.register(caller),
+      watchApprovals: approvers.watch,
+      subscribe: (caller, sessionId, afterSeq, o) =>
+        Stream.unwrapScoped(
+          Effect.gen(function* () {
+            yield* session(caller, sessionId)
+            if (o?.approver) yield* approvers.register(caller, sessionId)
+            return tape.subscribe(sessionId, afterSeq)
+          })
+        ),
+      readTape: (caller, sessionId, o) =>
+        Effect.zipRight(
+          session(caller, sessionId),
+          journal.readTape(sessionId, { afterSeq: o.afterSeq, limit: o.limit })
+        ),
+      verifyJournal: (caller) =>
+        caller.operator
+          ? journal.verify
+          : Effect.fail(new PermissionDenied({ message: "verifying the journal needs an operator" }))
     }
     return service
   })
 
-const notFoundApproval = (id: string) => new NotFound({ entity: "approval", id })
-
 /** @since 0.1.0 @category Layers */
 export const layer = (
   options: Options = {}
-): Layer.Layer<Gateway, JournalError, Journal | ModelProvider | ToolRuntime | PolicyEngine | Approvals> =>
-  Layer.scoped(Gateway, make(options))
+): Layer.Layer<
+  Gateway,
+  JournalError,
+  Journal | ModelProvider | ToolRuntime | PolicyEngine | Approvals | PromptAssembler
+> => Layer.scoped(Gateway, make(options))

@@ -19,18 +19,19 @@
  *
  * @since 0.1.0
  */
-import { Cause, Duration, Effect, Exit, Layer, ManagedRuntime, Queue, Schema, Stream } from "effect"
+import { Cause, Duration, Effect, Exit, Layer, ManagedRuntime, Runtime, Schema, Stream } from "effect"
 import * as MemoryJournal from "../adapters/MemoryJournal.js"
 import * as ScriptedModel from "../adapters/ScriptedModel.js"
+import * as Caller from "../domain/Caller.js"
 import { ToolError } from "../domain/Errors.js"
-import type { ApprovalId, RunId, SessionId } from "../domain/Ids.js"
+import * as Ids from "../domain/Ids.js"
 import type { ApprovalRecord, ApprovalStatus, Run, Session } from "../domain/Records.js"
 import type { ApprovalScope, Risk, TapeEvent } from "../domain/TapeEvent.js"
-import * as Approvals from "../kernel/Approvals.js"
 import * as Gateway from "../kernel/Gateway.js"
-import * as Journal from "../ports/Journal.js"
-import { ModelProvider, type Service as ModelService } from "../ports/ModelProvider.js"
-import * as PolicyEngine from "../ports/PolicyEngine.js"
+import * as Kernel from "../kernel/Kernel.js"
+import type * as Journal from "../ports/Journal.js"
+import type { Service as ModelService } from "../ports/ModelProvider.js"
+import type * as PolicyEngine from "../ports/PolicyEngine.js"
 import * as Tool from "../ports/Tool.js"
 
 const AdapterTypeId: unique symbol = Symbol.for("@palyra/core/Adapter")
@@ -117,7 +118,7 @@ export const defineTool = <A = Record<string, unknown>>(options: DefineToolOptio
             toolCallId: ctx.toolCallId,
             principal: ctx.principal,
             signal,
-            note: (text) => Effect.runPromise(Effect.provide(ctx.note(text), runtime.context))
+            note: (text) => Runtime.runPromise(runtime)(ctx.note(text))
           }),
         catch: (cause) =>
           new ToolError({
@@ -265,17 +266,17 @@ export interface Palyra extends AsyncDisposable {
 export const createPalyra = (options: PalyraOptions): Palyra => {
   const principalOf = (o?: { readonly principal?: string | undefined }) =>
     o?.principal ?? options.defaultPrincipal ?? "local"
-  const journal = unwrap<Layer.Layer<Journal.Journal, unknown>>(options.journal ?? memoryJournal())
-  const services = Layer.mergeAll(
-    Layer.succeed(ModelProvider, unwrap<ModelService>(options.model)),
-    Tool.layer((options.tools ?? []).map((t) => unwrap<Tool.AnyTool>(t))),
-    options.policy
-      ? unwrap<Layer.Layer<PolicyEngine.PolicyEngine>>(options.policy)
-      : PolicyEngine.layerRules(options.policies ?? PolicyEngine.defaultRules),
-    Approvals.layer
-  ).pipe(Layer.provideMerge(journal))
+  // The embedding application is the trust root: calls that name a principal act as that principal
+  // (its sessions, its keys); the rest act as an operator of this instance.
+  const asUser = (o?: { readonly principal?: string | undefined }) => Caller.user(principalOf(o))
+  const asOperator = (by?: string) => Caller.operator(by ?? principalOf())
   const b = options.budgets
-  const gatewayLayer = Gateway.layer({
+  const kernel = Kernel.layer({
+    model: unwrap<ModelService>(options.model),
+    tools: (options.tools ?? []).map((t) => unwrap<Tool.AnyTool>(t)),
+    journal: unwrap<Layer.Layer<Journal.Journal, unknown>>(options.journal ?? memoryJournal()),
+    policy: options.policy ? unwrap<Layer.Layer<PolicyEngine.PolicyEngine, unknown>>(options.policy) : undefined,
+    rules: options.policies,
     instructions: options.instructions,
     approvalTimeout: options.approvalTimeoutMs === undefined ? undefined : Duration.millis(options.approvalTimeoutMs),
     budgets: b && {
@@ -286,36 +287,34 @@ export const createPalyra = (options: PalyraOptions): Palyra => {
       maxTokensPerRun: b.maxTokensPerRun,
       maxTokensPerSession: b.maxTokensPerSession
     }
-  }).pipe(Layer.provideMerge(services))
+  })
   const onApproval = options.onApproval
   const approver = onApproval
     ? Layer.scopedDiscard(
         Effect.gen(function* () {
           const gateway = yield* Gateway.Gateway
-          const queue = yield* gateway.watchApprovals
+          const caller = asOperator("onApproval")
           const answer = (record: ApprovalRecord) =>
             Effect.tryPromise(async () => onApproval(record)).pipe(
               Effect.map((a) => (typeof a === "string" ? { decision: a } : a)),
               Effect.orElseSucceed(() => ({ decision: "deny" as const, reason: "onApproval threw" })),
               Effect.flatMap((a) =>
-                gateway.resolveApproval({
+                gateway.resolveApproval(caller, {
                   approvalId: record.id,
                   decision: a.decision,
                   scope: "scope" in a ? a.scope : undefined,
-                  reason: "reason" in a ? a.reason : undefined,
-                  by: "onApproval"
+                  reason: "reason" in a ? a.reason : undefined
                 })
               ),
               Effect.catchAll((e) => Effect.logWarning("onApproval could not resolve", e))
             )
-          yield* Queue.take(queue).pipe(
-            Effect.flatMap((record) => Effect.fork(answer(record))),
-            Effect.forever,
+          yield* gateway.watchApprovals(caller).pipe(
+            Stream.runForEach((record) => Effect.fork(answer(record))),
             Effect.forkScoped
           )
         })
-      ).pipe(Layer.provideMerge(gatewayLayer))
-    : gatewayLayer
+      ).pipe(Layer.provideMerge(kernel))
+    : kernel
   const runtime = ManagedRuntime.make(approver as Layer.Layer<Gateway.Gateway | Journal.Journal, unknown>)
 
   const run = <A>(effect: Effect.Effect<A, unknown, Gateway.Gateway | Journal.Journal>, signal?: AbortSignal) =>
@@ -343,22 +342,26 @@ export const createPalyra = (options: PalyraOptions): Palyra => {
       }
     }
   })
-  const message = (text: string, o?: MessageOptions): Gateway.MessageRequest => ({
-    principal: principalOf(o),
-    text,
-    sessionId: o?.sessionId as SessionId | undefined,
-    key: o?.sessionKey
-  })
+  const optionalId = <A>(schema: Schema.Schema<A, string>, value: string | undefined, field: string) =>
+    value === undefined ? Effect.succeed(undefined) : Ids.parse(schema, value, field)
+  const message = (text: string, o?: MessageOptions) =>
+    Effect.map(
+      optionalId(Ids.SessionId, o?.sessionId, "sessionId"),
+      (sessionId): Gateway.MessageRequest => ({ text, sessionId, key: o?.sessionKey })
+    )
+  const runIdOf = (id: string) => Ids.parse(Ids.RunId, id, "runId")
+  const sessionIdOf = (id: string) => Ids.parse(Ids.SessionId, id, "sessionId")
 
   const palyra: Palyra = {
     run: (text, o) =>
       withGateway(
         (g) =>
           Effect.gen(function* () {
-            const started = yield* g.startRun(message(text, o))
+            const caller = asUser(o)
+            const started = yield* g.startRun(caller, yield* message(text, o))
             const events = yield* Stream.runCollect(started.events)
             const list = [...events]
-            const final = yield* g.getRun(started.run.id)
+            const final = yield* g.getRun(caller, started.run.id)
             const answer = list.filter((e) => e._tag === "AssistantMessage").at(-1)
             return {
               runId: final.id,
@@ -374,60 +377,73 @@ export const createPalyra = (options: PalyraOptions): Palyra => {
     startRun: (text, o) =>
       withGateway(
         (g) =>
-          Effect.map(g.startRun(message(text, o)), (s) => ({
-            runId: s.run.id,
-            sessionId: s.session.id,
-            events: iterate(s.events)
-          })),
+          Effect.flatMap(message(text, o), (request) =>
+            Effect.map(g.startRun(asUser(o), request), (s) => ({
+              runId: s.run.id,
+              sessionId: s.session.id,
+              events: iterate(s.events)
+            }))
+          ),
         o?.signal
       ),
     send: (text, o) =>
       withGateway(
-        (g) => Effect.map(g.sendMessage(message(text, o)), (s) => ({ runId: s.run.id, sessionId: s.session.id })),
+        (g) =>
+          Effect.flatMap(message(text, o), (request) =>
+            Effect.map(g.sendMessage(asUser(o), request), (s) => ({ runId: s.run.id, sessionId: s.session.id }))
+          ),
         o?.signal
       ),
-    cancelRun: (runId, o) => withGateway((g) => g.cancelRun(runId as RunId, o?.by ?? "api"), o?.signal),
-    getRun: (runId, o) => withGateway((g) => g.getRun(runId as RunId), o?.signal),
-    waitForRun: (runId, o) => withGateway((g) => g.awaitRun(runId as RunId), o?.signal),
+    cancelRun: (runId, o) =>
+      withGateway(
+        (g) => Effect.flatMap(runIdOf(runId), (id) => g.cancelRun(asOperator(o?.by ?? "api"), id)),
+        o?.signal
+      ),
+    getRun: (runId, o) =>
+      withGateway((g) => Effect.flatMap(runIdOf(runId), (id) => g.getRun(asOperator(), id)), o?.signal),
+    waitForRun: (runId, o) =>
+      withGateway((g) => Effect.flatMap(runIdOf(runId), (id) => g.awaitRun(asOperator(), id)), o?.signal),
     listApprovals: (f = {}) =>
       withGateway((g) =>
-        g.listApprovals({
-          sessionId: f.sessionId as SessionId | undefined,
-          runId: f.runId as RunId | undefined,
-          status: f.status
+        Effect.gen(function* () {
+          return yield* g.listApprovals(asOperator(), {
+            sessionId: yield* optionalId(Ids.SessionId, f.sessionId, "sessionId"),
+            runId: yield* optionalId(Ids.RunId, f.runId, "runId"),
+            status: f.status
+          })
         })
       ),
     resolveApproval: (approvalId, decision, o) =>
       withGateway(
         (g) =>
-          g.resolveApproval({
-            approvalId: approvalId as ApprovalId,
-            decision,
-            scope: o?.scope,
-            by: o?.by ?? principalOf(),
-            reason: o?.reason
-          }),
+          Effect.flatMap(Ids.parse(Ids.ApprovalId, approvalId, "approvalId"), (id) =>
+            g.resolveApproval(asOperator(o?.by), { approvalId: id, decision, scope: o?.scope, reason: o?.reason })
+          ),
         o?.signal
       ),
     session: (o) =>
       withGateway((g) =>
-        g.resolveSession({
-          principal: principalOf(o),
-          sessionId: o.sessionId as SessionId | undefined,
-          key: o.sessionKey,
-          title: o.title
-        })
+        Effect.flatMap(optionalId(Ids.SessionId, o.sessionId, "sessionId"), (sessionId) =>
+          g.resolveSession(asUser(o), { sessionId, key: o.sessionKey, title: o.title })
+        )
       ),
-    resetSession: (sessionId, o) => withGateway((g) => g.resetSession(sessionId as SessionId, principalOf(o))),
+    resetSession: (sessionId, o) =>
+      withGateway((g) => Effect.flatMap(sessionIdOf(sessionId), (id) => g.resetSession(asUser(o), id))),
     readTape: (sessionId, o) =>
-      withGateway((g) => g.readTape(sessionId as SessionId, { afterSeq: o?.afterSeq ?? 0, limit: o?.limit })),
+      withGateway((g) =>
+        Effect.flatMap(sessionIdOf(sessionId), (id) =>
+          g.readTape(asOperator(), id, { afterSeq: o?.afterSeq ?? 0, limit: o?.limit })
+        )
+      ),
     subscribe: (sessionId, afterSeq = 0) =>
       iterate(
         Stream.unwrap(
-          Effect.map(Gateway.Gateway, (g) => g.subscribe(sessionId as SessionId, afterSeq, { approver: true }))
+          Effect.map(Effect.zip(Gateway.Gateway, sessionIdOf(sessionId)), ([g, id]) =>
+            g.subscribe(asOperator(), id, afterSeq, { approver: true })
+          )
         )
       ),
-    verifyJournal: () => run(Effect.flatMap(Journal.Journal, (j) => j.verify)),
+    verifyJournal: () => withGateway((g) => g.verifyJournal(asOperator())),
     close: () => runtime.dispose(),
     [Symbol.asyncDispose]: () => runtime.dispose()
   }

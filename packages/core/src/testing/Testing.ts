@@ -13,45 +13,58 @@
 import { Chunk, Effect, Layer, Stream } from "effect"
 import * as MemoryJournal from "../adapters/MemoryJournal.js"
 import * as ScriptedModel from "../adapters/ScriptedModel.js"
+import * as Caller from "../domain/Caller.js"
+import { InvalidTransition } from "../domain/Errors.js"
+import * as RunState from "../domain/RunState.js"
 import type { TapeEvent } from "../domain/TapeEvent.js"
-import * as Approvals from "../kernel/Approvals.js"
-import * as Gateway from "../kernel/Gateway.js"
-import type * as Journal from "../ports/Journal.js"
-import { ModelProvider, type Service as ModelService } from "../ports/ModelProvider.js"
-import * as PolicyEngine from "../ports/PolicyEngine.js"
-import * as Tool from "../ports/Tool.js"
+import * as Kernel from "../kernel/Kernel.js"
+import { Journal } from "../ports/Journal.js"
 
 export { ScriptedModel }
 
 /** @since 0.1.0 @category Models */
-export interface GatewayLayerOptions extends Gateway.Options {
-  readonly model: ModelService
-  readonly tools?: ReadonlyArray<Tool.AnyTool> | undefined
-  /** Policy rules (default: `PolicyEngine.defaultRules`). */
-  readonly rules?: ReadonlyArray<PolicyEngine.Rule> | undefined
-  /** A policy engine layer that replaces `rules`. */
-  readonly policy?: Layer.Layer<PolicyEngine.PolicyEngine> | undefined
-  /** The journal (default: a fresh in-memory journal). */
-  readonly journal?: Layer.Layer<Journal.Journal, unknown> | undefined
-}
+export type GatewayLayerOptions<EJ = never, EP = never> = Kernel.Options<EJ, EP>
 
 /**
- * A Gateway over the given model, tools and policy, with the journal and approvals it used, ready
- * to `Effect.provide`. Every service the Gateway uses is also in the output, so tests can inspect it.
+ * A journal that refuses (as a defect) any `RunStateChanged` that is not a legal transition of the
+ * run state machine, so every tape written in a test is checked.
  *
  * @since 0.1.0
  * @category Layers
  */
-export const gatewayLayer = (options: GatewayLayerOptions) => {
-  const journal = (options.journal ?? MemoryJournal.layer()) as Layer.Layer<Journal.Journal, never>
-  const services = Layer.mergeAll(
-    Layer.succeed(ModelProvider, options.model),
-    Tool.layer(options.tools ?? []),
-    options.policy ?? PolicyEngine.layerRules(options.rules ?? PolicyEngine.defaultRules),
-    Approvals.layer
-  ).pipe(Layer.provideMerge(journal))
-  return Gateway.layer(options).pipe(Layer.provideMerge(services))
-}
+export const checkedJournal = <E, R>(journal: Layer.Layer<Journal, E, R>): Layer.Layer<Journal, E, R> =>
+  Layer.effect(
+    Journal,
+    Effect.map(Journal, (inner) => ({
+      ...inner,
+      append: (sessionId, events, effects) =>
+        Effect.gen(function* () {
+          for (const e of events) {
+            if (e._tag === "RunStateChanged" && !RunState.isLegalChange(e.from, e.to)) {
+              return yield* Effect.die(new InvalidTransition({ from: e.from, transition: `-> ${e.to}` }))
+            }
+          }
+          return yield* inner.append(sessionId, events, effects)
+        })
+    }))
+  ).pipe(Layer.provide(journal))
+
+/**
+ * The kernel (`Kernel.layer`) over the given model, tools and policy, with an in-memory journal by
+ * default whose every run-state change is checked against the state machine. Every service the
+ * Gateway uses is also in the output, so tests can inspect it.
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const gatewayLayer = <EJ = never, EP = never>(options: GatewayLayerOptions<EJ, EP>) =>
+  Kernel.layer({
+    ...options,
+    journal: checkedJournal(options.journal ?? (MemoryJournal.layer() as Layer.Layer<Journal, EJ>))
+  })
+
+/** A caller acting as `principal` (default `"tester"`). @since 0.1.0 @category Utils */
+export const caller = (principal = "tester"): Caller.Caller => Caller.user(principal)
 
 /** Collect a stream of events into an array. @since 0.1.0 @category Utils */
 export const collect = <E, R>(stream: Stream.Stream<TapeEvent, E, R>): Effect.Effect<ReadonlyArray<TapeEvent>, E, R> =>

@@ -271,6 +271,7 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
           cache.set(key, decision)
           return decision
         }),
+      describeGrant: grantPolicy,
       setGrants: (next) =>
         Effect.gen(function* () {
           const previous = grants

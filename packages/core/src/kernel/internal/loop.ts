@@ -7,11 +7,11 @@ import { type ApprovalRecord, makeApproval, type Run, type Session } from "../..
 import { isTerminal, transition as nextState, type RunState, type Transition } from "../../domain/RunState.js"
 import type { NewTapeEvent, TapeEvent, TapeEventOf } from "../../domain/TapeEvent.js"
 import { type AppendEffects, type Service as JournalService, requireRun, requireSession } from "../../ports/Journal.js"
-import { estimateTokens, type Service as ModelService, runInto } from "../../ports/ModelProvider.js"
+import { type Service as ModelService, runInto } from "../../ports/ModelProvider.js"
 import type { Decision, Service as PolicyService } from "../../ports/PolicyEngine.js"
 import type { AnyTool, Service as ToolService } from "../../ports/Tool.js"
 import type { Service as ApprovalsService } from "../Approvals.js"
-import { buildMessages } from "./history.js"
+import type { Service as PromptService } from "../PromptAssembler.js"
 import type { Tape } from "./tape.js"
 
 /** Limits that end a run before it can burn time or money silently. @internal */
@@ -32,13 +32,14 @@ export interface LoopDeps {
   readonly tools: ToolService
   readonly policy: PolicyService
   readonly approvals: ApprovalsService
+  readonly prompt: PromptService
   readonly instructions: string | undefined
   readonly budgets: ResolvedBudgets
   readonly approvalTimeout: Duration.Duration
   readonly requireApprovalChannel: boolean
   readonly coalesceChars: number
   readonly coalesceMillis: number
-  readonly hasApprover: (sessionId: Session["id"]) => boolean
+  readonly hasApprover: (sessionId: Session["id"], principal: string) => boolean
   readonly onApprovalRequested: (record: ApprovalRecord) => Effect.Effect<unknown>
   /** Reload standing grants into the policy engine (after one was used up or went stale). */
   readonly onGrantsChanged: Effect.Effect<void>
@@ -279,7 +280,7 @@ export const runLoop = (deps: LoopDeps, runId: RunId, cancelRequested: () => str
           summary,
           expiresAt
         }
-        if (deps.requireApprovalChannel && !deps.hasApprover(session.id)) {
+        if (deps.requireApprovalChannel && !deps.hasApprover(session.id, run0.principal)) {
           // Fail closed: nobody can answer now. The pending record stays for an operator to grant.
           yield* emit([requested], { createApproval: record })
           yield* result(call, "denied", "approval required, but no approval channel is connected for this session")
@@ -415,12 +416,13 @@ export const runLoop = (deps: LoopDeps, runId: RunId, cancelRequested: () => str
       if (turn >= b.maxModelTurns) {
         return yield* new BudgetExceeded({ budget: "maxModelTurns", limit: b.maxModelTurns, used: turn })
       }
-      const request = {
+      const { request, estimatedTokens: estimate } = yield* deps.prompt.assemble({
+        session,
+        runId,
+        history,
         instructions: deps.instructions,
-        messages: buildMessages(history),
         tools: deps.tools.specs
-      }
-      const estimate = estimateTokens(request)
+      })
       if (runTokens + estimate > b.maxTokensPerRun) {
         return yield* new BudgetExceeded({
           budget: "maxTokensPerRun",

@@ -1,0 +1,69 @@
+/**
+ * The one assembly of Palyra's kernel: a Gateway over a journal, a model, tools, a policy engine,
+ * approvals and the prompt-assembly stage, built from plain options. The Promise API, the daemon
+ * and `@palyra/core/testing` all build their Gateway here, so a new kernel service is wired once.
+ *
+ * ```ts
+ * const kernel = Kernel.layer({ model, tools, journal: SqliteJournal.layer({ filename }), policy: CedarPolicy.layer() })
+ * ```
+ *
+ * @since 0.1.0
+ */
+import { Layer } from "effect"
+import * as MemoryJournal from "../adapters/MemoryJournal.js"
+import type { JournalError } from "../domain/Errors.js"
+import type { Journal } from "../ports/Journal.js"
+import { ModelProvider, type Service as ModelService } from "../ports/ModelProvider.js"
+import * as PolicyEngine from "../ports/PolicyEngine.js"
+import * as Tool from "../ports/Tool.js"
+import * as Approvals from "./Approvals.js"
+import * as Gateway from "./Gateway.js"
+import * as PromptAssembler from "./PromptAssembler.js"
+
+/** @since 0.1.0 @category Models */
+export interface Options<EJ = never, EP = never> extends Gateway.Options {
+  /** The model: a `ModelProvider` service, or a layer that builds one. */
+  readonly model: ModelService | Layer.Layer<ModelProvider, unknown>
+  readonly tools?: ReadonlyArray<Tool.AnyTool> | undefined
+  /** The journal (default: a fresh in-memory journal). */
+  readonly journal?: Layer.Layer<Journal, EJ> | undefined
+  /** A policy engine (e.g. `CedarPolicy.layer(...)`); default: `rules`. */
+  readonly policy?: Layer.Layer<PolicyEngine.PolicyEngine, EP> | undefined
+  /** Rules for the built-in rule engine when no `policy` is given (default `PolicyEngine.defaultRules`). */
+  readonly rules?: ReadonlyArray<PolicyEngine.Rule> | undefined
+  /** The prompt-assembly stage (default: the conversation from the tape). */
+  readonly promptAssembler?: Layer.Layer<PromptAssembler.PromptAssembler> | undefined
+}
+
+/** Everything the kernel provides: the Gateway and the services it runs on, for inspection. @since 0.1.0 @category Models */
+export type Services =
+  | Gateway.Gateway
+  | Journal
+  | ModelProvider
+  | Tool.ToolRuntime
+  | PolicyEngine.PolicyEngine
+  | Approvals.Approvals
+  | PromptAssembler.PromptAssembler
+
+/**
+ * The kernel as one layer. Every service the Gateway uses is in the output too.
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const layer = <EJ = never, EP = never>(
+  options: Options<EJ, EP>
+): Layer.Layer<Services, JournalError | EJ | EP> => {
+  const model: Layer.Layer<ModelProvider> = Layer.isLayer(options.model)
+    ? (options.model as Layer.Layer<ModelProvider>)
+    : Layer.succeed(ModelProvider, options.model as ModelService)
+  const journal = options.journal ?? (MemoryJournal.layer() as Layer.Layer<Journal, EJ>)
+  const services = Layer.mergeAll(
+    model,
+    Tool.layer(options.tools ?? []),
+    options.policy ?? PolicyEngine.layerRules(options.rules ?? PolicyEngine.defaultRules),
+    options.promptAssembler ?? PromptAssembler.layer,
+    Approvals.layer
+  ).pipe(Layer.provideMerge(journal))
+  return Gateway.layer(options).pipe(Layer.provideMerge(services))
+}

@@ -1,0 +1,43 @@
+import { Clock, Effect } from "effect"
+import type { JournalError } from "../../domain/Errors.js"
+import type { Service as JournalService } from "../../ports/Journal.js"
+import type { Scheduler } from "./scheduler.js"
+import type { Tape } from "./tape.js"
+
+/**
+ * Start-up: pick up what the previous process left. Queued runs and runs waiting for approval
+ * resume (in their session's order); runs that were in progress are resumed from their tape or
+ * marked `Failed` with code `interrupted`, as configured.
+ * @internal
+ */
+export const recover = (
+  journal: JournalService,
+  tape: Tape,
+  scheduler: Scheduler,
+  onInterrupted: "fail" | "resume"
+): Effect.Effect<void, JournalError> =>
+  Effect.gen(function* () {
+    const leftOver = yield* journal.listRuns({ states: ["Accepted", "InProgress", "WaitingForApproval"] })
+    const ordered = [...leftOver].sort((a, b) => a.sessionId.localeCompare(b.sessionId) || a.startSeq - b.startSeq)
+    for (const run of ordered) {
+      if (run.state !== "InProgress" || onInterrupted === "resume") {
+        yield* scheduler.enqueue(run.sessionId, run.id)
+        continue
+      }
+      const at = yield* Clock.currentTimeMillis
+      const message = "the process stopped while this run was in progress"
+      const base = { sessionId: run.sessionId, runId: run.id, at }
+      yield* tape
+        .append(
+          run.sessionId,
+          [
+            { _tag: "RunError", ...base, code: "interrupted", message },
+            { _tag: "RunStateChanged", ...base, from: "InProgress", to: "Failed", reason: `interrupted: ${message}` }
+          ],
+          {
+            runTransition: { runId: run.id, from: "InProgress", to: "Failed", error: { code: "interrupted", message } }
+          }
+        )
+        .pipe(Effect.catchAll((e) => Effect.logError("could not mark interrupted run", e)))
+    }
+  })

@@ -1,0 +1,139 @@
+import { Deferred, Effect, Exit, Fiber, FiberMap, Option, type Scope } from "effect"
+import type { JournalError, NotFound } from "../../domain/Errors.js"
+import type { RunId, SessionId } from "../../domain/Ids.js"
+import type { Run } from "../../domain/Records.js"
+import { isTerminal } from "../../domain/RunState.js"
+import { type Service as JournalService, requireRun } from "../../ports/Journal.js"
+
+/**
+ * Run admission: one run at a time per session, later ones queued in order. Running runs live in a
+ * `FiberMap` keyed by run id, so cancelling is removing. The reason a run was cancelled is kept
+ * until its loop has recorded it.
+ * @internal
+ */
+export interface Scheduler {
+  /** Queue a run of the session; starts a worker for the session when none runs. */
+  readonly enqueue: (sessionId: SessionId, runId: RunId) => Effect.Effect<void>
+  /** The run a new run of this session would queue behind, if any. */
+  readonly lastOf: (sessionId: SessionId) => RunId | undefined
+  /** Interrupt a running run (its loop records the cancellation); false when it is not running. */
+  readonly interrupt: (runId: RunId, by: string) => Effect.Effect<boolean>
+  /** Drop a queued run that was cancelled before it started. */
+  readonly dequeue: (sessionId: SessionId, runId: RunId) => Effect.Effect<void>
+  /** Who asked to cancel this run, if anyone (read by the loop when it is interrupted). */
+  readonly cancelledBy: (runId: RunId) => string | undefined
+  /** Call `f` when the run's loop has ended (or at once if it is not known to the scheduler). */
+  readonly onEnd: (runId: RunId, f: () => void) => void
+  /** Wait until the run is terminal. */
+  readonly awaitEnd: (runId: RunId) => Effect.Effect<Run, JournalError | NotFound>
+}
+
+/** @internal */
+export const makeScheduler = (
+  journal: JournalService,
+  drive: (runId: RunId, cancelledBy: () => string | undefined) => Effect.Effect<void, unknown>
+): Effect.Effect<Scheduler, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const scope = yield* Effect.scope
+    const fibers = yield* FiberMap.make<RunId>()
+    const queues = new Map<SessionId, Array<RunId>>()
+    const active = new Map<SessionId, RunId>()
+    const cancels = new Map<RunId, string>()
+    const endHooks = new Map<RunId, Array<() => void>>()
+    const endWaiters = new Map<RunId, Array<(run: Run) => void>>()
+
+    const ended = (runId: RunId) =>
+      Effect.gen(function* () {
+        cancels.delete(runId)
+        const hooks = endHooks.get(runId) ?? []
+        endHooks.delete(runId)
+        for (const f of hooks) f()
+        const run = yield* journal.getRun(runId).pipe(Effect.option, Effect.map(Option.flatten))
+        if (Option.isSome(run) && isTerminal(run.value.state)) {
+          const waiters = endWaiters.get(runId) ?? []
+          endWaiters.delete(runId)
+          for (const f of waiters) f(run.value)
+        }
+      })
+
+    const worker = (sessionId: SessionId): Effect.Effect<void> =>
+      Effect.gen(function* () {
+        while (true) {
+          const next = queues.get(sessionId)?.shift()
+          if (next === undefined) {
+            queues.delete(sessionId)
+            return
+          }
+          active.set(sessionId, next)
+          const fiber = yield* FiberMap.run(
+            fibers,
+            next,
+            drive(next, () => cancels.get(next))
+          )
+          yield* Fiber.await(fiber)
+          active.delete(sessionId)
+          yield* ended(next)
+        }
+      })
+
+    const enqueue: Scheduler["enqueue"] = (sessionId, runId) =>
+      Effect.suspend(() => {
+        const queue = queues.get(sessionId)
+        if (queue !== undefined) {
+          queue.push(runId)
+          return Effect.void
+        }
+        queues.set(sessionId, [runId])
+        return Effect.asVoid(Effect.forkIn(worker(sessionId), scope))
+      })
+
+    const dequeue: Scheduler["dequeue"] = (sessionId, runId) =>
+      Effect.suspend(() => {
+        const queue = queues.get(sessionId)
+        const i = queue?.indexOf(runId) ?? -1
+        if (queue && i >= 0) queue.splice(i, 1)
+        return ended(runId)
+      })
+
+    const interrupt: Scheduler["interrupt"] = (runId, by) =>
+      Effect.gen(function* () {
+        if (!(yield* FiberMap.has(fibers, runId))) return false
+        cancels.set(runId, by)
+        yield* FiberMap.remove(fibers, runId)
+        return true
+      })
+
+    // Register first, then read: a run that ends in between is seen by one or the other.
+    const awaitEnd: Scheduler["awaitEnd"] = (runId) =>
+      Effect.acquireUseRelease(
+        Effect.map(Deferred.make<Run>(), (done) => {
+          const cb = (r: Run) => Deferred.unsafeDone(done, Exit.succeed(r))
+          endWaiters.set(runId, [...(endWaiters.get(runId) ?? []), cb])
+          return { done, cb }
+        }),
+        ({ done }) =>
+          Effect.flatMap(requireRun(journal, runId), (run) =>
+            isTerminal(run.state) ? Effect.succeed(run) : Deferred.await(done)
+          ),
+        ({ cb }) =>
+          Effect.sync(() => {
+            const left = (endWaiters.get(runId) ?? []).filter((f) => f !== cb)
+            if (left.length === 0) endWaiters.delete(runId)
+            else endWaiters.set(runId, left)
+          })
+      )
+
+    return {
+      enqueue,
+      dequeue,
+      interrupt,
+      awaitEnd,
+      lastOf: (sessionId) => queues.get(sessionId)?.at(-1) ?? active.get(sessionId),
+      cancelledBy: (runId) => cancels.get(runId),
+      onEnd: (runId, f) => {
+        const hooks = endHooks.get(runId) ?? []
+        hooks.push(f)
+        endHooks.set(runId, hooks)
+      }
+    }
+  })
