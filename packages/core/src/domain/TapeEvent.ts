@@ -112,7 +112,7 @@ export const ToolResult = Schema.TaggedStruct("ToolResult", {
   ...envelope,
   toolCallId: ToolCallId,
   tool: Schema.String,
-  status: Schema.Literal("ok", "error", "denied", "interrupted"),
+  status: Schema.Literal("ok", "error", "denied", "interrupted", "cancelled"),
   output: Schema.String,
   truncated: Schema.Boolean,
   durationMs: Schema.Number

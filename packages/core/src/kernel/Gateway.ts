@@ -15,6 +15,7 @@ import * as Caller from "../domain/Caller.js"
 import {
   Conflict,
   InvalidArgument,
+  type InvalidTransition,
   type JournalError,
   NotFound,
   type PayloadTooLarge,
@@ -41,6 +42,7 @@ import { type ResolvedBudgets, runLoop } from "./internal/loop.js"
 import { recover } from "./internal/recovery.js"
 import { makeScheduler } from "./internal/scheduler.js"
 import { makeTape } from "./internal/tape.js"
+import { recordTransition } from "./internal/transition.js"
 import { PromptAssembler } from "./PromptAssembler.js"
 
 /** Budgets that end a run. Every field has a safe default. @since 0.1.0 @category Models */
@@ -133,7 +135,14 @@ export interface Grant extends ApprovalRecord {
 }
 
 /** @since 0.1.0 @category Models */
-export type GatewayError = JournalError | NotFound | Conflict | PermissionDenied | InvalidArgument | PayloadTooLarge
+export type GatewayError =
+  | JournalError
+  | NotFound
+  | Conflict
+  | PermissionDenied
+  | InvalidArgument
+  | PayloadTooLarge
+  | InvalidTransition
 
 /** @since 0.1.0 @category Models */
 export interface Service {
@@ -372,15 +381,11 @@ export const make = (
         createdAt: at,
         updatedAt: at
       }
-      const base = { sessionId: target.id, runId, at }
-      yield* tape.append(
-        target.id,
-        [
-          { _tag: "RunAccepted", ...base, principal: caller.principal, queuedBehind },
-          { _tag: "RunStateChanged", ...base, from: "Pending", to: "Accepted", reason: "admitted" }
-        ],
-        { createRun: created, runTransition: { runId, from: "Pending", to: "Accepted" } }
-      )
+      const ref = { sessionId: target.id, runId }
+      yield* recordTransition(tape, ref, "Pending", "Accept", "admitted", {
+        extra: [{ _tag: "RunAccepted", ...ref, at, principal: caller.principal, queuedBehind }],
+        effects: { createRun: created }
+      })
       yield* scheduler.enqueue(target.id, runId)
       return { session: target, run: { ...created, state: "Accepted" as const } }
     })
@@ -409,21 +414,12 @@ export const make = (
       if (isTerminal(target.state)) return target
       if (yield* scheduler.interrupt(runId, caller.principal)) return yield* requireRun(journal, runId)
       // Queued (not started yet): mark it cancelled; the worker skips terminal runs.
-      const at = yield* Clock.currentTimeMillis
-      yield* tape.append(
-        target.sessionId,
-        [
-          {
-            _tag: "RunStateChanged",
-            sessionId: target.sessionId,
-            runId,
-            at,
-            from: target.state,
-            to: "Cancelled",
-            reason: `cancelled by ${caller.principal}`
-          }
-        ],
-        { runTransition: { runId, from: target.state, to: "Cancelled" } }
+      yield* recordTransition(
+        tape,
+        { sessionId: target.sessionId, runId },
+        target.state,
+        "Cancel",
+        `cancelled by ${caller.principal}`
       )
       yield* scheduler.dequeue(target.sessionId, runId)
       return yield* requireRun(journal, runId)

@@ -2,9 +2,9 @@ import { Cause, Clock, Duration, Effect, Option } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import { digest } from "../../domain/Canonical.js"
 import { BudgetExceeded, isPalyraError, type PalyraError } from "../../domain/Errors.js"
-import { type ApprovalId, makeApprovalId, makeToolCallId, type RunId, type ToolCallId } from "../../domain/Ids.js"
+import { type ApprovalId, makeApprovalId, makeToolCallId, type RunId } from "../../domain/Ids.js"
 import { type ApprovalRecord, makeApproval, type Run, type Session } from "../../domain/Records.js"
-import { isTerminal, transition as nextState, type RunState, type Transition } from "../../domain/RunState.js"
+import { isTerminal, type Transition } from "../../domain/RunState.js"
 import type { NewTapeEvent, TapeEvent, TapeEventOf } from "../../domain/TapeEvent.js"
 import { type AppendEffects, type Service as JournalService, requireRun, requireSession } from "../../ports/Journal.js"
 import { type Service as ModelService, runInto } from "../../ports/ModelProvider.js"
@@ -12,7 +12,9 @@ import type { Decision, Service as PolicyService } from "../../ports/PolicyEngin
 import type { AnyTool, Service as ToolService } from "../../ports/Tool.js"
 import type { Service as ApprovalsService } from "../Approvals.js"
 import type { Service as PromptService } from "../PromptAssembler.js"
+import * as RunView from "../RunView.js"
 import type { Tape } from "./tape.js"
+import { closeOpenWork, recordTransition } from "./transition.js"
 
 /** Limits that end a run before it can burn time or money silently. @internal */
 export interface ResolvedBudgets {
@@ -45,542 +47,523 @@ export interface LoopDeps {
   readonly onGrantsChanged: Effect.Effect<void>
 }
 
-type CallView = {
-  readonly proposed: TapeEventOf<"ToolProposed">
-  decided?: TapeEventOf<"PolicyDecided">
-  requested?: TapeEventOf<"ApprovalRequested">
-  resolved?: TapeEventOf<"ApprovalResolved">
-  started?: TapeEventOf<"ToolStarted">
-  result?: TapeEventOf<"ToolResult">
-}
+type CallView = RunView.CallView
+type Events = NonEmptyReadonlyArray<NewTapeEvent>
 
 const now = Clock.currentTimeMillis
 
 /**
+ * One run in progress: its dependencies, its session's prompt history, and its `RunView` — the
+ * fold of what it wrote. Every write goes through `emit`, which keeps both up to date; every state
+ * change goes through `transition`, the one place that consults the state machine and writes the
+ * compare-and-set effect with its `RunStateChanged`.
+ */
+interface RunContext {
+  readonly deps: LoopDeps
+  readonly run: Run
+  readonly session: Session
+  readonly history: Array<TapeEvent>
+  view: RunView.RunView
+}
+
+const base = (ctx: RunContext) => ({ sessionId: ctx.session.id, runId: ctx.run.id })
+
+const observe = (ctx: RunContext, stored: ReadonlyArray<TapeEvent>) => {
+  for (const e of stored) {
+    ctx.history.push(e)
+    ctx.view = RunView.step(ctx.view, e)
+  }
+}
+
+const emit = (ctx: RunContext, events: Events, effects?: AppendEffects) =>
+  Effect.map(ctx.deps.tape.append(ctx.session.id, events, effects), (stored) => observe(ctx, stored))
+
+const transition = (
+  ctx: RunContext,
+  event: Transition,
+  reason: string,
+  extra: ReadonlyArray<NewTapeEvent> = [],
+  effects: Omit<AppendEffects, "runTransition"> = {},
+  error?: { readonly code: string; readonly message: string }
+) =>
+  Effect.map(
+    recordTransition(ctx.deps.tape, base(ctx), ctx.view.state, event, reason, { extra, effects, error }),
+    (stored) => observe(ctx, stored)
+  )
+
+// ---- tool calls -------------------------------------------------------------------------------
+
+const result = (
+  ctx: RunContext,
+  call: CallView,
+  status: TapeEventOf<"ToolResult">["status"],
+  output: string,
+  durationMs = 0,
+  truncated = false
+): Effect.Effect<void, PalyraError> =>
+  Effect.flatMap(now, (at) =>
+    emit(ctx, [
+      {
+        _tag: "ToolResult",
+        ...base(ctx),
+        at,
+        toolCallId: call.proposed.toolCallId,
+        tool: call.proposed.tool,
+        status,
+        output,
+        truncated,
+        durationMs
+      }
+    ])
+  )
+
+const execute = Effect.fn("AgentLoop.execute")(function* (
+  ctx: RunContext,
+  call: CallView,
+  tool: AnyTool,
+  prefix: ReadonlyArray<NewTapeEvent> = []
+) {
+  const { budgets } = ctx.deps
+  if (ctx.view.toolCallsStarted >= budgets.maxToolCalls) {
+    return yield* new BudgetExceeded({
+      budget: "maxToolCalls",
+      limit: budgets.maxToolCalls,
+      used: ctx.view.toolCallsStarted
+    })
+  }
+  const startedAt = yield* now
+  yield* emit(ctx, [
+    ...prefix,
+    {
+      _tag: "ToolStarted",
+      ...base(ctx),
+      at: startedAt,
+      toolCallId: call.proposed.toolCallId,
+      tool: tool.name,
+      attempt: (call.started?.attempt ?? 0) + 1
+    }
+  ] as unknown as Events)
+  const outcome = yield* ctx.deps.tools
+    .execute(tool, call.proposed.args, {
+      sessionId: ctx.session.id,
+      runId: ctx.run.id,
+      toolCallId: call.proposed.toolCallId,
+      principal: ctx.run.principal,
+      note: (text) =>
+        Effect.flatMap(now, (at) =>
+          emit(ctx, [{ _tag: "SessionNote", ...base(ctx), at, author: `tool:${tool.name}`, text }])
+        ).pipe(Effect.orDie)
+    })
+    .pipe(Effect.either)
+  const durationMs = (yield* now) - startedAt
+  if (outcome._tag === "Right") {
+    yield* result(ctx, call, "ok", outcome.right.output, durationMs, outcome.right.truncated)
+  } else {
+    yield* result(ctx, call, "error", `${outcome.left.reason}: ${outcome.left.message}`, durationMs)
+  }
+})
+
+const grantUse = (ctx: RunContext, g: ApprovalRecord, at: number) => {
+  const exhausted = g.grantMaxUses !== null && g.grantUses >= g.grantMaxUses
+  const event = (change: "used" | "exhausted"): NewTapeEvent => ({
+    _tag: "GrantChanged",
+    ...base(ctx),
+    at,
+    approvalId: g.id,
+    tool: g.tool,
+    change,
+    by: ctx.run.principal,
+    uses: g.grantUses,
+    maxUses: g.grantMaxUses,
+    expiresAt: g.grantExpiresAt
+  })
+  return { extra: exhausted ? [event("used"), event("exhausted")] : [event("used")], exhausted }
+}
+
+/** Ask the policy engine; when a standing grant allowed the call, count the use (compare-and-set). */
+const decide = (
+  ctx: RunContext,
+  call: CallView,
+  tool: AnyTool,
+  retried = false
+): Effect.Effect<{ decision: Decision; extra: Array<NewTapeEvent>; exhausted: boolean }, PalyraError> =>
+  Effect.gen(function* () {
+    const { deps } = ctx
+    const decision = yield* deps.policy.decide({
+      principal: ctx.run.principal,
+      sessionId: ctx.session.id,
+      channel: ctx.session.channel,
+      tool: { name: tool.name, risk: tool.risk, category: tool.category },
+      args: call.proposed.args,
+      argsDigest: call.proposed.argsDigest
+    })
+    const grantId = decision.decision === "allow" ? decision.policyIds.find((id) => id.startsWith("grant:")) : undefined
+    if (grantId === undefined) return { decision, extra: [], exhausted: false }
+    const at = yield* now
+    const used = yield* deps.journal.useGrant(grantId.slice("grant:".length) as ApprovalId, at).pipe(Effect.either)
+    if (used._tag === "Left") {
+      // Revoked, expired or used up since the engine last heard: refresh and decide again.
+      yield* deps.onGrantsChanged
+      if (!retried) return yield* decide(ctx, call, tool, true)
+      return {
+        decision: { decision: "deny" as const, policyIds: [grantId], reasons: ["the grant no longer applies"] },
+        extra: [],
+        exhausted: false
+      }
+    }
+    return { decision, ...grantUse(ctx, used.right, at) }
+  }).pipe(
+    Effect.withSpan("AgentLoop.policy", {
+      attributes: { tool: tool.name, toolCallId: call.proposed.toolCallId },
+      captureStackTrace: false
+    })
+  )
+
+const awaitApproval = (ctx: RunContext, call: CallView, approvalId: ApprovalId) =>
+  Effect.gen(function* () {
+    const record = yield* ctx.deps.approvals.await(approvalId)
+    const decision = record.status === "approved" ? "approved" : record.status === "denied" ? "denied" : "expired"
+    const resolved: NewTapeEvent = {
+      _tag: "ApprovalResolved",
+      ...base(ctx),
+      at: yield* now,
+      approvalId,
+      toolCallId: call.proposed.toolCallId,
+      decision,
+      scope: record.scope,
+      by: record.resolver ?? "system",
+      reason: record.reason ?? decision
+    }
+    if (ctx.view.state === "WaitingForApproval")
+      yield* transition(ctx, "ApprovalResolved", `approval ${decision}`, [resolved])
+    else yield* emit(ctx, [resolved])
+    return record.status === "approved" ? ("approved" as const) : ("denied" as const)
+  }).pipe(Effect.withSpan("AgentLoop.approvalWait", { attributes: { approvalId }, captureStackTrace: false }))
+
+const requestApproval = (ctx: RunContext, call: CallView, tool: AnyTool) =>
+  Effect.gen(function* () {
+    const { deps } = ctx
+    const grant = yield* deps.approvals.findGrant({
+      sessionId: ctx.session.id,
+      principal: ctx.run.principal,
+      tool: tool.name,
+      argsDigest: call.proposed.argsDigest
+    })
+    const at = yield* now
+    const usable = Option.isSome(grant)
+      ? yield* deps.journal.useGrant(grant.value.id, at).pipe(Effect.option)
+      : Option.none<ApprovalRecord>()
+    if (Option.isSome(grant) && Option.isSome(usable)) {
+      const { extra, exhausted } = grantUse(ctx, usable.value, at)
+      yield* emit(ctx, [
+        ...extra,
+        {
+          _tag: "ApprovalResolved",
+          ...base(ctx),
+          at,
+          approvalId: grant.value.id,
+          toolCallId: call.proposed.toolCallId,
+          decision: "approved",
+          scope: grant.value.scope,
+          by: `grant:${grant.value.id}`,
+          reason: `covered by an earlier ${grant.value.scope}-scope approval`
+        }
+      ] as unknown as Events)
+      if (exhausted) yield* deps.onGrantsChanged
+      return "approved" as const
+    }
+    const approvalId = yield* makeApprovalId
+    const expiresAt = at + Duration.toMillis(deps.approvalTimeout)
+    const summary = `${tool.name} ${JSON.stringify(call.proposed.args).slice(0, 300)}`
+    const record = makeApproval({
+      id: approvalId,
+      sessionId: ctx.session.id,
+      runId: ctx.run.id,
+      toolCallId: call.proposed.toolCallId,
+      principal: ctx.run.principal,
+      tool: tool.name,
+      argsDigest: call.proposed.argsDigest,
+      risk: tool.risk,
+      summary,
+      requestedAt: at,
+      expiresAt
+    })
+    const requested: NewTapeEvent = {
+      _tag: "ApprovalRequested",
+      ...base(ctx),
+      at,
+      approvalId,
+      toolCallId: call.proposed.toolCallId,
+      tool: tool.name,
+      risk: tool.risk,
+      argsDigest: call.proposed.argsDigest,
+      summary,
+      expiresAt
+    }
+    if (deps.requireApprovalChannel && !deps.hasApprover(ctx.session.id, ctx.run.principal)) {
+      // Fail closed: nobody can answer now. The pending record stays for an operator to grant.
+      yield* emit(ctx, [requested], { createApproval: record })
+      return "no-channel" as const
+    }
+    yield* transition(ctx, "AwaitApproval", `waiting for approval ${approvalId}`, [requested], {
+      createApproval: record
+    })
+    yield* deps.onApprovalRequested(record)
+    return yield* awaitApproval(ctx, call, approvalId)
+  })
+
+/** Take one tool call from wherever its tape says it is to its result. */
+const toolCall = Effect.fn("AgentLoop.toolCall")(function* (ctx: RunContext, call: CallView) {
+  yield* Effect.annotateCurrentSpan({ tool: call.proposed.tool, toolCallId: call.proposed.toolCallId })
+  const tool = ctx.deps.tools.get(call.proposed.tool)
+  if (Option.isNone(tool)) return yield* result(ctx, call, "error", `unknown tool: ${call.proposed.tool}`)
+  if (call.started) {
+    // Started before the process stopped, with no result: never re-run blindly.
+    if (tool.value.idempotency === "idempotent") return yield* execute(ctx, call, tool.value)
+    return yield* result(ctx, call, "interrupted", "interrupted: the process stopped during this call; outcome unknown")
+  }
+  if (call.decided === undefined) {
+    const { decision, extra, exhausted } = yield* decide(ctx, call, tool.value)
+    const decided: NewTapeEvent = {
+      _tag: "PolicyDecided",
+      ...base(ctx),
+      at: yield* now,
+      toolCallId: call.proposed.toolCallId,
+      tool: tool.value.name,
+      decision: decision.decision,
+      policyIds: [...decision.policyIds],
+      reasons: [...decision.reasons]
+    }
+    if (decision.decision === "allow") {
+      // An allowed call's decision (and any grant use) and its start commit together, before it runs.
+      yield* execute(ctx, call, tool.value, [decided, ...extra])
+      if (exhausted) yield* ctx.deps.onGrantsChanged
+      return
+    }
+    yield* emit(ctx, [decided])
+    if (decision.decision === "deny") {
+      return yield* result(ctx, call, "denied", `denied by policy: ${decision.reasons.join("; ")}`)
+    }
+    return yield* approvalThenRun(ctx, call, tool.value)
+  }
+  if (call.decided.decision === "deny") {
+    return yield* result(ctx, call, "denied", `denied by policy: ${call.decided.reasons.join("; ")}`)
+  }
+  if (call.decided.decision === "allow") return yield* execute(ctx, call, tool.value)
+  return yield* approvalThenRun(ctx, call, tool.value)
+})
+
+const approvalThenRun = (ctx: RunContext, call: CallView, tool: AnyTool) =>
+  Effect.gen(function* () {
+    let outcome: "approved" | "denied" | "no-channel"
+    if (call.resolved) outcome = call.resolved.decision === "approved" ? "approved" : "denied"
+    else if (call.requested) {
+      // Resumed while waiting: announce the pending approval again to whoever watches now.
+      const pending = yield* ctx.deps.approvals.get(call.requested.approvalId)
+      if (Option.isSome(pending) && pending.value.status === "pending")
+        yield* ctx.deps.onApprovalRequested(pending.value)
+      outcome = yield* awaitApproval(ctx, call, call.requested.approvalId)
+    } else outcome = yield* requestApproval(ctx, call, tool)
+    if (outcome === "approved") return yield* execute(ctx, call, tool)
+    if (outcome === "no-channel") {
+      return yield* result(
+        ctx,
+        call,
+        "denied",
+        "approval required, but no approval channel is connected for this session"
+      )
+    }
+    const latest = ctx.view.calls.find((c) => c.proposed.toolCallId === call.proposed.toolCallId)?.resolved
+    return yield* result(
+      ctx,
+      call,
+      "denied",
+      latest ? `approval ${latest.decision}: ${latest.reason}` : "approval not granted"
+    )
+  })
+
+// ---- model turns ------------------------------------------------------------------------------
+
+const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
+  const { deps, view } = ctx
+  const b = deps.budgets
+  if (view.turn >= b.maxModelTurns) {
+    return yield* new BudgetExceeded({ budget: "maxModelTurns", limit: b.maxModelTurns, used: view.turn })
+  }
+  const { request, estimatedTokens } = yield* deps.prompt.assemble({
+    session: ctx.session,
+    runId: ctx.run.id,
+    history: ctx.history,
+    instructions: deps.instructions,
+    tools: deps.tools.specs
+  })
+  if (view.tokens + estimatedTokens > b.maxTokensPerRun) {
+    return yield* new BudgetExceeded({
+      budget: "maxTokensPerRun",
+      limit: b.maxTokensPerRun,
+      used: view.tokens + estimatedTokens
+    })
+  }
+  const current = yield* requireSession(deps.journal, ctx.session.id)
+  if (current.tokensUsed + estimatedTokens > b.maxTokensPerSession) {
+    return yield* new BudgetExceeded({
+      budget: "maxTokensPerSession",
+      limit: b.maxTokensPerSession,
+      used: current.tokensUsed + estimatedTokens
+    })
+  }
+  const turn = view.turn + 1
+  yield* Effect.annotateCurrentSpan({ turn, model: deps.model.name })
+  yield* emit(ctx, [
+    {
+      _tag: "ModelRequest",
+      ...base(ctx),
+      at: yield* now,
+      turn,
+      model: deps.model.name,
+      messages: request.messages.length,
+      estimatedTokens,
+      tools: request.tools.map((t) => t.name)
+    }
+  ])
+
+  // Streamed text is coalesced into deltas of about `coalesceChars` characters or `coalesceMillis`.
+  let text = ""
+  let buffer = ""
+  let bufferSince = 0
+  let eventsThisTurn = 0
+  let finishReason = "stop"
+  let inputTokens = 0
+  let outputTokens = 0
+  const proposed: Array<{ providerId: string; name: string; args: unknown }> = []
+  const countEvent = Effect.suspend(() =>
+    ++eventsThisTurn > b.maxEventsPerTurn
+      ? Effect.fail(new BudgetExceeded({ budget: "maxEventsPerTurn", limit: b.maxEventsPerTurn, used: eventsThisTurn }))
+      : Effect.void
+  )
+  const flush = Effect.suspend(() => {
+    if (buffer.length === 0) return Effect.void
+    const chunk = buffer
+    buffer = ""
+    return Effect.zipRight(
+      countEvent,
+      Effect.flatMap(now, (at) => emit(ctx, [{ _tag: "AssistantDelta", ...base(ctx), at, turn, text: chunk }]))
+    )
+  })
+  yield* runInto(deps.model, request, (event) =>
+    Effect.gen(function* () {
+      switch (event.type) {
+        case "text-delta": {
+          const t = yield* now
+          if (buffer.length === 0) bufferSince = t
+          buffer += event.text
+          text += event.text
+          if (buffer.length >= deps.coalesceChars || t - bufferSince >= deps.coalesceMillis) yield* flush
+          break
+        }
+        case "tool-call":
+          yield* flush
+          yield* countEvent
+          proposed.push({ providerId: event.id, name: event.name, args: event.args })
+          break
+        case "usage":
+          inputTokens += event.inputTokens
+          outputTokens += event.outputTokens
+          break
+        case "finish":
+          finishReason = event.reason
+          break
+      }
+    })
+  )
+  yield* flush
+  const at = yield* now
+  const events: Array<NewTapeEvent> = [{ _tag: "AssistantMessage", ...base(ctx), at, turn, text, finishReason }]
+  for (const p of proposed) {
+    events.push({
+      _tag: "ToolProposed",
+      ...base(ctx),
+      at,
+      toolCallId: yield* makeToolCallId,
+      providerCallId: p.providerId,
+      tool: p.name,
+      args: p.args ?? {},
+      argsDigest: digest({ tool: p.name, args: p.args ?? {} })
+    })
+  }
+  if (inputTokens + outputTokens > 0) {
+    events.push({ _tag: "Usage", ...base(ctx), at, turn, inputTokens, outputTokens })
+  }
+  yield* emit(ctx, events as unknown as Events, { addTokens: inputTokens + outputTokens })
+})
+
+// ---- ending -----------------------------------------------------------------------------------
+
+const fail = (ctx: RunContext, error: PalyraError | Error) =>
+  Effect.gen(function* () {
+    if (isTerminal(ctx.view.state)) return
+    const code = isPalyraError(error) ? error.code : "internal"
+    const message = error.message
+    yield* Effect.logWarning("run failed", { runId: ctx.run.id, code, message })
+    const closing = yield* closeOpenWork(
+      ctx.deps.journal,
+      base(ctx),
+      ctx.view,
+      "interrupted",
+      `the run failed (${code})`
+    )
+    const runError: NewTapeEvent = { _tag: "RunError", ...base(ctx), at: yield* now, code, message }
+    yield* transition(ctx, "Fail", `${code}: ${message}`, [...closing, runError], {}, { code, message })
+  })
+
+const cancelled = (ctx: RunContext, by: string) =>
+  Effect.gen(function* () {
+    const fresh = yield* requireRun(ctx.deps.journal, ctx.run.id)
+    if (isTerminal(fresh.state)) return
+    ctx.view = { ...ctx.view, state: fresh.state }
+    const closing = yield* closeOpenWork(ctx.deps.journal, base(ctx), ctx.view, "cancelled", `run cancelled by ${by}`)
+    yield* transition(ctx, "Cancel", `cancelled by ${by}`, closing)
+  })
+
+// ---- the loop ---------------------------------------------------------------------------------
+
+/**
  * Drive one run from wherever its tape says it is: a fresh run, a run that was waiting for an
  * approval when the process stopped, or (when asked) one that was in progress. The tape is the
- * state; nothing else is needed to resume.
+ * state (`RunView`); each step asks `RunView.next` what to do.
  * @internal
  */
-export const runLoop = (deps: LoopDeps, runId: RunId, cancelRequested: () => string | undefined) =>
+export const runLoop = (deps: LoopDeps, runId: RunId, cancelledBy: () => string | undefined) =>
   Effect.gen(function* () {
-    const { journal, tape } = deps
-    const run0 = yield* requireRun(journal, runId)
-    if (isTerminal(run0.state)) return
-    const session = yield* requireSession(journal, run0.sessionId)
-    const history = yield* loadHistory(journal, session)
+    const run = yield* requireRun(deps.journal, runId)
+    if (isTerminal(run.state)) return
+    const session = yield* requireSession(deps.journal, run.sessionId)
+    const history = yield* loadHistory(deps.journal, session)
+    const ctx: RunContext = { deps, run, session, history, view: RunView.fold(runId, history, run.state) }
 
-    let state: RunState = run0.state
-    let turn = 0
-    let toolCallsStarted = 0
-    let runTokens = 0
-    const calls = new Map<ToolCallId, CallView>()
-    const callOrder: Array<ToolCallId> = []
-
-    const observe = (e: TapeEvent) => {
-      history.push(e)
-      if (e.runId !== runId) return
-      switch (e._tag) {
-        case "ModelRequest":
-          turn = Math.max(turn, e.turn)
-          break
-        case "Usage":
-          runTokens += e.inputTokens + e.outputTokens
-          break
-        case "ToolProposed":
-          calls.set(e.toolCallId, { proposed: e })
-          callOrder.push(e.toolCallId)
-          break
-        case "PolicyDecided":
-        case "ApprovalRequested":
-        case "ApprovalResolved":
-        case "ToolStarted":
-        case "ToolResult": {
-          const view = calls.get(e.toolCallId)
-          if (view === undefined) break
-          if (e._tag === "PolicyDecided") view.decided = e
-          else if (e._tag === "ApprovalRequested") view.requested = e
-          else if (e._tag === "ApprovalResolved") view.resolved = e
-          else if (e._tag === "ToolStarted") {
-            view.started = e
-            toolCallsStarted++
-          } else view.result = e
-          break
-        }
-        case "RunStateChanged":
-          state = e.to
-          break
-        default:
-          break
-      }
-    }
-    // Rebuild counters from what this run already wrote (resume after restart).
-    const existing = history.splice(0)
-    for (const e of existing) observe(e)
-
-    const base = () => ({ sessionId: session.id, runId })
-    const emit = (events: NonEmptyReadonlyArray<NewTapeEvent>, effects?: AppendEffects) =>
-      tape.append(session.id, events, effects).pipe(
-        Effect.tap((stored) => Effect.sync(() => stored.forEach(observe))),
-        Effect.asVoid
-      )
-    const move = (event: Transition, reason: string, extra: ReadonlyArray<NewTapeEvent> = [], effects = {}) =>
-      Effect.gen(function* () {
-        const from = state
-        const to = yield* nextState(from, event)
-        const at = yield* now
-        const changed: NewTapeEvent = { _tag: "RunStateChanged", ...base(), at, from, to, reason }
-        yield* emit([...extra, changed] as unknown as NonEmptyReadonlyArray<NewTapeEvent>, {
-          ...effects,
-          runTransition: { runId, from, to }
-        })
-      })
-
-    // ---- tool calls -------------------------------------------------------------------------
-    const result = (
-      call: CallView,
-      status: TapeEventOf<"ToolResult">["status"],
-      output: string,
-      durationMs = 0,
-      truncated = false
-    ) =>
-      Effect.flatMap(now, (at) =>
-        emit([
-          {
-            _tag: "ToolResult",
-            ...base(),
-            at,
-            toolCallId: call.proposed.toolCallId,
-            tool: call.proposed.tool,
-            status,
-            output,
-            truncated,
-            durationMs
-          }
-        ])
-      )
-
-    const execute = (call: CallView, tool: AnyTool, prefix: ReadonlyArray<NewTapeEvent> = []) =>
-      Effect.gen(function* () {
-        if (toolCallsStarted >= deps.budgets.maxToolCalls) {
-          return yield* new BudgetExceeded({
-            budget: "maxToolCalls",
-            limit: deps.budgets.maxToolCalls,
-            used: toolCallsStarted
-          })
-        }
-        const attempt = (call.started?.attempt ?? 0) + 1
-        const startedAt = yield* now
-        const started: NewTapeEvent = {
-          _tag: "ToolStarted",
-          ...base(),
-          at: startedAt,
-          toolCallId: call.proposed.toolCallId,
-          tool: tool.name,
-          attempt
-        }
-        yield* emit([...prefix, started] as unknown as NonEmptyReadonlyArray<NewTapeEvent>)
-        const outcome = yield* deps.tools
-          .execute(tool, call.proposed.args, {
-            sessionId: session.id,
-            runId,
-            toolCallId: call.proposed.toolCallId,
-            principal: run0.principal,
-            note: (text) =>
-              Effect.flatMap(now, (at) =>
-                emit([{ _tag: "SessionNote", ...base(), at, author: `tool:${tool.name}`, text }])
-              ).pipe(Effect.orDie)
-          })
-          .pipe(Effect.either)
-        const durationMs = (yield* now) - startedAt
-        if (outcome._tag === "Right") {
-          yield* result(call, "ok", outcome.right.output, durationMs, outcome.right.truncated)
-        } else {
-          yield* result(call, "error", `${outcome.left.reason}: ${outcome.left.message}`, durationMs)
-        }
-      })
-
-    const awaitApproval = (call: CallView, approvalId: ApprovalId) =>
-      Effect.gen(function* () {
-        const record = yield* deps.approvals.await(approvalId)
-        const at = yield* now
-        const decision = record.status === "approved" ? "approved" : record.status === "denied" ? "denied" : "expired"
-        const resolved: NewTapeEvent = {
-          _tag: "ApprovalResolved",
-          ...base(),
-          at,
-          approvalId,
-          toolCallId: call.proposed.toolCallId,
-          decision,
-          scope: record.scope,
-          by: record.resolver ?? "system",
-          reason: record.reason ?? decision
-        }
-        if (state === "WaitingForApproval") yield* move("ApprovalResolved", `approval ${decision}`, [resolved])
-        else yield* emit([resolved])
-        return record
-      })
-
-    const requestApproval = (call: CallView, tool: AnyTool) =>
-      Effect.gen(function* () {
-        const grant = yield* deps.approvals.findGrant({
-          sessionId: session.id,
-          principal: run0.principal,
-          tool: tool.name,
-          argsDigest: call.proposed.argsDigest
-        })
-        const at = yield* now
-        const usable = Option.isSome(grant)
-          ? yield* deps.journal.useGrant(grant.value.id, at).pipe(Effect.option)
-          : Option.none<ApprovalRecord>()
-        if (Option.isSome(grant) && Option.isSome(usable)) {
-          const { extra, exhausted } = grantUse(usable.value, at)
-          yield* emit([
-            ...extra,
-            {
-              _tag: "ApprovalResolved",
-              ...base(),
-              at,
-              approvalId: grant.value.id,
-              toolCallId: call.proposed.toolCallId,
-              decision: "approved",
-              scope: grant.value.scope,
-              by: `grant:${grant.value.id}`,
-              reason: `covered by an earlier ${grant.value.scope}-scope approval`
-            }
-          ] as unknown as NonEmptyReadonlyArray<NewTapeEvent>)
-          if (exhausted) yield* deps.onGrantsChanged
-          return "approved" as const
-        }
-        const approvalId = yield* makeApprovalId
-        const expiresAt = at + Duration.toMillis(deps.approvalTimeout)
-        const summary = `${tool.name} ${JSON.stringify(call.proposed.args).slice(0, 300)}`
-        const record = makeApproval({
-          id: approvalId,
-          sessionId: session.id,
-          runId,
-          toolCallId: call.proposed.toolCallId,
-          principal: run0.principal,
-          tool: tool.name,
-          argsDigest: call.proposed.argsDigest,
-          risk: tool.risk,
-          summary,
-          requestedAt: at,
-          expiresAt
-        })
-        const requested: NewTapeEvent = {
-          _tag: "ApprovalRequested",
-          ...base(),
-          at,
-          approvalId,
-          toolCallId: call.proposed.toolCallId,
-          tool: tool.name,
-          risk: tool.risk,
-          argsDigest: call.proposed.argsDigest,
-          summary,
-          expiresAt
-        }
-        if (deps.requireApprovalChannel && !deps.hasApprover(session.id, run0.principal)) {
-          // Fail closed: nobody can answer now. The pending record stays for an operator to grant.
-          yield* emit([requested], { createApproval: record })
-          yield* result(call, "denied", "approval required, but no approval channel is connected for this session")
-          return "no-channel" as const
-        }
-        yield* move("AwaitApproval", `waiting for approval ${approvalId}`, [requested], { createApproval: record })
-        yield* deps.onApprovalRequested(record)
-        const final = yield* awaitApproval(call, approvalId)
-        return final.status === "approved" ? ("approved" as const) : ("denied" as const)
-      })
-
-    /** Ask the policy engine; when a standing grant allowed the call, count the use (compare-and-set). */
-    const decide = (
-      call: CallView,
-      tool: AnyTool,
-      retried: boolean
-    ): Effect.Effect<{ decision: Decision; extra: Array<NewTapeEvent>; exhausted: boolean }, PalyraError> =>
-      Effect.gen(function* () {
-        const decision = yield* deps.policy.decide({
-          principal: run0.principal,
-          sessionId: session.id,
-          channel: session.channel,
-          tool: { name: tool.name, risk: tool.risk, category: tool.category },
-          args: call.proposed.args,
-          argsDigest: call.proposed.argsDigest
-        })
-        const grantId =
-          decision.decision === "allow" ? decision.policyIds.find((id) => id.startsWith("grant:")) : undefined
-        if (grantId === undefined) return { decision, extra: [], exhausted: false }
-        const at = yield* now
-        const used = yield* deps.journal.useGrant(grantId.slice("grant:".length) as ApprovalId, at).pipe(Effect.either)
-        if (used._tag === "Left") {
-          // Revoked, expired or used up since the engine last heard: refresh and decide again.
-          yield* deps.onGrantsChanged
-          if (!retried) return yield* decide(call, tool, true)
-          return {
-            decision: { decision: "deny" as const, policyIds: [grantId], reasons: ["the grant no longer applies"] },
-            extra: [],
-            exhausted: false
-          }
-        }
-        return { decision, ...grantUse(used.right, at) }
-      })
-
-    const grantUse = (g: ApprovalRecord, at: number) => {
-      const exhausted = g.grantMaxUses !== null && g.grantUses >= g.grantMaxUses
-      const event = (change: "used" | "exhausted"): NewTapeEvent => ({
-        _tag: "GrantChanged",
-        ...base(),
-        at,
-        approvalId: g.id,
-        tool: g.tool,
-        change,
-        by: run0.principal,
-        uses: g.grantUses,
-        maxUses: g.grantMaxUses,
-        expiresAt: g.grantExpiresAt
-      })
-      return { extra: exhausted ? [event("used"), event("exhausted")] : [event("used")], exhausted }
-    }
-
-    const processCall = (call: CallView) =>
-      Effect.gen(function* () {
-        if (call.result) return
-        const tool = deps.tools.get(call.proposed.tool)
-        if (Option.isNone(tool)) {
-          return yield* result(call, "error", `unknown tool: ${call.proposed.tool}`)
-        }
-        if (call.started) {
-          // Started before the process stopped, with no result: never re-run blindly.
-          if (tool.value.idempotency === "idempotent") return yield* execute(call, tool.value)
-          return yield* result(
-            call,
-            "interrupted",
-            "interrupted: the process stopped during this call; outcome unknown"
-          )
-        }
-        let decided = call.decided
-        if (decided === undefined) {
-          const { decision, extra, exhausted } = yield* decide(call, tool.value, false)
-          const decidedEvent: NewTapeEvent = {
-            _tag: "PolicyDecided",
-            ...base(),
-            at: yield* now,
-            toolCallId: call.proposed.toolCallId,
-            tool: tool.value.name,
-            decision: decision.decision,
-            policyIds: [...decision.policyIds],
-            reasons: [...decision.reasons]
-          }
-          // An allowed call's decision (and any grant use) and its start commit together, before the tool runs.
-          if (decision.decision === "allow") {
-            yield* execute(call, tool.value, [decidedEvent, ...extra])
-            if (exhausted) yield* deps.onGrantsChanged
-            return
-          }
-          yield* emit([decidedEvent])
-          decided = call.decided!
-        }
-        if (decided.decision === "deny") {
-          return yield* result(call, "denied", `denied by policy: ${decided.reasons.join("; ")}`)
-        }
-        if (decided.decision === "allow") return yield* execute(call, tool.value)
-        // require_approval
-        let outcome: "approved" | "denied" | "no-channel"
-        if (call.resolved) outcome = call.resolved.decision === "approved" ? "approved" : "denied"
-        else if (call.requested) {
-          // Resumed while waiting: announce the pending approval again to whoever watches now.
-          const pending = yield* deps.approvals.get(call.requested.approvalId)
-          if (Option.isSome(pending) && pending.value.status === "pending")
-            yield* deps.onApprovalRequested(pending.value)
-          const record = yield* awaitApproval(call, call.requested.approvalId)
-          outcome = record.status === "approved" ? "approved" : "denied"
-        } else outcome = yield* requestApproval(call, tool.value)
-        if (outcome === "approved") return yield* execute(call, tool.value)
-        if (outcome === "denied") {
-          const why = call.resolved ? `${call.resolved.decision}: ${call.resolved.reason}` : "not approved"
-          return yield* result(call, "denied", `approval ${why}`)
-        }
-      })
-
-    const processPendingCalls = Effect.suspend(() =>
-      Effect.forEach(
-        callOrder.map((id) => calls.get(id)!).filter((c) => c.result === undefined),
-        processCall,
-        { discard: true }
-      )
-    )
-
-    // ---- model turns ------------------------------------------------------------------------
-    const modelTurn = Effect.gen(function* () {
-      const b = deps.budgets
-      if (turn >= b.maxModelTurns) {
-        return yield* new BudgetExceeded({ budget: "maxModelTurns", limit: b.maxModelTurns, used: turn })
-      }
-      const { request, estimatedTokens: estimate } = yield* deps.prompt.assemble({
-        session,
-        runId,
-        history,
-        instructions: deps.instructions,
-        tools: deps.tools.specs
-      })
-      if (runTokens + estimate > b.maxTokensPerRun) {
-        return yield* new BudgetExceeded({
-          budget: "maxTokensPerRun",
-          limit: b.maxTokensPerRun,
-          used: runTokens + estimate
-        })
-      }
-      const current = yield* requireSession(journal, session.id)
-      if (current.tokensUsed + estimate > b.maxTokensPerSession) {
-        return yield* new BudgetExceeded({
-          budget: "maxTokensPerSession",
-          limit: b.maxTokensPerSession,
-          used: current.tokensUsed + estimate
-        })
-      }
-      const thisTurn = turn + 1
-      yield* emit([
-        {
-          _tag: "ModelRequest",
-          ...base(),
-          at: yield* now,
-          turn: thisTurn,
-          model: deps.model.name,
-          messages: request.messages.length,
-          estimatedTokens: estimate,
-          tools: request.tools.map((t) => t.name)
-        }
-      ])
-
-      let text = ""
-      let buffer = ""
-      let bufferSince = 0
-      let eventsThisTurn = 0
-      let finishReason = "stop"
-      let inputTokens = 0
-      let outputTokens = 0
-      const proposed: Array<{ providerId: string; name: string; args: unknown }> = []
-      const countEvent = Effect.suspend(() =>
-        ++eventsThisTurn > b.maxEventsPerTurn
-          ? Effect.fail(
-              new BudgetExceeded({ budget: "maxEventsPerTurn", limit: b.maxEventsPerTurn, used: eventsThisTurn })
-            )
-          : Effect.void
-      )
-      const flush = Effect.gen(function* () {
-        if (buffer.length === 0) return
-        const chunk = buffer
-        buffer = ""
-        yield* countEvent
-        yield* emit([{ _tag: "AssistantDelta", ...base(), at: yield* now, turn: thisTurn, text: chunk }])
-      })
-      yield* runInto(deps.model, request, (event) =>
-        Effect.gen(function* () {
-          switch (event.type) {
-            case "text-delta": {
-              const t = yield* now
-              if (buffer.length === 0) bufferSince = t
-              buffer += event.text
-              text += event.text
-              if (buffer.length >= deps.coalesceChars || t - bufferSince >= deps.coalesceMillis) yield* flush
-              break
-            }
-            case "tool-call":
-              yield* flush
-              yield* countEvent
-              proposed.push({ providerId: event.id, name: event.name, args: event.args })
-              break
-            case "usage":
-              inputTokens += event.inputTokens
-              outputTokens += event.outputTokens
-              break
-            case "finish":
-              finishReason = event.reason
-              break
-          }
-        })
-      )
-      yield* flush
-      const at = yield* now
-      const events: Array<NewTapeEvent> = [
-        { _tag: "AssistantMessage", ...base(), at, turn: thisTurn, text, finishReason }
-      ]
-      for (const p of proposed) {
-        events.push({
-          _tag: "ToolProposed",
-          ...base(),
-          at,
-          toolCallId: yield* makeToolCallId,
-          providerCallId: p.providerId,
-          tool: p.name,
-          args: p.args ?? {},
-          argsDigest: digest({ tool: p.name, args: p.args ?? {} })
-        })
-      }
-      if (inputTokens + outputTokens > 0) {
-        events.push({ _tag: "Usage", ...base(), at, turn: thisTurn, inputTokens, outputTokens })
-      }
-      yield* emit(events as unknown as NonEmptyReadonlyArray<NewTapeEvent>, {
-        addTokens: inputTokens + outputTokens
-      })
-      return proposed.length
-    })
-
-    // ---- the loop ---------------------------------------------------------------------------
     const body = Effect.gen(function* () {
-      if (state === "Accepted") {
-        const at = yield* now
-        yield* move("Start", "run started", [{ _tag: "UserMessage", ...base(), at, text: run0.input }])
-      }
       while (true) {
-        yield* processPendingCalls
-        const proposedCount = yield* modelTurn
-        if (proposedCount === 0) break
-      }
-      yield* move("Complete", "final answer")
-    })
-
-    const fail = (error: PalyraError | Error) =>
-      Effect.gen(function* () {
-        if (isTerminal(state)) return
-        const code = isPalyraError(error) ? error.code : "internal"
-        const message = error.message
-        const at = yield* now
-        yield* Effect.logWarning("run failed", { runId, code, message })
-        yield* emit(
-          [
-            { _tag: "RunError", ...base(), at, code, message },
-            { _tag: "RunStateChanged", ...base(), at, from: state, to: "Failed", reason: `${code}: ${message}` }
-          ],
-          { runTransition: { runId, from: state, to: "Failed", error: { code, message } } }
-        )
-      })
-
-    const cancelled = (by: string) =>
-      Effect.gen(function* () {
-        const fresh = yield* requireRun(journal, runId)
-        state = fresh.state
-        if (isTerminal(state)) return
-        const at = yield* now
-        const pending = yield* journal.listApprovals({ runId, status: "pending" })
-        for (const a of pending) {
-          yield* journal
-            .resolveApproval(a.id, {
-              status: "denied",
-              scope: "once",
-              resolver: "system",
-              reason: "run cancelled",
-              resolvedAt: at
-            })
-            .pipe(Effect.ignore)
+        const next = RunView.next(ctx.view)
+        switch (next._tag) {
+          case "Start":
+            yield* transition(ctx, "Start", "run started", [
+              { _tag: "UserMessage", ...base(ctx), at: yield* now, text: run.input }
+            ])
+            break
+          case "Call":
+            yield* toolCall(ctx, next.call)
+            break
+          case "ModelTurn":
+            yield* modelTurn(ctx)
+            break
+          case "Complete":
+            yield* transition(ctx, "Complete", "final answer")
+            break
+          case "Finished":
+            return
         }
-        yield* emit(
-          [{ _tag: "RunStateChanged", ...base(), at, from: state, to: "Cancelled", reason: `cancelled by ${by}` }],
-          {
-            runTransition: { runId, from: state, to: "Cancelled" }
-          }
-        )
-      })
+      }
+    })
 
     yield* body.pipe(
       Effect.timeoutFail({
@@ -596,15 +579,15 @@ export const runLoop = (deps: LoopDeps, runId: RunId, cancelRequested: () => str
         if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
         const failure = Cause.failureOption(cause)
         const error = Option.isSome(failure) ? failure.value : new Error(Cause.pretty(cause))
-        return fail(error as PalyraError | Error).pipe(
+        return fail(ctx, error as PalyraError | Error).pipe(
           Effect.catchAllCause((c) => Effect.logError("could not record run failure", c))
         )
       }),
       Effect.onInterrupt(() => {
-        const by = cancelRequested()
+        const by = cancelledBy()
         return by === undefined
           ? Effect.void // shutdown: park the run where it is; the next start resumes or marks it
-          : cancelled(by).pipe(Effect.catchAllCause((c) => Effect.logError("could not record cancellation", c)))
+          : cancelled(ctx, by).pipe(Effect.catchAllCause((c) => Effect.logError("could not record cancellation", c)))
       })
     )
   }).pipe(
@@ -628,6 +611,3 @@ export const loadHistory = (journal: JournalService, session: Session): Effect.E
     for (const e of own) out.push(e)
     return out
   })
-
-/** @internal */
-export type { Run }

@@ -1,8 +1,10 @@
 import { Clock, Effect } from "effect"
 import type { JournalError } from "../../domain/Errors.js"
 import type { Service as JournalService } from "../../ports/Journal.js"
+import * as RunView from "../RunView.js"
 import type { Scheduler } from "./scheduler.js"
 import type { Tape } from "./tape.js"
+import { closeOpenWork, recordTransition } from "./transition.js"
 
 /**
  * Start-up: pick up what the previous process left. Queued runs and runs waiting for approval
@@ -24,20 +26,16 @@ export const recover = (
         yield* scheduler.enqueue(run.sessionId, run.id)
         continue
       }
-      const at = yield* Clock.currentTimeMillis
       const message = "the process stopped while this run was in progress"
-      const base = { sessionId: run.sessionId, runId: run.id, at }
-      yield* tape
-        .append(
-          run.sessionId,
-          [
-            { _tag: "RunError", ...base, code: "interrupted", message },
-            { _tag: "RunStateChanged", ...base, from: "InProgress", to: "Failed", reason: `interrupted: ${message}` }
-          ],
-          {
-            runTransition: { runId: run.id, from: "InProgress", to: "Failed", error: { code: "interrupted", message } }
-          }
-        )
-        .pipe(Effect.catchAll((e) => Effect.logError("could not mark interrupted run", e)))
+      const ref = { sessionId: run.sessionId, runId: run.id }
+      yield* Effect.gen(function* () {
+        const view = RunView.fold(run.id, yield* journal.readTape(run.sessionId, { afterSeq: 0, runId: run.id }))
+        const closing = yield* closeOpenWork(journal, ref, view, "interrupted", message)
+        const at = yield* Clock.currentTimeMillis
+        yield* recordTransition(tape, ref, "InProgress", "Fail", `interrupted: ${message}`, {
+          extra: [...closing, { _tag: "RunError", ...ref, at, code: "interrupted", message }],
+          error: { code: "interrupted", message }
+        })
+      }).pipe(Effect.catchAll((e) => Effect.logError("could not mark interrupted run", e)))
     }
   })

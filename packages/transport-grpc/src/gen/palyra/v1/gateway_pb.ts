@@ -354,7 +354,7 @@ export type ToolResult = Message<"palyra.v1.ToolResult"> & {
   tool: string;
 
   /**
-   * ok | error | denied | interrupted
+   * ok | error | denied | interrupted | cancelled
    *
    * @generated from field: string status = 3;
    */
