@@ -1,10 +1,23 @@
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { setFlagsFromString } from "node:v8"
+import { runInNewContext } from "node:vm"
+import * as cedar from "@cedar-policy/cedar-wasm/nodejs"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Schedule, TestClock } from "effect"
+import { Effect, Fiber, Layer, Logger, LogLevel, Schedule, TestClock } from "effect"
 import { CedarPolicy } from "../src/cedar.js"
-import { Caller, PolicyEngine, ScriptedModel, type TapeEvent } from "../src/index.js"
+import {
+  Caller,
+  createPalyra,
+  defineTool,
+  type Ids,
+  PolicyEngine,
+  Records,
+  ScriptedModel,
+  scriptedModel,
+  type TapeEvent
+} from "../src/index.js"
 import { collect } from "../src/testing.js"
 import { pendingApproval, recordingTool, withGateway } from "./helpers.js"
 
@@ -265,4 +278,350 @@ describe("standing grants: limits, expiry, revocation, all on the tape", () => {
       )
     })
   )
+})
+
+/** An approved standing grant, as the journal would hold it. */
+const grant = (id: string, fields: Partial<Records.ApprovalRecord> = {}): Records.ApprovalRecord => ({
+  ...Records.makeApproval({
+    id: id as Ids.ApprovalId,
+    sessionId: "01KA0000000000000000000SES" as Ids.SessionId,
+    runId: "01KA0000000000000000000RUN" as Ids.RunId,
+    toolCallId: "01KA00000000000000000CALL1" as Ids.ToolCallId,
+    principal: "alice",
+    tool: "shell.exec",
+    argsDigest: "d",
+    risk: "sensitive",
+    summary: "shell.exec {}",
+    requestedAt: 0,
+    expiresAt: Number.MAX_SAFE_INTEGER
+  }),
+  status: "approved",
+  scope: "always",
+  resolvedAt: 0,
+  resolver: "bob",
+  ...fields
+})
+
+describe("Cedar engine: everything from Cedar's parser", () => {
+  it.effect("ids, reasons and action scopes come from the JSON form, whatever the text looks like", () =>
+    Effect.gen(function* () {
+      const fillers = Array.from(
+        { length: 6 },
+        (_, i) => `@id("filler-${i}")
+permit (principal == Palyra::Principal::"nobody-${i}", action == Palyra::Action::"tool.execute", resource);`
+      )
+      const engine = yield* CedarPolicy.make({
+        policies: [
+          `@id("scoped-by-comment")
+@reason("a reason with ) and @id(\\"decoy\\") in it")
+permit (
+  principal == Palyra::Principal::"alice",
+  // not: action == Palyra::Action::"tool.request_approval"
+  action == Palyra::Action::"tool.execute",
+  resource == Palyra::Tool::"commented"
+);`,
+          `@id("approvals-for-sensitive")
+permit (principal, action == Palyra::Action::"tool.request_approval", resource is Palyra::Tool)
+when { resource.risk == "sensitive" };`,
+          // Both actions in the scope: the condition makes it apply to the approval step only, so
+          // it decides only if it is in the approval set too.
+          `@id("no-approvals-for-frank")
+@reason("frank cannot ask for approvals")
+forbid (
+  principal == Palyra::Principal::"frank",
+  action in [Palyra::Action::"tool.execute", Palyra::Action::"tool.request_approval"],
+  resource
+) when { action == Palyra::Action::"tool.request_approval" };`,
+          `@id("no-approvals-for-gina")
+forbid (principal == Palyra::Principal::"gina", action, resource)
+when { action == Palyra::Action::"tool.request_approval" };`,
+          `@id("approval-via-in")
+permit (principal == Palyra::Principal::"carol", action in [Palyra::Action::"tool.request_approval"], resource);`,
+          ...fillers,
+          // The twelfth policy has no @id: it is Cedar's policy11 (the parts come back sorted by
+          // name, policy0, policy1, policy10, policy11, policy2, …).
+          `permit (principal == Palyra::Principal::"dave", action == Palyra::Action::"tool.execute", resource);`
+        ].join("\n\n")
+      })
+      const alice = yield* engine.decide(request("commented", "sensitive"))
+      assert.deepStrictEqual(alice, {
+        decision: "allow",
+        policyIds: ["scoped-by-comment"],
+        reasons: ['a reason with ) and @id("decoy") in it']
+      })
+      const frank = yield* engine.decide(request("fs.write", "sensitive", { principal: "frank" }))
+      assert.deepStrictEqual(
+        [frank.decision, frank.policyIds, frank.reasons],
+        ["deny", ["no-approvals-for-frank"], ["frank cannot ask for approvals"]]
+      )
+      const gina = yield* engine.decide(request("fs.write", "sensitive", { principal: "gina" }))
+      assert.deepStrictEqual([gina.decision, gina.policyIds], ["deny", ["no-approvals-for-gina"]])
+      const henry = yield* engine.decide(request("fs.write", "sensitive", { principal: "henry" }))
+      assert.deepStrictEqual([henry.decision, henry.policyIds], ["require_approval", ["approvals-for-sensitive"]])
+      const carol = yield* engine.decide(request("time.now", "low", { principal: "carol" }))
+      assert.deepStrictEqual([carol.decision, carol.policyIds], ["require_approval", ["approval-via-in"]])
+      const dave = yield* engine.decide(request("time.now", "low", { principal: "dave" }))
+      assert.deepStrictEqual([dave.decision, dave.policyIds, dave.reasons], ["allow", ["policy11"], ["policy11"]])
+    })
+  )
+
+  it.effect("only a policy that reads context.now turns the cache off (found in the JSON form, not the text)", () =>
+    Effect.gen(function* () {
+      const mentions = yield* CedarPolicy.make({
+        policies: `// context.now is not read here
+permit (principal, action == Palyra::Action::"tool.execute", resource)
+when { context.channel != "context.now" };`
+      })
+      const first = yield* mentions.decide(request("time.now", "low"))
+      assert.strictEqual(first.decision, "allow")
+      assert.strictEqual(yield* mentions.decide(request("time.now", "low")), first, "served from the cache")
+
+      const reads = yield* CedarPolicy.make({
+        policies: `permit (principal, action == Palyra::Action::"tool.execute", resource);
+@id("closed-after-1s")
+forbid (principal, action, resource) when { context.now >= 1000 };`
+      })
+      const before = yield* reads.decide(request("time.now", "low"))
+      assert.strictEqual(before.decision, "allow")
+      assert.notStrictEqual(yield* reads.decide(request("time.now", "low")), before, "not cached")
+      yield* TestClock.adjust("2 seconds")
+      const after = yield* reads.decide(request("time.now", "low"))
+      assert.deepStrictEqual([after.decision, after.policyIds], ["deny", ["closed-after-1s"]])
+    })
+  )
+
+  it.effect("templates, empty or duplicate ids and the grant namespace are rejected; the old set stays", () =>
+    Effect.gen(function* () {
+      const engine = yield* CedarPolicy.make()
+      const version = yield* engine.version
+      const rejected = (text: string) => Effect.map(Effect.flip(engine.reload(text)), (e) => e.message)
+      assert.match(yield* rejected(`permit (principal == ?principal, action, resource);`), /templates/)
+      assert.match(
+        yield* rejected(
+          `@id("x") permit (principal, action, resource);\n@id("x") forbid (principal, action, resource);`
+        ),
+        /x: two policies have this id/
+      )
+      assert.match(
+        yield* rejected(`permit (principal, action, resource);\n@id("policy0") forbid (principal, action, resource);`),
+        /policy0: two policies have this id/
+      )
+      assert.match(yield* rejected(`@id permit (principal, action, resource);`), /@id needs a non-empty value/)
+      assert.match(
+        yield* rejected(`@id("grant:01KA0000000000000000000APP") permit (principal, action, resource);`),
+        /name standing grants/
+      )
+      assert.strictEqual(yield* engine.version, version)
+      assert.deepStrictEqual((yield* engine.decide(request("time.now", "low"))).policyIds, ["default.low-risk-allowed"])
+    })
+  )
+})
+
+describe("Cedar engine: pre-parsed sets are reused, not leaked", () => {
+  it.effect("500 reloads and grant changes keep the prepared sets and wasm memory bounded", () =>
+    Effect.gen(function* () {
+      // 20 policies per version: about 45 kB of wasm memory per pre-parsed set, so keeping every
+      // version (two sets each) would take about 45 MB over 500 changes.
+      const base = (n: number) =>
+        [
+          CedarPolicy.defaultPolicies,
+          ...Array.from(
+            { length: 17 },
+            (_, i) => `@id("team.rule-${i}")
+permit (principal == Palyra::Principal::"user-${n}-${i}", action == Palyra::Action::"tool.execute", resource is Palyra::Tool)
+when { resource.category == "cat-${i % 7}" && context.channel != "blocked" && context.session like "01*" };`
+          )
+        ].join("\n\n")
+      const engine = yield* CedarPolicy.make({ policies: base(0) })
+      yield* engine.reload(base(1)) // both slots in use from here on
+      const sets = CedarPolicy.preparedSetCount()
+      const external = process.memoryUsage().external
+      const grantId = (n: number) => `01KA00000000000000000G${String(n).padStart(4, "0")}`
+      for (let n = 0; n < 500; n++) {
+        // Every tenth change a reload, the others a new window of the three latest grants.
+        if (n % 10 === 0) yield* engine.reload(base(n))
+        else yield* engine.setGrants([n - 2, n - 1, n].filter((i) => i >= 0).map((i) => grant(grantId(i))))
+      }
+      assert.strictEqual(yield* engine.version, 502)
+      assert.strictEqual(CedarPolicy.preparedSetCount(), sets, "no new pre-parsed set ids")
+      const grown = process.memoryUsage().external - external
+      assert.isBelow(grown, 8 * 1024 * 1024, `wasm memory grew by ${grown} bytes`)
+      // The last version is the one in force: base(490) plus the grants of changes 497 to 499.
+      const user = yield* engine.decide({
+        ...request("t", "sensitive", { principal: "user-490-3" }),
+        tool: { name: "t", risk: "sensitive", category: "cat-3" }
+      })
+      assert.deepStrictEqual([user.decision, user.policyIds], ["allow", ["team.rule-3"]])
+      const granted = yield* engine.decide(request("shell.exec", "sensitive"))
+      assert.deepStrictEqual(
+        [granted.decision, granted.policyIds],
+        ["allow", [`grant:${grantId(497)}`, `grant:${grantId(498)}`, `grant:${grantId(499)}`]]
+      )
+    })
+  )
+
+  it("engines that are garbage collected hand their slots to the next engines", async () => {
+    setFlagsFromString("--expose-gc")
+    const gc = runInNewContext("gc") as () => void
+    const makeMany = () => {
+      for (let i = 0; i < 30; i++) Effect.runSync(CedarPolicy.make())
+    }
+    const settle = async () => {
+      for (let i = 0; i < 5; i++) {
+        gc()
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+    }
+    makeMany()
+    await settle()
+    const afterFirst = CedarPolicy.preparedSetCount()
+    for (let round = 0; round < 3; round++) {
+      makeMany()
+      await settle()
+    }
+    // Without reuse every round would add 120 sets (30 engines, 4 slots each); a straggler the
+    // collector has not finalized yet may hold a few.
+    assert.isBelow(CedarPolicy.preparedSetCount(), afterFirst + 120)
+  })
+})
+
+describe("Cedar engine: hot reload runs in the caller's fiber context", () => {
+  it.live("a rejected reload logs through the caller's logger, at the caller's log level", () => {
+    const logs: Array<{ readonly level: string; readonly message: string }> = []
+    const logger = Logger.make(({ logLevel, message }) => {
+      logs.push({ level: logLevel.label, message: Array.isArray(message) ? message.join(" ") : String(message) })
+    })
+    return Effect.gen(function* () {
+      const dir = mkdtempSync(join(tmpdir(), "palyra-policies-"))
+      writeFileSync(join(dir, "base.cedar"), CedarPolicy.defaultPolicies)
+      const engine = yield* CedarPolicy.make({ policies: yield* CedarPolicy.readPolicyDirectory(dir) })
+      const results: Array<boolean> = []
+      yield* CedarPolicy.watchDirectory(engine, dir, (r) => results.push(r.ok))
+      const settled = (n: number) =>
+        Effect.sync(() => results.length).pipe(
+          Effect.repeat({ schedule: Schedule.spaced("20 millis"), until: (length) => length >= n }),
+          Effect.timeout("5 seconds")
+        )
+      writeFileSync(join(dir, "extra.cedar"), `forbid (principal, action, resource == Palyra::Tool::"x");`)
+      yield* settled(1)
+      writeFileSync(join(dir, "broken.cedar"), "permit (")
+      yield* settled(2)
+      assert.deepStrictEqual(results, [true, false])
+      // The info line of the good reload is below the caller's minimum level; the error is not.
+      assert.deepStrictEqual(
+        logs.map((l) => l.level),
+        ["ERROR"]
+      )
+      assert.match(
+        logs[0]!.message,
+        /policy reload rejected; the previous policies stay in force .*policy set rejected/s
+      )
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
+      Logger.withMinimumLogLevel(LogLevel.Warning)
+    )
+  })
+})
+
+describe("grants, described by the engine that evaluates them", () => {
+  it.effect("the Cedar engine renders a grant from the JSON policy it evaluates; hostile names stay data", () =>
+    Effect.gen(function* () {
+      const engine = yield* CedarPolicy.make()
+      const hostile = 'mallory"), action, resource); permit (principal'
+      const g = grant("01KA0000000000000000000APP", { principal: hostile, grantExpiresAt: 1_000_000 })
+      const text = engine.describeGrant(g)
+      assert.strictEqual(text, CedarPolicy.grantPolicy(g))
+      const parts = cedar.policySetTextToParts(text)
+      assert.strictEqual(parts.type === "success" && parts.policies.length, 1)
+      const json = cedar.policyToJson(text)
+      assert.deepStrictEqual(json.type === "success" && json.json.principal, {
+        op: "==",
+        entity: { type: "Palyra::Principal", id: hostile }
+      })
+      assert.match(text, /context\.argsDigest == "d"/)
+      assert.match(text, /context\.now < 1000000/)
+      yield* engine.setGrants([g])
+      const forMallory = yield* engine.decide(request("shell.exec", "sensitive", { principal: hostile }))
+      assert.deepStrictEqual(
+        [forMallory.decision, forMallory.policyIds],
+        ["allow", ["grant:01KA0000000000000000000APP"]]
+      )
+      assert.deepStrictEqual(forMallory.reasons, ["always-scope approval by bob"])
+      const forOthers = yield* engine.decide(request("shell.exec", "sensitive", { principal: "mallory" }))
+      assert.strictEqual(forOthers.decision, "require_approval")
+    })
+  )
+
+  it("the rule-based engine describes a grant in words", () => {
+    const describe = PolicyEngine.makeRules().describeGrant!
+    assert.strictEqual(
+      describe(
+        grant("01KA0000000000000000000APP", {
+          argsDigest: "3f2a9c0d1e2b4f5a6b7c",
+          grantExpiresAt: 0,
+          grantMaxUses: 5,
+          grantUses: 3
+        })
+      ),
+      'permit tool.execute of "shell.exec" for "alice" with the approved arguments (digest 3f2a9c0d1e2b…), until 1970-01-01T00:00:00.000Z, 2 of 5 uses left (always-scope approval by bob)'
+    )
+    assert.strictEqual(
+      describe(grant("01KA0000000000000000000APP", { scope: "session", grantExpiresAt: Number.MAX_SAFE_INTEGER })),
+      `permit tool.execute of "shell.exec" for "alice" in session 01KA0000000000000000000SES, until ${Number.MAX_SAFE_INTEGER} ms (session-scope approval by bob)`
+    )
+  })
+})
+
+describe("Cedar through the Promise API", () => {
+  it("createPalyra takes the Cedar engine as a value; a forbidden tool is denied with the Cedar policy id", async () => {
+    let ran = false
+    const palyra = createPalyra({
+      model: scriptedModel([{ toolCalls: [{ name: "disk.wipe", args: {} }] }, { text: "Could not wipe." }]),
+      tools: [
+        defineTool({
+          name: "disk.wipe",
+          description: "Wipe the disk",
+          parameters: { type: "object" },
+          risk: "low",
+          execute: () => {
+            ran = true
+            return "wiped"
+          }
+        })
+      ],
+      policy: CedarPolicy.adapter({
+        policies: `${CedarPolicy.defaultPolicies}
+@id("ops.never-wipe")
+@reason("wiping disks is never allowed")
+forbid (principal, action, resource == Palyra::Tool::"disk.wipe");`
+      })
+    })
+    try {
+      const result = await palyra.run("wipe the disk")
+      const decided = result.events.filter((e) => e._tag === "PolicyDecided")
+      assert.deepStrictEqual(
+        decided.map((d) => [d.decision, d.policyIds, d.reasons]),
+        [["deny", ["ops.never-wipe"], ["wiping disks is never allowed"]]]
+      )
+      assert.isFalse(ran)
+      assert.strictEqual(result.text, "Could not wipe.")
+    } finally {
+      await palyra.close()
+    }
+  })
+
+  it("an invalid Cedar text fails the instance's calls with Cedar's diagnostics", async () => {
+    const palyra = createPalyra({ model: scriptedModel([]), policy: CedarPolicy.adapter({ policies: "permit (" }) })
+    try {
+      const error = await palyra.run("hello").then(
+        () => undefined,
+        (e: unknown) => e
+      )
+      assert.strictEqual((error as { _tag?: string })._tag, "InvalidArgument")
+      assert.match((error as Error).message, /policy set rejected/)
+    } finally {
+      await palyra.close()
+    }
+  })
 })

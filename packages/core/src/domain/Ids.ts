@@ -2,11 +2,15 @@
  * Branded ULID identifiers. ULIDs sort by creation time and are safe in URLs and file names.
  *
  * Ids are generated through Effect's `Clock` and `Random`, so `TestClock`/`TestRandom` make them
- * deterministic in tests.
+ * deterministic in tests. They are monotonic (the ULID spec's monotonic mode): every id sorts after
+ * the one made before it with the same `Clock`, also within one millisecond (the random part of the
+ * last id is incremented) and when the clock steps back (the last time is kept). The live clock is
+ * one per process, so journals that list records `ORDER BY id` list them in creation order; each
+ * `TestClock` starts its own sequence, so tests do not see each other's ids.
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Either, Random, Schema } from "effect"
+import { type Clock, Effect, Either, Random, Schema } from "effect"
 import { InvalidArgument } from "./Errors.js"
 
 const ULID_PATTERN = /^[0-9A-HJKMNP-TV-Z]{26}$/
@@ -47,17 +51,64 @@ export const encodeUlid = (timeMs: number, random: ReadonlyArray<number>): strin
   return time + rand
 }
 
-/** A fresh ULID from the current `Clock` and `Random`. @since 0.1.0 @category Ids */
-export const ulid: Effect.Effect<string> = Effect.gen(function* () {
-  const now = yield* Clock.currentTimeMillis
-  // 80 random bits from four draws of 20 bits each (16 base32 digits).
+/** The last id made with a clock: its time and its 16 random base32 digits. */
+interface Last {
+  readonly time: number
+  readonly random: ReadonlyArray<number>
+}
+
+const lastByClock = new WeakMap<Clock.Clock, Last>()
+
+/** The random digits plus one (base 32, carrying), or `undefined` when they are all at 31. */
+const increment = (digits: ReadonlyArray<number>): ReadonlyArray<number> | undefined => {
+  const next = [...digits]
+  for (let i = next.length - 1; i >= 0; i--) {
+    if (next[i]! < 31) {
+      next[i] = next[i]! + 1
+      return next
+    }
+    next[i] = 0
+  }
+  return undefined
+}
+
+/** 80 random bits from four draws of 20 bits each, as 16 base32 digits. */
+const randomDigits = Effect.gen(function* () {
   const random: Array<number> = []
   for (let i = 0; i < 4; i++) {
     const r = yield* Random.nextIntBetween(0, 1 << 20)
     random.push((r >> 15) & 31, (r >> 10) & 31, (r >> 5) & 31, r & 31)
   }
-  return encodeUlid(now, random)
+  return random
 })
+
+/**
+ * The next id of `clock`'s sequence, given fresh random digits. Synchronous, so two fibers can never
+ * read the same last id.
+ */
+const nextUlid = (clock: Clock.Clock, fresh: ReadonlyArray<number>): string => {
+  const now = Math.max(0, Math.floor(clock.unsafeCurrentTimeMillis()))
+  const last = lastByClock.get(clock)
+  const incremented = last !== undefined && now <= last.time ? increment(last.random) : undefined
+  const next: Last =
+    last === undefined || now > last.time
+      ? { time: now, random: fresh }
+      : incremented !== undefined
+        ? { time: last.time, random: incremented }
+        : { time: last.time + 1, random: fresh } // 2^80 ids in one millisecond: borrow the next one
+  lastByClock.set(clock, next)
+  return encodeUlid(next.time, next.random)
+}
+
+/**
+ * A fresh ULID from the current `Clock` and `Random`, monotonic per clock (see the module notes).
+ *
+ * @since 0.1.0
+ * @category Ids
+ */
+export const ulid: Effect.Effect<string> = Effect.flatMap(randomDigits, (fresh) =>
+  Effect.clockWith((clock) => Effect.sync(() => nextUlid(clock, fresh)))
+)
 
 /** @since 0.1.0 @category Ids */
 export const makeSessionId = ulid as Effect.Effect<SessionId>

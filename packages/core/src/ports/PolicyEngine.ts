@@ -136,9 +136,38 @@ export const decideWithRules = (rules: ReadonlyArray<Rule>, request: PolicyReque
   return { decision: "deny", policyIds: [], reasons: [`no policy permits ${request.tool.name} (deny by default)`] }
 }
 
+/** An epoch-ms instant as ISO 8601, or as a number when no date can show it. */
+const instant = (ms: number) => {
+  const date = new Date(ms)
+  return Number.isNaN(date.getTime()) ? `${ms} ms` : date.toISOString()
+}
+
+/**
+ * A standing grant in words: what it permits, to whom, how narrowly and until when, e.g.
+ * `permit tool.execute of "shell.exec" for "alice" with the approved arguments (digest 3f2a…),
+ * until 2026-01-01T00:00:00.000Z, 2 of 5 uses left (always-scope approval by bob)`.
+ *
+ * @since 0.1.0
+ * @category Grants
+ */
+export const describeGrant = (grant: ApprovalRecord): string => {
+  const digest = grant.argsDigest.length > 12 ? `${grant.argsDigest.slice(0, 12)}…` : grant.argsDigest
+  const parts = [
+    `permit tool.execute of ${JSON.stringify(grant.tool)} for ${JSON.stringify(grant.principal)} ${
+      grant.scope === "session" ? `in session ${grant.sessionId}` : `with the approved arguments (digest ${digest})`
+    }`
+  ]
+  if (grant.grantExpiresAt !== null) parts.push(`until ${instant(grant.grantExpiresAt)}`)
+  if (grant.grantMaxUses !== null) {
+    parts.push(`${Math.max(0, grant.grantMaxUses - grant.grantUses)} of ${grant.grantMaxUses} uses left`)
+  }
+  return `${parts.join(", ")} (${grant.scope}-scope approval by ${grant.resolver ?? "?"})`
+}
+
 /** @since 0.1.0 @category Constructors */
 export const makeRules = (rules: ReadonlyArray<Rule> = defaultRules): Service => ({
-  decide: (request) => Effect.sync(() => decideWithRules(rules, request))
+  decide: (request) => Effect.sync(() => decideWithRules(rules, request)),
+  describeGrant
 })
 
 /** @since 0.1.0 @category Layers */

@@ -5,17 +5,26 @@
  * `Palyra::Action::"tool.execute"` and `"tool.request_approval"`; the context carries the session,
  * channel, a digest of the arguments and the time. The decision rule is the one every Palyra engine
  * follows (see `PolicyEngine`), and every decision names the policies that made it: a policy's
- * `@id("…")` annotation (or its position) and its `@reason("…")`.
+ * `@id("…")` annotation (or Cedar's own positional id, `policy0`, `policy1`, …) and its
+ * `@reason("…")`.
  *
- * Policies are validated against the schema and pre-parsed once per version; a reload that fails
- * keeps the old set in force and returns Cedar's diagnostics. Standing approval grants become
- * narrow `permit` policies in the same set. Decisions are cached exactly, keyed by the policy-set
- * version and the whole request, so a policy or grant change can never serve a stale answer.
+ * Everything the engine knows about a policy (its id, reason, effect, action scope, whether it reads
+ * the clock) comes from Cedar's own parser, through the JSON form of each policy. Policies are
+ * validated against the schema and pre-parsed once per version; a reload that fails keeps the old
+ * set in force and returns Cedar's diagnostics. Standing approval grants become narrow `permit`
+ * policies, built as JSON, in the same set. Decisions are cached exactly, keyed by the whole
+ * request; every policy or grant change empties the cache in the same step that installs the new
+ * set, so a stale answer is never served. Policies that read `context.now` turn the cache off.
+ *
+ * cedar-wasm keeps pre-parsed sets in a map it never shrinks (it has no call to drop one), so each
+ * engine owns two fixed slots per action and writes every new version into the slot the current
+ * version is not using: the previous version is overwritten (and its memory freed) by the next
+ * change, and an engine that is garbage collected hands its slots to the next engine.
  *
  * @since 0.1.0
  */
 import * as cedar from "@cedar-policy/cedar-wasm/nodejs"
-import { Clock, Effect, Layer, Ref } from "effect"
+import { type Clock, Effect, Either, Layer, Queue, Stream } from "effect"
 import { InvalidArgument } from "../../domain/Errors.js"
 import { type ApprovalRecord, isActiveGrant } from "../../domain/Records.js"
 import {
@@ -24,6 +33,7 @@ import {
   type PolicyRequest,
   type Service as PolicyService
 } from "../../ports/PolicyEngine.js"
+import { type PolicyAdapter, policyAdapter } from "../../promise/Palyra.js"
 
 /** The Cedar schema of Palyra's entities and actions. @since 0.1.0 @category Schema */
 export const schema = `namespace Palyra {
@@ -70,50 +80,236 @@ export const policyError = (diagnostics: ReadonlyArray<Diagnostic>) =>
     field: "policies"
   })
 
-const quote = (s: string) => JSON.stringify(s)
+const flatten = (errors: ReadonlyArray<cedar.DetailedError>, policyId?: string): Array<Diagnostic> =>
+  errors.map((e) => ({ policyId, message: e.message, help: e.help ?? undefined }))
+
+const ACTIONS = ["tool.execute", "tool.request_approval"] as const
+type Action = (typeof ACTIONS)[number]
+
+/** Policy ids starting with this prefix name standing grants; policy files may not use it. */
+const GRANT_ID_PREFIX = "grant:"
+
+// ---------------------------------------------------------------------------------------------
+// Policies in Cedar's JSON form
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * One policy: what the engine needs to know about it, read from its JSON form, and its text (Cedar
+ * takes a policy set as text several times faster than as JSON).
+ */
+interface Policy {
+  readonly id: string
+  readonly text: string
+  readonly reason: string | undefined
+  /** The actions its scope can match. */
+  readonly actions: ReadonlyArray<Action>
+  /** Whether the policy reads `context.now` (then its answers depend on the time). */
+  readonly readsNow: boolean
+}
+
+const contextVar = (expr: unknown): boolean =>
+  typeof expr === "object" && expr !== null && (expr as { readonly Var?: unknown }).Var === "context"
+
+/**
+ * Whether a JSON expression may read `context.now`: a `context.now` access, or the context record
+ * used whole (then any field could be read). `context has …` and other fields do not count.
+ */
+const readsNow = (node: unknown): boolean => {
+  if (Array.isArray(node)) return node.some(readsNow)
+  if (typeof node !== "object" || node === null) return false
+  if (contextVar(node)) return true
+  const record = node as Record<string, unknown>
+  const access = record["."] as { readonly left?: unknown; readonly attr?: unknown } | undefined
+  if (access !== undefined && contextVar(access.left)) return access.attr === "now"
+  const has = record.has as { readonly left?: unknown } | undefined
+  if (has !== undefined && contextVar(has.left)) return false
+  return Object.values(record).some(readsNow)
+}
+
+const uidOf = (uid: cedar.EntityUidJson): cedar.TypeAndId => ("__entity" in uid ? uid.__entity : uid)
+
+/**
+ * Whether a policy's action scope can match `action`. Palyra's schema has no action groups, so
+ * `in` names actions one by one; a scope naming anything else is kept in both sets (validation has
+ * already rejected unknown actions, and keeping a policy can never change a decision).
+ */
+const scopeMatches = (scope: cedar.ActionConstraint, action: Action): boolean => {
+  if (scope.op === "All") return true
+  const named = "entities" in scope ? scope.entities : "entity" in scope ? [scope.entity] : undefined
+  if (named === undefined) return true // a template slot
+  return named.some((uid) => {
+    const { type, id } = uidOf(uid)
+    return type !== "Palyra::Action" || id === action || !(ACTIONS as ReadonlyArray<string>).includes(id)
+  })
+}
+
+/** What the engine needs to know about one policy, read from its JSON form. */
+const describePolicy = (id: string, json: cedar.PolicyJson, text: string): Policy => {
+  const reason = json.annotations?.reason
+  return {
+    id,
+    text,
+    reason: typeof reason === "string" && reason.length > 0 ? reason : undefined,
+    actions: ACTIONS.filter((action) => scopeMatches(json.action, action)),
+    readsNow: readsNow(json.conditions)
+  }
+}
+
+/**
+ * Split a Cedar policy text into its policies and read each one's JSON form: ids and reasons from
+ * the annotations, the action scope, whether it reads the time. Rejects templates, empty or
+ * duplicate ids and ids in the grant namespace.
+ */
+const parsePolicies = (text: string): Either.Either<ReadonlyArray<Policy>, InvalidArgument> => {
+  const parts = cedar.policySetTextToParts(text)
+  if (parts.type === "failure") return Either.left(policyError(flatten(parts.errors)))
+  const diagnostics: Array<Diagnostic> = parts.policy_templates.map((t) => ({
+    message: `templates (policies with ?principal or ?resource slots) are not supported: ${t.split("\n").find((l) => !l.startsWith("@")) ?? t}`
+  }))
+  // Cedar names the policies of a text policy0, policy1, … in order of appearance, and returns
+  // them sorted by that name; the fallback id of a policy without `@id` is Cedar's own name.
+  const cedarIds = parts.policies.map((_, i) => `policy${i}`).sort()
+  const seen = new Set<string>()
+  const policies: Array<Policy & { readonly position: number }> = []
+  for (const [k, policyText] of parts.policies.entries()) {
+    const cedarId = cedarIds[k]!
+    const parsed = cedar.policyToJson(policyText)
+    if (parsed.type === "failure") {
+      diagnostics.push(...flatten(parsed.errors, cedarId))
+      continue
+    }
+    const annotations: Record<string, string | null> = parsed.json.annotations ?? {}
+    const explicit = annotations.id
+    const id = explicit ?? cedarId
+    const problem =
+      "id" in annotations && (typeof explicit !== "string" || explicit.length === 0)
+        ? "@id needs a non-empty value"
+        : id.startsWith(GRANT_ID_PREFIX)
+          ? `ids starting with "${GRANT_ID_PREFIX}" name standing grants`
+          : seen.has(id)
+            ? "two policies have this id"
+            : undefined
+    if (problem !== undefined) {
+      diagnostics.push({ policyId: explicit || cedarId, message: problem })
+      continue
+    }
+    seen.add(id)
+    policies.push({
+      ...describePolicy(id, parsed.json, policyText),
+      position: Number(cedarId.slice("policy".length))
+    })
+  }
+  if (diagnostics.length > 0) return Either.left(policyError(diagnostics))
+  return Either.right(policies.sort((a, b) => a.position - b.position))
+}
+
+const contextAttr = (attr: string): cedar.Expr => ({ ".": { left: { Var: "context" }, attr } })
+
+/** A standing grant as a Cedar policy in JSON form (no text is rendered or parsed). */
+const grantJson = (grant: ApprovalRecord): cedar.PolicyJson => {
+  const conditions: Array<cedar.Expr> = [
+    grant.scope === "session"
+      ? { "==": { left: contextAttr("session"), right: { Value: grant.sessionId } } }
+      : { "==": { left: contextAttr("argsDigest"), right: { Value: grant.argsDigest } } }
+  ]
+  if (grant.grantExpiresAt !== null) {
+    conditions.push({ "<": { left: contextAttr("now"), right: { Value: Math.floor(grant.grantExpiresAt) } } })
+  }
+  return {
+    effect: "permit",
+    principal: { op: "==", entity: { type: "Palyra::Principal", id: grant.principal } },
+    action: { op: "==", entity: { type: "Palyra::Action", id: "tool.execute" } },
+    resource: { op: "==", entity: { type: "Palyra::Tool", id: grant.tool } },
+    conditions: [{ kind: "when", body: conditions.reduce((left, right) => ({ "&&": { left, right } })) }],
+    annotations: {
+      id: `${GRANT_ID_PREFIX}${grant.id}`,
+      reason: `${grant.scope}-scope approval by ${grant.resolver ?? "?"}`
+    }
+  }
+}
+
+/** Cedar's text of a JSON policy built by this module (a failure is a defect here). */
+const textOf = (json: cedar.PolicyJson): string => {
+  const text = cedar.policyToText(json)
+  if (text.type === "failure") throw new Error(`Cedar cannot print a grant policy: ${text.errors[0]?.message}`)
+  return text.text
+}
+
+/** Validate policies against the schema (each policy is checked on its own). */
+const validate = (policies: ReadonlyArray<Policy>): Either.Either<void, InvalidArgument> => {
+  if (policies.length === 0) return Either.void
+  const validation = cedar.validate({
+    schema,
+    policies: { staticPolicies: Object.fromEntries(policies.map((p) => [p.id, p.text])) },
+    validationSettings: { mode: "strict" }
+  })
+  if (validation.type === "failure") return Either.left(policyError(flatten(validation.errors)))
+  if (validation.validationErrors.length > 0) {
+    return Either.left(policyError(validation.validationErrors.flatMap((e) => flatten([e.error], e.policyId))))
+  }
+  return Either.void
+}
 
 /**
  * The Cedar policy a standing grant amounts to: a `permit` on `tool.execute` for one principal and
- * one tool, narrowed to the exact arguments (`always`) or to one session (`session`).
+ * one tool, narrowed to the exact arguments (`always`) or to one session (`session`), rendered by
+ * Cedar from the very JSON policy the engine evaluates.
  *
  * @since 0.1.0
  * @category Grants
  */
 export const grantPolicy = (grant: ApprovalRecord): string => {
-  const conditions =
-    grant.scope === "session"
-      ? [`context.session == ${quote(grant.sessionId)}`]
-      : [`context.argsDigest == ${quote(grant.argsDigest)}`]
-  if (grant.grantExpiresAt !== null) conditions.push(`context.now < ${Math.floor(grant.grantExpiresAt)}`)
-  return `@id(${quote(`grant:${grant.id}`)})
-@reason(${quote(`${grant.scope}-scope approval by ${grant.resolver ?? "?"}`)})
-permit (
-  principal == Palyra::Principal::${quote(grant.principal)},
-  action == Palyra::Action::"tool.execute",
-  resource == Palyra::Tool::${quote(grant.tool)}
-)
-when { ${conditions.join(" && ")} };`
+  const text = cedar.policyToText(grantJson(grant))
+  if (text.type === "failure") return JSON.stringify(grantJson(grant))
+  const formatted = cedar.formatPolicies({ policyText: text.text })
+  return formatted.type === "success" ? formatted.formatted_policy.trimEnd() : text.text
 }
 
-/** The head of a policy (its effect and scope), without annotations and conditions. */
-const scopeOf = (policy: string) => {
-  const body = policy.replace(/@\w+\([^)]*\)/g, "")
-  const open = body.indexOf("(")
-  const close = body.indexOf(")", open)
-  return open >= 0 && close > open ? body.slice(open, close) : body
+// ---------------------------------------------------------------------------------------------
+// Pre-parsed sets: fixed slots, reused
+// ---------------------------------------------------------------------------------------------
+
+/** Every pre-parsed set id this module has registered with cedar-wasm (its map never shrinks). */
+const registered = new Set<string>()
+/** Slot prefixes of engines that were garbage collected, ready for the next engine. */
+const freePrefixes: Array<string> = []
+let prefixes = 0
+
+type Slot = 0 | 1
+const setId = (prefix: string, slot: Slot, action: Action) => `palyra/${prefix}/${slot}/${action}`
+
+const prepare = (id: string, policies: Record<string, cedar.Policy>): cedar.CheckParseAnswer => {
+  const answer = cedar.preparsePolicySet(id, { staticPolicies: policies })
+  if (answer.type === "success") registered.add(id)
+  return answer
 }
 
-interface Compiled {
-  readonly version: number
-  readonly id: string
-  readonly reasons: ReadonlyMap<string, string>
-  readonly timeSensitive: boolean
+/** Empty an engine's slots (freeing its sets' memory) and offer them to the next engine. */
+const releasePrefix = (prefix: string) => {
+  for (const slot of [0, 1] as const) {
+    for (const action of ACTIONS) {
+      const id = setId(prefix, slot, action)
+      if (registered.has(id)) prepare(id, {})
+    }
+  }
+  freePrefixes.push(prefix)
 }
 
-const flatten = (errors: ReadonlyArray<cedar.DetailedError>, policyId?: string): Array<Diagnostic> =>
-  errors.map((e) => ({ policyId, message: e.message, help: e.help ?? undefined }))
+const collected = new FinalizationRegistry<string>(releasePrefix)
 
-let instance = 0
+/**
+ * How many pre-parsed policy sets the Cedar engines of this process hold in cedar-wasm: two per
+ * action for each live engine (the version in force and the one before it), whatever the number of
+ * reloads and grant changes.
+ *
+ * @since 0.1.0
+ * @category Diagnostics
+ */
+export const preparedSetCount = (): number => registered.size
+
+// ---------------------------------------------------------------------------------------------
+// The engine
+// ---------------------------------------------------------------------------------------------
 
 /** @since 0.1.0 @category Models */
 export interface CedarEngine extends PolicyService {
@@ -123,6 +319,10 @@ export interface CedarEngine extends PolicyService {
   readonly version: Effect.Effect<number>
   /** The full policy text in force: base policies plus grants. */
   readonly policyText: Effect.Effect<string>
+  /** Evaluate these standing grants (the active ones) as policies, from now on. */
+  readonly setGrants: (grants: ReadonlyArray<ApprovalRecord>) => Effect.Effect<void>
+  /** A standing grant as the Cedar policy this engine evaluates for it. */
+  readonly describeGrant: (grant: ApprovalRecord) => string
 }
 
 /** @since 0.1.0 @category Models */
@@ -133,6 +333,19 @@ export interface Options {
   readonly cacheSize?: number | undefined
 }
 
+interface Compiled {
+  readonly version: number
+  readonly slot: Slot
+  readonly reasons: ReadonlyMap<string, string>
+  readonly timeSensitive: boolean
+}
+
+interface Answer {
+  readonly allowed: boolean
+  readonly policyIds: ReadonlyArray<string>
+  readonly errors: ReadonlyArray<string>
+}
+
 /**
  * Build the engine. Fails at start-up with Cedar's diagnostics when the policies are invalid.
  *
@@ -140,65 +353,60 @@ export interface Options {
  * @category Constructors
  */
 export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidArgument> =>
-  Effect.gen(function* () {
-    const prefix = `palyra-${++instance}`
-    const schemaName = `${prefix}-schema`
-    const schemaAnswer = cedar.preparseSchema(schemaName, schema)
-    if (schemaAnswer.type === "failure") return yield* Effect.die(new Error(`Palyra's Cedar schema is invalid`))
+  Effect.suspend(() => {
+    const schemaAnswer = cedar.checkParseSchema(schema)
+    if (schemaAnswer.type === "failure") return Effect.die(new Error("Palyra's Cedar schema is invalid"))
+    const initialText = options.policies ?? defaultPolicies
+    const initial = parsePolicies(initialText)
+    if (Either.isLeft(initial)) return Effect.fail(initial.left)
+    const prefix = freePrefixes.pop() ?? String(++prefixes)
     const cacheSize = options.cacheSize ?? 10_000
-    const cache = new Map<string, Decision>()
-    let base = options.policies ?? defaultPolicies
-    let grants: ReadonlyArray<ApprovalRecord> = []
-    let version = 0
 
-    const compile = (text: string): Effect.Effect<Compiled, InvalidArgument> =>
-      Effect.suspend(() => {
-        const parts = cedar.policySetTextToParts(text)
-        if (parts.type === "failure") return Effect.fail(policyError(flatten(parts.errors)))
-        const staticPolicies: Record<string, string> = {}
-        const reasons = new Map<string, string>()
-        parts.policies.forEach((policy, i) => {
-          const id = /@id\(\s*"([^"]+)"\s*\)/.exec(policy)?.[1] ?? `policy${i}`
-          const reason = /@reason\(\s*"([^"]*)"\s*\)/.exec(policy)?.[1]
-          staticPolicies[id] = policy
-          if (reason) reasons.set(id, reason)
-        })
-        const validation = cedar.validate({
-          schema,
-          policies: { staticPolicies },
-          validationSettings: { mode: "strict" }
-        })
-        if (validation.type === "failure") return Effect.fail(policyError(flatten(validation.errors)))
-        if (validation.validationErrors.length > 0) {
-          return Effect.fail(policyError(validation.validationErrors.flatMap((e) => flatten([e.error], e.policyId))))
-        }
-        const next = version + 1
-        const id = `${prefix}-v${next}`
-        // Two pre-parsed sets, one per action: a policy whose scope names one action only goes into
-        // that action's set, so each call evaluates only the policies that can apply to it.
-        const forAction = (action: "tool.execute" | "tool.request_approval") => {
-          const other = action === "tool.execute" ? "tool.request_approval" : "tool.execute"
-          const only = new RegExp(`action\\s*==\\s*Palyra::Action::"${other.replace(".", "\\.")}"`)
-          return Object.fromEntries(Object.entries(staticPolicies).filter(([, text]) => !only.test(scopeOf(text))))
-        }
-        for (const action of ["tool.execute", "tool.request_approval"] as const) {
-          const prepared = cedar.preparsePolicySet(`${id}:${action}`, { staticPolicies: forAction(action) })
-          if (prepared.type === "failure") return Effect.fail(policyError(flatten(prepared.errors)))
-        }
-        version = next
-        cache.clear()
-        return Effect.succeed({ version: next, id, reasons, timeSensitive: /context\.now/.test(text) })
-      })
+    // All mutable state lives here; every method closes over it, so the engine is collectable (and
+    // its slots reusable) only once nothing can decide with it any more.
+    const state = {
+      current: undefined as Compiled | undefined,
+      baseText: initialText,
+      base: initial.right,
+      grants: [] as ReadonlyArray<ApprovalRecord>,
+      /** The grants' policies in force, by their JSON (a grant that did not change is not rebuilt). */
+      grantPolicies: new Map<string, Policy>(),
+      cache: new Map<string, Decision>()
+    }
 
-    const fullText = () => [base, ...grants.map(grantPolicy)].join("\n\n")
-    const current = yield* Ref.make(yield* compile(fullText()))
+    /**
+     * Validate the policies not validated yet, pre-parse the set per action into the slot the
+     * current version is not using, and make it current. Synchronous from start to end, so no
+     * decision can run between writing a slot and switching to it; on failure nothing changes.
+     */
+    const install = (
+      base: ReadonlyArray<Policy>,
+      grants: ReadonlyArray<Policy>,
+      unvalidated: ReadonlyArray<Policy>
+    ): Either.Either<Compiled, InvalidArgument> => {
+      const checked = validate(unvalidated)
+      if (Either.isLeft(checked)) return Either.left(checked.left)
+      const policies = [...base, ...grants]
+      const slot: Slot = state.current?.slot === 0 ? 1 : 0
+      // One pre-parsed set per action: a policy whose scope cannot match an action is left out of
+      // that action's set, so each call evaluates only the policies that can apply to it.
+      for (const action of ACTIONS) {
+        const subset = policies.filter((p) => p.actions.includes(action))
+        const prepared = prepare(setId(prefix, slot, action), Object.fromEntries(subset.map((p) => [p.id, p.text])))
+        if (prepared.type === "failure") return Either.left(policyError(flatten(prepared.errors)))
+      }
+      const compiled: Compiled = {
+        version: (state.current?.version ?? 0) + 1,
+        slot,
+        reasons: new Map(policies.flatMap((p) => (p.reason === undefined ? [] : [[p.id, p.reason] as const]))),
+        timeSensitive: policies.some((p) => p.readsNow)
+      }
+      state.current = compiled
+      state.cache.clear()
+      return Either.right(compiled)
+    }
 
-    const ask = (
-      compiled: Compiled,
-      action: "tool.execute" | "tool.request_approval",
-      request: PolicyRequest,
-      now: number
-    ) => {
+    const ask = (compiled: Compiled, action: Action, request: PolicyRequest, now: number): Answer => {
       const answer = cedar.statefulIsAuthorized({
         principal: { type: "Palyra::Principal", id: request.principal },
         action: { type: "Palyra::Action", id: action },
@@ -209,7 +417,7 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
           argsDigest: request.argsDigest ?? "",
           now
         },
-        preparsedPolicySetId: `${compiled.id}:${action}`,
+        preparsedPolicySetId: setId(prefix, compiled.slot, action),
         entities: [
           // The smallest entity slice: only the tool has attributes policies read.
           {
@@ -220,36 +428,31 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
         ]
       })
       if (answer.type === "failure") {
-        return { decision: "deny" as const, reason: [] as Array<string>, errors: answer.errors.map((e) => e.message) }
+        return { allowed: false, policyIds: [], errors: answer.errors.map((e) => e.message) }
       }
       return {
-        decision: answer.response.decision,
-        reason: answer.response.diagnostics.reason,
+        allowed: answer.response.decision === "allow",
+        policyIds: [...answer.response.diagnostics.reason].sort(),
         errors: answer.response.diagnostics.errors.map((e) => `${e.policyId}: ${e.error.message}`)
       }
     }
 
-    const explain = (
-      compiled: Compiled,
-      decision: Decision["decision"],
-      ids: ReadonlyArray<string>,
-      errors: Array<string>
-    ): Decision => ({
+    const explain = (compiled: Compiled, decision: Decision["decision"], answer: Answer): Decision => ({
       decision,
-      policyIds: [...ids],
+      policyIds: answer.policyIds,
       reasons: [
-        ...ids.map((id) => compiled.reasons.get(id) ?? id),
-        ...errors.map((e) => `policy error (treated as not applying): ${e}`)
+        ...answer.policyIds.map((id) => compiled.reasons.get(id) ?? id),
+        ...answer.errors.map((e) => `policy error (treated as not applying): ${e}`)
       ]
     })
 
-    const decideNow = (compiled: Compiled, request: PolicyRequest, now: number): Decision => {
+    const evaluate = (compiled: Compiled, request: PolicyRequest, now: number): Decision => {
       const exec = ask(compiled, "tool.execute", request, now)
-      if (exec.decision === "allow") return explain(compiled, "allow", exec.reason, exec.errors)
-      if (exec.reason.length > 0) return explain(compiled, "deny", exec.reason, exec.errors) // a forbid decided
+      if (exec.allowed) return explain(compiled, "allow", exec)
+      if (exec.policyIds.length > 0) return explain(compiled, "deny", exec) // a forbid decided
       const approval = ask(compiled, "tool.request_approval", request, now)
-      if (approval.decision === "allow") return explain(compiled, "require_approval", approval.reason, approval.errors)
-      if (approval.reason.length > 0) return explain(compiled, "deny", approval.reason, approval.errors)
+      if (approval.allowed) return explain(compiled, "require_approval", approval)
+      if (approval.policyIds.length > 0) return explain(compiled, "deny", approval)
       return {
         decision: "deny",
         policyIds: [],
@@ -257,58 +460,80 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
       }
     }
 
-    const engine: CedarEngine = {
-      decide: (request) =>
-        Effect.gen(function* () {
-          const compiled = yield* Ref.get(current)
-          const now = yield* Clock.currentTimeMillis
-          if (cacheSize === 0 || compiled.timeSensitive) return decideNow(compiled, request, now)
-          const key = `${compiled.version}\u0000${request.principal}\u0000${request.tool.name}\u0000${request.tool.risk}\u0000${request.tool.category}\u0000${request.sessionId}\u0000${request.channel ?? ""}\u0000${request.argsDigest ?? ""}`
-          const hit = cache.get(key)
-          if (hit) return hit
-          const decision = decideNow(compiled, request, now)
-          if (cache.size >= cacheSize) cache.delete(cache.keys().next().value!)
-          cache.set(key, decision)
-          return decision
-        }),
-      describeGrant: grantPolicy,
-      setGrants: (next) =>
-        Effect.gen(function* () {
-          const previous = grants
-          const now = yield* Clock.currentTimeMillis
-          grants = next.filter((g) => isActiveGrant(g, now))
-          const compiled = yield* compile(fullText()).pipe(
-            Effect.tapError(() =>
-              Effect.sync(() => {
-                grants = previous
-              })
-            )
-          )
-          yield* Ref.set(current, compiled)
-        }).pipe(Effect.orDie),
-      reload: (policies) =>
-        Effect.gen(function* () {
-          const previous = base
-          base = policies
-          const compiled = yield* compile(fullText()).pipe(
-            Effect.tapError(() =>
-              Effect.sync(() => {
-                base = previous
-              })
-            )
-          )
-          yield* Ref.set(current, compiled)
-          return compiled.version
-        }),
-      version: Effect.map(Ref.get(current), (c) => c.version),
-      policyText: Effect.sync(fullText)
+    // Reads the version in force and asks Cedar in one synchronous step: a reload cannot overwrite
+    // the slot in between. The cache is emptied by every install, so its key needs no version.
+    const decideNow = (request: PolicyRequest, clock: Clock.Clock): Decision => {
+      const compiled = state.current!
+      if (cacheSize === 0 || compiled.timeSensitive) return evaluate(compiled, request, clock.unsafeCurrentTimeMillis())
+      const key = `${request.principal}\u0000${request.tool.name}\u0000${request.tool.risk}\u0000${request.tool.category}\u0000${request.sessionId}\u0000${request.channel ?? ""}\u0000${request.argsDigest ?? ""}`
+      const hit = state.cache.get(key)
+      if (hit) return hit
+      const decision = evaluate(compiled, request, clock.unsafeCurrentTimeMillis())
+      if (state.cache.size >= cacheSize) state.cache.delete(state.cache.keys().next().value!)
+      state.cache.set(key, decision)
+      return decision
     }
-    return engine
+
+    const first = install(state.base, [], state.base)
+    if (Either.isLeft(first)) {
+      releasePrefix(prefix)
+      return Effect.fail(first.left)
+    }
+    collected.register(state, prefix)
+
+    const engine: CedarEngine = {
+      decide: (request) => Effect.clockWith((clock) => Effect.sync(() => decideNow(request, clock))),
+      setGrants: (next) =>
+        Effect.clockWith((clock) =>
+          Effect.suspend(() => {
+            const now = clock.unsafeCurrentTimeMillis()
+            const active = next.filter((g) => isActiveGrant(g, now))
+            const grantPolicies = new Map<string, Policy>()
+            const fresh: Array<Policy> = []
+            for (const grant of active) {
+              const json = grantJson(grant)
+              const key = JSON.stringify(json)
+              const known = state.grantPolicies.get(key)
+              const policy = known ?? describePolicy(`${GRANT_ID_PREFIX}${grant.id}`, json, textOf(json))
+              if (known === undefined) fresh.push(policy)
+              grantPolicies.set(key, policy)
+            }
+            return Either.map(install(state.base, [...grantPolicies.values()], fresh), () => {
+              state.grants = active
+              state.grantPolicies = grantPolicies
+            })
+          })
+        ).pipe(Effect.orDie),
+      reload: (policies) =>
+        Effect.suspend(() =>
+          Either.flatMap(parsePolicies(policies), (base) =>
+            Either.map(install(base, [...state.grantPolicies.values()], base), (compiled) => {
+              state.base = base
+              state.baseText = policies
+              return compiled.version
+            })
+          )
+        ),
+      version: Effect.sync(() => state.current!.version),
+      policyText: Effect.sync(() => [state.baseText, ...state.grants.map(grantPolicy)].join("\n\n")),
+      describeGrant: grantPolicy
+    }
+    return Effect.succeed(engine)
   })
 
 /** @since 0.1.0 @category Layers */
 export const layer = (options: Options = {}): Layer.Layer<PolicyEngine, InvalidArgument> =>
   Layer.effect(PolicyEngine, make(options))
+
+/**
+ * The Cedar engine as a value for the Promise API:
+ * `createPalyra({ model, policy: CedarPolicy.adapter({ policies }) })`. Invalid policies make every
+ * call of that instance fail with `InvalidArgument` and Cedar's diagnostics.
+ *
+ * @since 0.1.0
+ * @category Adapters
+ */
+export const adapter = (options: Options = {}): PolicyAdapter => policyAdapter(layer(options))
 
 /**
  * Read every `*.cedar` file of a folder (sorted by name) into one policy text.
@@ -329,8 +554,10 @@ export const readPolicyDirectory = (dir: string): Effect.Effect<string, InvalidA
   })
 
 /**
- * Reload the engine whenever a `*.cedar` file in `dir` changes, until the scope closes. A bad file
- * keeps the old set in force; Cedar's diagnostics go to the log (and to `onResult`).
+ * Reload the engine whenever a `*.cedar` file in `dir` changes (changes within 50 ms count as one),
+ * until the scope closes. A bad file keeps the old set in force; Cedar's diagnostics go to the log
+ * (and to `onResult`). Reloads run in a fiber forked from the caller, so they log through the
+ * caller's logger and log level.
  *
  * @since 0.1.0
  * @category Files
@@ -344,8 +571,7 @@ export const watchDirectory = (
 ) =>
   Effect.gen(function* () {
     const { watch } = yield* Effect.promise(() => import("node:fs"))
-    const runtime = yield* Effect.runtime<never>()
-    let timer: NodeJS.Timeout | undefined
+    const changes = yield* Queue.sliding<"changed" | Error>(64)
     const reload = Effect.flatMap(readPolicyDirectory(dir), engine.reload).pipe(
       Effect.tap((version) => Effect.logInfo("policies reloaded", { dir, version })),
       Effect.tapError((error) =>
@@ -356,21 +582,26 @@ export const watchDirectory = (
         onFailure: (error) => onResult({ ok: false, error })
       })
     )
-    const watcher = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        watch(dir, (_event, name) => {
-          if (name !== null && !String(name).endsWith(".cedar")) return
-          clearTimeout(timer)
-          timer = setTimeout(() => {
-            void Effect.runPromise(Effect.provide(reload, runtime.context))
-          }, 50)
+    // The watcher is in place before this returns, so no change after the call is missed.
+    yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const watcher = watch(dir, (_event, name) => {
+          if (name === null || String(name).endsWith(".cedar")) Queue.unsafeOffer(changes, "changed")
         })
-      ),
-      (w) =>
-        Effect.sync(() => {
-          clearTimeout(timer)
-          w.close()
-        })
+        watcher.on("error", (error) => Queue.unsafeOffer(changes, error))
+        return watcher
+      }),
+      (watcher) => Effect.sync(() => watcher.close())
     )
-    return watcher
+    yield* Stream.fromQueue(changes).pipe(
+      Stream.tap((change) =>
+        change instanceof Error
+          ? Effect.logWarning("watching the policy folder failed", { dir, error: change.message })
+          : Effect.void
+      ),
+      Stream.filter((change) => change === "changed"),
+      Stream.debounce("50 millis"),
+      Stream.runForEach(() => reload),
+      Effect.forkScoped
+    )
   })
