@@ -233,7 +233,11 @@ const pinnedLookup =
       error.code = "ENOTFOUND"
       return callback(error, "", 0)
     }
-    if (options.all) return callback(null, list.map((a) => ({ address: a.address, family: a.family })))
+    if (options.all)
+      return callback(
+        null,
+        list.map((a) => ({ address: a.address, family: a.family }))
+      )
     return callback(null, first.address, first.family)
   }
 
@@ -279,7 +283,10 @@ const check = Effect.fnUntraced(function* (url: URL, options: FetchOptions) {
   for (const address of resolved) {
     const { kind, range } = classifyAddress(address)
     if (kind === "special") {
-      return yield* refuse("special_address", `host ${host} resolves to a special-purpose address (${address}: ${range})`)
+      return yield* refuse(
+        "special_address",
+        `host ${host} resolves to a special-purpose address (${address}: ${range})`
+      )
     }
     if (kind === "private" && options.allowPrivateNetworks !== true) {
       return yield* refuse("private_address", `host ${host} resolves to a private address (${address}: ${range})`)
@@ -303,6 +310,10 @@ const flatHeaders = (headers: Record<string, string | Array<string> | undefined>
   }
   return out
 }
+
+const redirectStatuses = new Set([301, 302, 303, 307, 308])
+const redirectTarget = (status: number, headers: Readonly<Record<string, string>>) =>
+  redirectStatuses.has(status) ? headers.location : undefined
 
 /** One request to checked addresses, on its own agent, which is destroyed when the hop ends. */
 const send = (hop: Hop, checked: Checked, maxBytes: number, timeoutMs: number) =>
@@ -328,6 +339,11 @@ const send = (hop: Hop, checked: Checked, maxBytes: number, timeoutMs: number) =
         }),
       catch: (cause) => failure(hop.url, cause)
     })
+    const headers = flatHeaders(response.headers)
+    if (redirectTarget(response.statusCode, headers) !== undefined) {
+      // a redirect's body is not read: the hop ends here and its agent is destroyed
+      return { status: response.statusCode, headers, body: new Uint8Array(0), truncated: false }
+    }
     const read = yield* Effect.tryPromise({
       try: async () => {
         const chunks: Array<Uint8Array> = []
@@ -346,7 +362,7 @@ const send = (hop: Hop, checked: Checked, maxBytes: number, timeoutMs: number) =
     })
     return {
       status: response.statusCode,
-      headers: flatHeaders(response.headers),
+      headers,
       body: new Uint8Array(Buffer.concat(read.chunks)),
       truncated: read.truncated
     }
@@ -360,7 +376,8 @@ const redirect = (hop: Hop, status: number, location: string): Hop | undefined =
   } catch {
     return undefined
   }
-  const toGet = (status === 303 && hop.method !== "HEAD") || ((status === 301 || status === 302) && hop.method === "POST")
+  const toGet =
+    (status === 303 && hop.method !== "HEAD") || ((status === 301 || status === 302) && hop.method === "POST")
   const sameOrigin = url.origin === hop.url.origin
   const headers: Record<string, string> = {}
   for (const [name, value] of Object.entries(hop.headers)) {
@@ -402,16 +419,18 @@ export const safeFetch = (
     const headers = options.headers ?? {}
     const bad = Object.keys(headers).find((name) => forbiddenHeaders.has(name.toLowerCase()))
     if (bad !== undefined) {
-      return yield* new FetchRefused({ reason: "header_not_allowed", url: href, message: `header ${bad} is not allowed` })
+      return yield* new FetchRefused({
+        reason: "header_not_allowed",
+        url: href,
+        message: `header ${bad} is not allowed`
+      })
     }
     let hop: Hop = { url: first, method: options.method ?? "GET", headers, body: options.body }
     for (let n = 0; n <= maxRedirects; n++) {
       const checked = yield* check(hop.url, options)
       const response = yield* send(hop, checked, maxBytes, timeoutMs)
-      const location = response.headers.location
-      if (![301, 302, 303, 307, 308].includes(response.status) || location === undefined) {
-        return { url: hop.url.href, ...response }
-      }
+      const location = redirectTarget(response.status, response.headers)
+      if (location === undefined) return { url: hop.url.href, ...response }
       const next = redirect(hop, response.status, location)
       if (next === undefined) {
         return yield* new FetchRefused({
@@ -429,5 +448,7 @@ export const safeFetch = (
       onTimeout: () => new FetchFailed({ reason: "timeout", url: href, message: `timed out after ${timeoutMs} ms` })
     })
   )
-  return options.signal === undefined ? program : Effect.raceFirst(program, aborted(options.signal, href))
+  return (options.signal === undefined ? program : Effect.raceFirst(program, aborted(options.signal, href))).pipe(
+    Effect.withSpan("NetGuard.safeFetch", { captureStackTrace: false })
+  )
 }
