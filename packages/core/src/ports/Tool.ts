@@ -8,10 +8,10 @@
  * @since 0.1.0
  */
 import { Context, Duration, Effect, JSONSchema, Layer, Option, ParseResult, Schema } from "effect"
-import { ToolError } from "../domain/Errors.js"
+import { InvalidArgument, ToolError } from "../domain/Errors.js"
 import type { RunId, SessionId, ToolCallId } from "../domain/Ids.js"
 import type { Risk } from "../domain/TapeEvent.js"
-import { validate } from "./internal/jsonSchema.js"
+import { compile } from "./internal/jsonSchema.js"
 import type { ToolSpec } from "./ModelProvider.js"
 
 /** What a running tool knows about its call. @since 0.1.0 @category Models */
@@ -102,27 +102,52 @@ export const make = <S extends Schema.Schema.AnyNoContext>(
   }
 }
 
-/** A tool whose parameters are a JSON Schema object. @since 0.1.0 @category Constructors */
+/**
+ * A tool whose parameters are a JSON Schema object (draft 2020-12, or draft-07 when `$schema`
+ * says so), compiled once here with Ajv and `ajv-formats`: `$ref`/`$defs`, `allOf`, `anyOf`,
+ * `oneOf`, `not`, `if`/`then`/`else`, `format` and the rest all apply. Arguments that do not match
+ * fail with `ToolError` reason `invalid_arguments` listing every offending path, and `execute`
+ * does not run. A schema Ajv rejects in strict mode (unknown keyword or format, unresolved
+ * `$ref`, unsupported `$schema`) throws `InvalidArgument` here, at definition.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
 export const fromJsonSchema = <A = Record<string, unknown>>(
   name: string,
   options: ToolOptions<A> & { readonly parameters: Record<string, unknown> }
-): Tool<A> => ({
-  name,
-  description: options.description,
-  parameters: options.parameters,
-  risk: options.risk ?? defaults.risk,
-  category: options.category ?? defaults.category,
-  timeout: Duration.decode(options.timeout ?? defaults.timeout),
-  outputBudget: options.outputBudget ?? defaults.outputBudget,
-  idempotency: options.idempotency ?? "atMostOnce",
-  decode: (args) => {
-    const errors = validate(options.parameters, args)
-    return errors.length === 0
-      ? Effect.succeed(args as A)
-      : Effect.fail(new ToolError({ tool: name, reason: "invalid_arguments", message: errors.join("\n") }))
-  },
-  execute: options.execute
-})
+): Tool<A> => {
+  let validate: ReturnType<typeof compile>
+  try {
+    validate = compile(options.parameters)
+  } catch (cause) {
+    throw new InvalidArgument({
+      field: "parameters",
+      message: `tool ${name}: invalid parameters schema: ${cause instanceof Error ? cause.message : String(cause)}`
+    })
+  }
+  const invalid = (message: string) => new ToolError({ tool: name, reason: "invalid_arguments", message })
+  return {
+    name,
+    description: options.description,
+    parameters: options.parameters,
+    risk: options.risk ?? defaults.risk,
+    category: options.category ?? defaults.category,
+    timeout: Duration.decode(options.timeout ?? defaults.timeout),
+    outputBudget: options.outputBudget ?? defaults.outputBudget,
+    idempotency: options.idempotency ?? "atMostOnce",
+    decode: (args) =>
+      Effect.try({
+        try: () => validate(args),
+        catch: (cause) => invalid(`could not validate: ${cause instanceof Error ? cause.message : String(cause)}`)
+      }).pipe(
+        Effect.flatMap((errors) =>
+          errors.length === 0 ? Effect.succeed(args as A) : Effect.fail(invalid(errors.join("\n")))
+        )
+      ),
+    execute: options.execute
+  }
+}
 
 /** @since 0.1.0 @category Models */
 export interface ToolOutcome {

@@ -7,8 +7,10 @@
  * - `shell.exec`: argv form only (no shell, no string interpolation), cwd inside the workspace, a
  *   scrubbed environment, a timeout and an output cap; it runs in its own process group, which is
  *   killed on timeout and on cancellation, so no child outlives the call.
- * - `http.fetch`: only hosts on an allowlist; names are resolved first and private, loopback and
- *   link-local addresses are refused unless allowed; redirects are re-checked; size and time capped.
+ * - `http.fetch`: only hosts on an allowlist; each name is resolved once and every address checked
+ *   (private, loopback and link-local refused unless allowed, special-purpose addresses always);
+ *   the socket goes to the checked address; redirects are re-checked; size and time capped. The
+ *   guard itself is `NetGuard.safeFetch` (`@palyra/core/tools`).
  * - `time.now`, `session.note`.
  *
  * @since 0.1.0
@@ -20,7 +22,8 @@ import { type HttpOptions, httpTool } from "./http.js"
 import { type ShellOptions, shellTool } from "./shell.js"
 
 export { confine, type FsOptions, fsTools } from "./fs.js"
-export { type HttpOptions, httpTool, isPrivateAddress } from "./http.js"
+export { type HttpOptions, httpTool } from "./http.js"
+export { isPrivateAddress } from "./net.js"
 export { type ShellOptions, shellTool } from "./shell.js"
 
 /** `time.now`. @since 0.1.0 @category Tools */
