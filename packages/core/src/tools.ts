@@ -1,7 +1,9 @@
 /**
  * `@palyra/core/tools`: the built-in tools (workspace files, argv shell, allowlisted HTTP, time,
- * session notes), each safe by construction.
+ * session notes), each safe by construction, and `Sandbox`, the tiers (`none`, `limits`, `os`) for
+ * any process a tool starts.
  *
  * @since 0.1.0
  */
 export * as BuiltinTools from "./adapters/tools/BuiltinTools.js"
+export * as Sandbox from "./adapters/tools/sandbox/Sandbox.js"

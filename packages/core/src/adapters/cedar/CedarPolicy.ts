@@ -25,12 +25,18 @@ import {
   type Service as PolicyService
 } from "../../ports/PolicyEngine.js"
 
-/** The Cedar schema of Palyra's entities and actions. @since 0.1.0 @category Schema */
+/**
+ * The Cedar schema of Palyra's entities and actions. `context.sandbox` is the sandbox tier of the
+ * processes the tool starts (`"none"`, `"limits"` or `"os"`; `"none"` when the tool declares none).
+ *
+ * @since 0.1.0
+ * @category Schema
+ */
 export const schema = `namespace Palyra {
   entity Principal;
   entity Channel;
   entity Tool = { risk: String, category: String };
-  type ToolContext = { session: String, channel: String, argsDigest: String, now: Long };
+  type ToolContext = { session: String, channel: String, argsDigest: String, now: Long, sandbox: String };
   action "tool.execute", "tool.request_approval" appliesTo {
     principal: [Principal],
     resource: [Tool],
@@ -207,7 +213,8 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
           session: request.sessionId,
           channel: request.channel ?? "",
           argsDigest: request.argsDigest ?? "",
-          now
+          now,
+          sandbox: request.tool.sandbox ?? "none"
         },
         preparsedPolicySetId: `${compiled.id}:${action}`,
         entities: [
@@ -263,7 +270,7 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
           const compiled = yield* Ref.get(current)
           const now = yield* Clock.currentTimeMillis
           if (cacheSize === 0 || compiled.timeSensitive) return decideNow(compiled, request, now)
-          const key = `${compiled.version}\u0000${request.principal}\u0000${request.tool.name}\u0000${request.tool.risk}\u0000${request.tool.category}\u0000${request.sessionId}\u0000${request.channel ?? ""}\u0000${request.argsDigest ?? ""}`
+          const key = `${compiled.version}\u0000${request.principal}\u0000${request.tool.name}\u0000${request.tool.risk}\u0000${request.tool.category}\u0000${request.sessionId}\u0000${request.channel ?? ""}\u0000${request.argsDigest ?? ""}\u0000${request.tool.sandbox ?? "none"}`
           const hit = cache.get(key)
           if (hit) return hit
           const decision = decideNow(compiled, request, now)

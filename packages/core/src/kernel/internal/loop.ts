@@ -302,7 +302,7 @@ export const runLoop = (deps: LoopDeps, runId: RunId, cancelRequested: () => str
           principal: run0.principal,
           sessionId: session.id,
           channel: session.channel,
-          tool: { name: tool.name, risk: tool.risk, category: tool.category },
+          tool: { name: tool.name, risk: tool.risk, category: tool.category, sandbox: tool.sandbox },
           args: call.proposed.args,
           argsDigest: call.proposed.argsDigest
         })
