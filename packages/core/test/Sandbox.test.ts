@@ -249,6 +249,16 @@ describe.skipIf(!report.limits.available)("limits tier (allowlist, rlimits)", ()
         assert.match(error.message, /interpreter or launcher/)
       }
       assert.isFalse(existsSync(join(workspace, "interpreted")))
+      // A script on the allowlist runs its #! interpreter: judged as that interpreter.
+      writeFileSync(join(workspace, "job"), "#!/bin/sh\ntouch interpreted\n", { mode: 0o755 })
+      writeFileSync(join(workspace, "env-job"), "#!/usr/bin/env perl\nopen(F, '>interpreted')\n", { mode: 0o755 })
+      for (const script of ["job", "env-job"]) {
+        const error = yield* Effect.flip(
+          spawn([`./${script}`], { tier: "limits", allowExecutables: [join(workspace, script)] })
+        )
+        assert.match(error.message, /is a script for \/usr\/bin\/(dash|perl)/)
+      }
+      assert.isFalse(existsSync(join(workspace, "interpreted")))
       const allowed = yield* spawn(["sh", "-c", "touch interpreted"], { tier: "limits", allowInterpreters: ["sh"] })
       assert.strictEqual(allowed.exitCode, 0)
       assert.isTrue(existsSync(join(workspace, "interpreted")))
@@ -328,6 +338,44 @@ describe("the whole process tree dies on cancel and on timeout", () => {
       })
     )
   }
+})
+
+/** Parent pid and process group of a host process, from /proc/<pid>/stat. */
+const parentAndGroup = (pid: number): [number, number] => {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+  return [Number(fields[1]), Number(fields[2])]
+}
+
+describe.skipIf(!report.os.available)("os tier: the pid namespace dies with bubblewrap", () => {
+  it.live("killing bubblewrap alone (not its process group) ends every process in the sandbox", () =>
+    Effect.gen(function* () {
+      const tag = `95.${process.pid}3`
+      const fiber = yield* Effect.fork(
+        Effect.either(
+          spawn(["sh", "-c", `sleep ${tag} & sleep ${tag} & wait`], { tier: "os", allowInterpreters: ["sh"] })
+        )
+      )
+      const sleeping = (pids: Array<number>) =>
+        pids.filter((pid) => readFileSync(`/proc/${pid}/cmdline`, "utf8").startsWith("sleep")).length === 2
+      const all = yield* pollUntil(() => processesWith(tag), sleeping)
+      assert.isTrue(sleeping(all))
+      const bwrap = all.find((pid) => parentAndGroup(pid)[0] === process.pid)!
+      const group = parentAndGroup(bwrap)[1]
+      const sleeps = all.filter((pid) => readFileSync(`/proc/${pid}/cmdline`, "utf8").startsWith("sleep"))
+      // --new-session: the sandboxed programs are outside bubblewrap's process group, so only the
+      // pid namespace can take them down.
+      for (const pid of sleeps) assert.notStrictEqual(parentAndGroup(pid)[1], group)
+      process.kill(bwrap, "SIGKILL")
+      const outcome = yield* Fiber.join(fiber)
+      assert.isTrue(Either.isLeft(outcome) && outcome.left.reason === "failed")
+      const left = yield* pollUntil(
+        () =>
+          all.filter((pid) => existsSync(`/proc/${pid}/cmdline`) && readFileSync(`/proc/${pid}/cmdline`).length > 0),
+        (l) => l.length === 0
+      )
+      assert.deepStrictEqual(left, [])
+    })
+  )
 })
 
 describe("the tier reaches the tape and the policy", () => {

@@ -24,16 +24,14 @@
 import { execFile } from "node:child_process"
 import { chmodSync, mkdtempSync, realpathSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { join, sep } from "node:path"
+import { basename, join, sep } from "node:path"
 import { Effect } from "effect"
 import { ToolError } from "../../../domain/Errors.js"
 import type { SandboxTier } from "../../../ports/Tool.js"
 import { refused } from "../internal.js"
 import { bwrapArgs, prlimitArgs, type ResolvedLimits, statusExitCode, visibleRoots } from "./internal/argv.js"
-import { isInterpreterName, resolveExecutable } from "./internal/executables.js"
+import { interpreterNames, isInterpreterName, resolveExecutable, shebangOf } from "./internal/executables.js"
 import { type Ended, type Launch, runChild } from "./internal/run.js"
-
-export { interpreterNames as interpreters } from "./internal/executables.js"
 
 // =============================================================================
 // Options
@@ -170,6 +168,17 @@ export const defaultExecutables: ReadonlyArray<string> = [
   "base64"
 ]
 
+/**
+ * Shells, language runtimes and launchers (`env`, `xargs`, `nohup`, `sudo`…) that the `limits` and
+ * `os` tiers refuse unless listed in `allowInterpreters`; a script counts as the interpreter on its
+ * `#!` line. A name list cannot be complete (some ordinary tools can run commands too), which is
+ * why `allowExecutables` is an allowlist and the `os` tier exists.
+ *
+ * @since 0.1.0
+ * @category Constants
+ */
+export const interpreters: ReadonlyArray<string> = interpreterNames
+
 const systemPath = "/usr/local/bin:/usr/bin:/bin"
 
 /**
@@ -190,10 +199,11 @@ export const defaultEnv = (tier: Tier, workspace: string): Record<string, string
 // Spawn
 // =============================================================================
 
-const systemLookup = `${process.env.PATH ?? ""}:/usr/bin:/bin:/usr/sbin:/sbin`
-
+/** bubblewrap or prlimit: the configured path, else the daemon's PATH, else the usual places. */
 const helper = (configured: string | undefined, name: string) =>
-  configured !== undefined ? resolveExecutable(configured, "", "/") : resolveExecutable(name, systemLookup, "/")
+  configured !== undefined
+    ? resolveExecutable(configured, "", "/")
+    : resolveExecutable(name, `${process.env.PATH ?? ""}:/usr/bin:/bin:/usr/sbin:/sbin`, "/")
 
 const sandboxUser = (tool: string, options: Options): Effect.Effect<User, ToolError> => {
   const uid = process.getuid?.() ?? 0
@@ -232,7 +242,8 @@ const checkProgram = (spec: Spec, options: Options, path: string) =>
     if (program === undefined) return yield* Effect.fail(refused(spec.tool, `${name} was not found on the PATH`))
     const resolveAll = (names: ReadonlyArray<string>) =>
       new Set(names.map((n) => resolveExecutable(n, path, spec.workspace)).filter((p) => p !== undefined))
-    if (resolveAll(options.allowInterpreters ?? []).has(program)) return program
+    const allowedInterpreters = resolveAll(options.allowInterpreters ?? [])
+    if (allowedInterpreters.has(program)) return program
     if (isInterpreterName(name) || isInterpreterName(program)) {
       return yield* Effect.fail(
         refused(
@@ -240,6 +251,18 @@ const checkProgram = (spec: Spec, options: Options, path: string) =>
           `${name} (${program}) is an interpreter or launcher; it runs only when listed in sandbox.allowInterpreters`
         )
       )
+    }
+    const script = shebangOf(program)
+    if (script !== undefined) {
+      const interpreter = resolveExecutable(script, path, spec.workspace) ?? script
+      if (!allowedInterpreters.has(interpreter)) {
+        return yield* Effect.fail(
+          refused(
+            spec.tool,
+            `${name} (${program}) is a script for ${interpreter}; it runs only when ${basename(interpreter)} is listed in sandbox.allowInterpreters`
+          )
+        )
+      }
     }
     if (!resolveAll(options.allowExecutables ?? defaultExecutables).has(program)) {
       return yield* Effect.fail(refused(spec.tool, `${name} (${program}) is not on the sandbox.allowExecutables list`))
@@ -356,8 +379,18 @@ export const spawn = (spec: Spec, options: Options = {}): Effect.Effect<Result, 
     }
     const ended = yield* runChild(spec.tool, launch, limitMs, spec.maxOutputBytes)
     if (!ended.timedOut && statusExitCode(ended.status) === undefined) {
-      // bubblewrap wrote no exit-code record: it never ran the command (it could not build the
-      // sandbox, or could not exec the program inside it).
+      if (ended.signal !== null) {
+        // Killed from outside (an operator, the OOM killer): the sandbox died with it.
+        return yield* Effect.fail(
+          new ToolError({
+            tool: spec.tool,
+            reason: "failed",
+            message: `bubblewrap was killed by ${ended.signal}; the sandbox and everything in it ended`
+          })
+        )
+      }
+      // bubblewrap exited without an exit-code record: it never ran the command (it could not
+      // build the sandbox, or could not exec the program inside it).
       const said = ended.stderr.split("\n").findLast((line) => line.startsWith("bwrap:"))
       return yield* Effect.fail(
         refused(

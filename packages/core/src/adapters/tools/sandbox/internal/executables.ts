@@ -1,4 +1,4 @@
-import { accessSync, constants, realpathSync, statSync } from "node:fs"
+import { accessSync, closeSync, constants, openSync, readSync, realpathSync, statSync } from "node:fs"
 import { basename, delimiter, isAbsolute, resolve } from "node:path"
 
 /**
@@ -112,4 +112,31 @@ const interpreterSet = new Set(interpreterNames)
 export const isInterpreterName = (path: string): boolean => {
   const name = basename(path)
   return interpreterSet.has(name) || interpreterSet.has(name.replace(/[0-9][0-9.]*$/, ""))
+}
+
+/**
+ * The interpreter a script names on its `#!` line (for `#!/usr/bin/env X`, the program X), or
+ * `undefined` for a file that is not a script. The kernel runs that interpreter, so it is what the
+ * interpreter rule must judge.
+ *
+ * @internal
+ */
+export const shebangOf = (path: string): string | undefined => {
+  const head = Buffer.alloc(256)
+  let read = 0
+  try {
+    const fd = openSync(path, "r")
+    try {
+      read = readSync(fd, head, 0, head.length, 0)
+    } finally {
+      closeSync(fd)
+    }
+  } catch {
+    return undefined
+  }
+  const text = head.subarray(0, read).toString("latin1")
+  if (!text.startsWith("#!")) return undefined
+  const words = text.slice(2).split("\n")[0]!.trim().split(/\s+/)
+  const interpreter = words[0] ?? ""
+  return basename(interpreter) === "env" ? (words.slice(1).find((w) => !w.startsWith("-")) ?? interpreter) : interpreter
 }
