@@ -84,6 +84,7 @@ const installStatus = pnpm("install", ci ? "--frozen-lockfile" : "--prefer-offli
 if (installStatus !== 0) process.exit(installStatus)
 
 if (task === "test") {
+  run(process.execPath, [join(root, "scripts", "system-deps.mjs")])
   process.exit(pnpm("run", "verify"))
 }
 // start / palyra: build what changed (turbo caches), then run palyrad or the CLI with the extra arguments.

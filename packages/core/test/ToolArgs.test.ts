@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
 import * as fc from "fast-check"
-import { Errors, ScriptedModel, type TapeEvent, Tool } from "../src/index.js"
+import { Caller, Errors, ScriptedModel, type TapeEvent, Tool } from "../src/index.js"
 import { collect } from "../src/testing.js"
 import { withGateway } from "./helpers.js"
 
@@ -228,7 +228,7 @@ describe("invalid arguments through the real Gateway", () => {
       ])
       yield* withGateway({ model, tools: [tool] }, (gateway) =>
         Effect.gen(function* () {
-          const seen = yield* collect((yield* gateway.startRun({ principal: "alice", text: "place it" })).events)
+          const seen = yield* collect((yield* gateway.startRun(Caller.user("alice"), { text: "place it" })).events)
           assert.deepStrictEqual(calls, [])
           assert.strictEqual(only(seen, "PolicyDecided")[0]!.decision, "allow")
           const result = only(seen, "ToolResult")[0]!

@@ -15,13 +15,20 @@ import { Context, Effect, Layer } from "effect"
 import type { SessionId } from "../domain/Ids.js"
 import type { ApprovalRecord } from "../domain/Records.js"
 import type { PolicyDecision, Risk } from "../domain/TapeEvent.js"
+import type { SandboxTier } from "./Tool.js"
 
 /** @since 0.1.0 @category Models */
 export interface PolicyRequest {
   readonly principal: string
   readonly sessionId: SessionId
   readonly channel: string | null
-  readonly tool: { readonly name: string; readonly risk: Risk; readonly category: string }
+  readonly tool: {
+    readonly name: string
+    readonly risk: Risk
+    readonly category: string
+    /** The sandbox tier of the processes the tool starts; engines read absent as `none`. */
+    readonly sandbox?: SandboxTier | undefined
+  }
   readonly args: unknown
   /** Digest of the tool name and arguments (what narrow grants bind to). */
   readonly argsDigest?: string | undefined
@@ -63,6 +70,8 @@ export interface Rule {
         readonly risk?: ReadonlyArray<Risk> | undefined
         readonly categories?: ReadonlyArray<string> | undefined
         readonly principals?: ReadonlyArray<string> | undefined
+        /** Sandbox tiers (a tool that declares none counts as `none`). */
+        readonly sandbox?: ReadonlyArray<SandboxTier> | undefined
       }
     | undefined
   readonly reason?: string | undefined
@@ -112,7 +121,8 @@ const matches = (rule: Rule, r: PolicyRequest): boolean => {
     (w.tools === undefined || w.tools.includes(r.tool.name)) &&
     (w.risk === undefined || w.risk.includes(r.tool.risk)) &&
     (w.categories === undefined || w.categories.includes(r.tool.category)) &&
-    (w.principals === undefined || w.principals.includes(r.principal))
+    (w.principals === undefined || w.principals.includes(r.principal)) &&
+    (w.sandbox === undefined || w.sandbox.includes(r.tool.sandbox ?? "none"))
   )
 }
 

@@ -27,6 +27,16 @@ export interface ToolContext {
 /** @since 0.1.0 @category Models */
 export type Idempotency = "idempotent" | "atMostOnce"
 
+/**
+ * How a tool isolates the processes it starts: `none` (an ordinary child process), `limits`
+ * (allowlisted executables under resource limits) or `os` (also inside an OS sandbox: private
+ * namespaces, no network unless allowed). Policies can require a tier.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type SandboxTier = "none" | "limits" | "os"
+
 /** A tool with its arguments already decoded to `A`. @since 0.1.0 @category Models */
 export interface Tool<A = unknown> {
   readonly name: string
@@ -39,6 +49,8 @@ export interface Tool<A = unknown> {
   /** Largest output (in characters) the model gets back; the rest is cut and marked. */
   readonly outputBudget: number
   readonly idempotency: Idempotency
+  /** The sandbox tier of the processes this tool starts (absent: it starts none, or says nothing). */
+  readonly sandbox?: SandboxTier | undefined
   /** Validate raw arguments from the model. */
   readonly decode: (args: unknown) => Effect.Effect<A, ToolError>
   readonly execute: (args: A, context: ToolContext) => Effect.Effect<unknown, ToolError>
@@ -56,6 +68,7 @@ export interface ToolOptions<A> {
   readonly timeout?: Duration.DurationInput | undefined
   readonly outputBudget?: number | undefined
   readonly idempotency?: Idempotency | undefined
+  readonly sandbox?: SandboxTier | undefined
   readonly execute: (args: A, context: ToolContext) => Effect.Effect<unknown, ToolError>
 }
 
@@ -87,6 +100,7 @@ export const make = <S extends Schema.Schema.AnyNoContext>(
     timeout: Duration.decode(options.timeout ?? defaults.timeout),
     outputBudget: options.outputBudget ?? defaults.outputBudget,
     idempotency: options.idempotency ?? "atMostOnce",
+    sandbox: options.sandbox,
     decode: (args) =>
       decode(args).pipe(
         Effect.mapError(
@@ -136,6 +150,7 @@ export const fromJsonSchema = <A = Record<string, unknown>>(
     timeout: Duration.decode(options.timeout ?? defaults.timeout),
     outputBudget: options.outputBudget ?? defaults.outputBudget,
     idempotency: options.idempotency ?? "atMostOnce",
+    sandbox: options.sandbox,
     decode: (args) =>
       Effect.try({
         try: () => validate(args),

@@ -35,12 +35,18 @@ import {
 } from "../../ports/PolicyEngine.js"
 import { type PolicyAdapter, policyAdapter } from "../../promise/Palyra.js"
 
-/** The Cedar schema of Palyra's entities and actions. @since 0.1.0 @category Schema */
+/**
+ * The Cedar schema of Palyra's entities and actions. `context.sandbox` is the sandbox tier of the
+ * processes the tool starts (`"none"`, `"limits"` or `"os"`; `"none"` when the tool declares none).
+ *
+ * @since 0.1.0
+ * @category Schema
+ */
 export const schema = `namespace Palyra {
   entity Principal;
   entity Channel;
   entity Tool = { risk: String, category: String };
-  type ToolContext = { session: String, channel: String, argsDigest: String, now: Long };
+  type ToolContext = { session: String, channel: String, argsDigest: String, now: Long, sandbox: String };
   action "tool.execute", "tool.request_approval" appliesTo {
     principal: [Principal],
     resource: [Tool],
@@ -415,7 +421,8 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
           session: request.sessionId,
           channel: request.channel ?? "",
           argsDigest: request.argsDigest ?? "",
-          now
+          now,
+          sandbox: request.tool.sandbox ?? "none"
         },
         preparsedPolicySetId: setId(prefix, compiled.slot, action),
         entities: [
@@ -465,7 +472,7 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
     const decideNow = (request: PolicyRequest, clock: Clock.Clock): Decision => {
       const compiled = state.current!
       if (cacheSize === 0 || compiled.timeSensitive) return evaluate(compiled, request, clock.unsafeCurrentTimeMillis())
-      const key = `${request.principal}\u0000${request.tool.name}\u0000${request.tool.risk}\u0000${request.tool.category}\u0000${request.sessionId}\u0000${request.channel ?? ""}\u0000${request.argsDigest ?? ""}`
+      const key = `${request.principal}\u0000${request.tool.name}\u0000${request.tool.risk}\u0000${request.tool.category}\u0000${request.sessionId}\u0000${request.channel ?? ""}\u0000${request.argsDigest ?? ""}\u0000${request.tool.sandbox ?? "none"}`
       const hit = state.cache.get(key)
       if (hit) return hit
       const decision = evaluate(compiled, request, clock.unsafeCurrentTimeMillis())
