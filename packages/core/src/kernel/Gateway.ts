@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Duration, Effect, Exit, Layer, Option, Scope, Stream } from "effect"
+import { Clock, Context, Duration, Effect, Exit, Layer, Option, Scope, Stream, type Tracer } from "effect"
 import * as Caller from "../domain/Caller.js"
 import {
   Conflict,
@@ -291,7 +291,14 @@ export const make = (
       onApprovalRequested: approvers.publish,
       onGrantsChanged: syncGrants
     }
-    const scheduler = yield* makeScheduler(journal, (runId, cancelledBy) => runLoop(deps, runId, cancelledBy))
+    // A run's span is a child of the span of the request that admitted it (a client's trace goes on
+    // into the run); runs picked up at start-up begin their own trace.
+    const parents = new Map<RunId, Tracer.AnySpan>()
+    const scheduler = yield* makeScheduler(journal, (runId, cancelledBy) => {
+      const parent = parents.get(runId)
+      parents.delete(runId)
+      return runLoop(deps, runId, cancelledBy, parent)
+    })
 
     // ---- access: the one place ownership is checked ----------------------------------------
     const session = (caller: Caller.Caller, id: SessionId) =>
@@ -386,6 +393,8 @@ export const make = (
         extra: [{ _tag: "RunAccepted", ...ref, at, principal: caller.principal, queuedBehind }],
         effects: { createRun: created }
       })
+      const span = yield* Effect.option(Effect.currentSpan)
+      if (Option.isSome(span)) parents.set(runId, span.value)
       yield* scheduler.enqueue(target.id, runId)
       return { session: target, run: { ...created, state: "Accepted" as const } }
     })
@@ -421,6 +430,7 @@ export const make = (
         "Cancel",
         `cancelled by ${caller.principal}`
       )
+      parents.delete(runId)
       yield* scheduler.dequeue(target.sessionId, runId)
       return yield* requireRun(journal, runId)
     })

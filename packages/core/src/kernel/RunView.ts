@@ -33,6 +33,8 @@ export interface RunView {
   readonly calls: ReadonlyArray<CallView>
   /** How many calls the last completed model turn proposed (`undefined` before the first answer). */
   readonly lastTurnCalls: number | undefined
+  /** A model turn was requested and has not answered yet (resuming redoes it). */
+  readonly turnOpen: boolean
 }
 
 /** What the loop does next. @since 0.1.0 @category Models */
@@ -51,7 +53,8 @@ export const initial = (runId: RunId, state: RunState = "Accepted"): RunView => 
   toolCallsStarted: 0,
   tokens: 0,
   calls: [],
-  lastTurnCalls: undefined
+  lastTurnCalls: undefined,
+  turnOpen: false
 })
 
 const updateCall = (view: RunView, id: ToolCallId, patch: (call: CallView) => CallView, started = 0): RunView => {
@@ -74,9 +77,9 @@ export const step = (view: RunView, e: TapeEvent): RunView => {
     case "RunStateChanged":
       return { ...view, state: e.to }
     case "ModelRequest":
-      return e.turn > view.turn ? { ...view, turn: e.turn } : view
+      return { ...view, turn: Math.max(view.turn, e.turn), turnOpen: true }
     case "AssistantMessage":
-      return { ...view, lastTurnCalls: 0 }
+      return { ...view, lastTurnCalls: 0, turnOpen: false }
     case "ToolProposed":
       return { ...view, calls: [...view.calls, { proposed: e }], lastTurnCalls: (view.lastTurnCalls ?? 0) + 1 }
     case "Usage":

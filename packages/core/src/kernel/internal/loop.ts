@@ -1,4 +1,4 @@
-import { Cause, Clock, Duration, Effect, Option } from "effect"
+import { Cause, Clock, Duration, Effect, Option, type Tracer } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import { digest } from "../../domain/Canonical.js"
 import { BudgetExceeded, isPalyraError, type PalyraError } from "../../domain/Errors.js"
@@ -533,7 +533,12 @@ const cancelled = (ctx: RunContext, by: string) =>
  * state (`RunView`); each step asks `RunView.next` what to do.
  * @internal
  */
-export const runLoop = (deps: LoopDeps, runId: RunId, cancelledBy: () => string | undefined) =>
+export const runLoop = (
+  deps: LoopDeps,
+  runId: RunId,
+  cancelledBy: () => string | undefined,
+  parent?: Tracer.AnySpan | undefined
+) =>
   Effect.gen(function* () {
     const run = yield* requireRun(deps.journal, runId)
     if (isTerminal(run.state)) return
@@ -595,7 +600,11 @@ export const runLoop = (deps: LoopDeps, runId: RunId, cancelledBy: () => string 
       Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("run loop could not start", cause)
     ),
     Effect.annotateLogs({ runId }),
-    Effect.withSpan("AgentLoop.run", { attributes: { runId }, captureStackTrace: false })
+    Effect.withSpan("AgentLoop.run", {
+      attributes: { runId },
+      captureStackTrace: false,
+      ...(parent === undefined ? { root: true } : { parent })
+    })
   )
 
 /** Events that make up a session's prompt history: its parent's (for branches) then its own. @internal */

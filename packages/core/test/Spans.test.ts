@@ -1,0 +1,93 @@
+/**
+ * Spans at the operations people debug, in one trace with the request that started the run.
+ * Recorded with a real Effect tracer (no mock of our code): every span the kernel opens is kept.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Option, Tracer } from "effect"
+import { Caller, ScriptedModel } from "../src/index.js"
+import { collect } from "../src/testing.js"
+import { recordingTool, withGateway } from "./helpers.js"
+
+interface Recorded {
+  readonly name: string
+  readonly spanId: string
+  readonly traceId: string
+  readonly parent: string | undefined
+  readonly attributes: Map<string, unknown>
+}
+
+const recordingTracer = () => {
+  const spans: Array<Recorded> = []
+  let n = 0
+  const tracer = Tracer.make({
+    span: (name, parent, context, links, startTime, kind) => {
+      const spanId = `span-${++n}`
+      const traceId = Option.match(parent, { onNone: () => `trace-${n}`, onSome: (p) => p.traceId })
+      const attributes = new Map<string, unknown>()
+      spans.push({
+        name,
+        spanId,
+        traceId,
+        parent: Option.getOrUndefined(Option.map(parent, (p) => p.spanId)),
+        attributes
+      })
+      const span: Tracer.Span = {
+        _tag: "Span",
+        name,
+        spanId,
+        traceId,
+        parent,
+        context,
+        status: { _tag: "Started", startTime },
+        attributes,
+        links,
+        sampled: true,
+        kind,
+        end: () => {},
+        attribute: (key, value) => {
+          attributes.set(key, value)
+        },
+        event: () => {},
+        addLinks: () => {}
+      }
+      return span
+    },
+    context: (f) => f()
+  })
+  return { tracer, spans }
+}
+
+describe("spans", () => {
+  it.effect(
+    "a run is a child of the admission in the request's trace; model turns and tool calls are its children",
+    () =>
+      Effect.gen(function* () {
+        const { tracer, spans } = recordingTracer()
+        const { tool } = recordingTool("calc", "low")
+        const model = ScriptedModel.make([{ toolCalls: [{ name: "calc", args: { x: 2 } }] }, { text: "4" }])
+        yield* withGateway({ model, tools: [tool] }, (gateway) =>
+          Effect.gen(function* () {
+            const started = yield* gateway.startRun(Caller.user("alice"), { text: "double 2" })
+            yield* collect(started.events)
+          }).pipe(Effect.withSpan("client.request"))
+        ).pipe(Effect.withTracer(tracer))
+        const byName = (name: string) => spans.filter((s) => s.name === name)
+        const request = byName("client.request")[0]!
+        const run = byName("AgentLoop.run")[0]!
+        assert.isDefined(run)
+        const admit = byName("Gateway.admit")[0]!
+        assert.strictEqual(run.traceId, request.traceId)
+        assert.strictEqual(admit.parent, request.spanId)
+        assert.strictEqual(run.parent, admit.spanId)
+        const turns = byName("AgentLoop.modelTurn")
+        assert.strictEqual(turns.length, 2)
+        for (const t of turns) assert.strictEqual(t.parent, run.spanId)
+        const calls = byName("AgentLoop.toolCall")
+        assert.strictEqual(calls.length, 1)
+        assert.strictEqual(calls[0]!.parent, run.spanId)
+        assert.strictEqual(calls[0]!.attributes.get("tool"), "calc")
+        const policy = byName("AgentLoop.policy")[0]!
+        assert.strictEqual(policy.parent, calls[0]!.spanId)
+      })
+  )
+})
