@@ -65,8 +65,8 @@ export interface RedactionOptions {
 /** @since 0.1.0 @category Models */
 export interface StreamingOptions {
   /**
-   * The most text held back (default 4,096 characters, raised to fit the longest configured
-   * literal). A held-back unit that grows past it is emitted only as a marker.
+   * The most text held back (default 4,096 characters). A held-back unit that grows past it is
+   * emitted only as a marker.
    */
   readonly maxHoldBack?: number | undefined
 }
@@ -134,16 +134,18 @@ const DEFAULT_SECRET_KEYS = [
 ]
 
 // Keywords whose `=`/`:` introduces a secret value (`DB_PASSWORD=…`, `"api_key": "…"`, `token: …`).
-const ASSIGNMENT_KEYWORDS = String.raw`api[_-]?key|secret|passw(?:or)?d|token|access[_-]?key|private[_-]?key|(?:set-)?cookie|credentials?`
+const ASSIGNMENT_KEYWORDS =
+  "api[_-]?key|secret|passw(?:or)?d|token|access[_-]?key|private[_-]?key|(?:set-)?cookie|credentials?"
 // `["']?  =|:  ["']?` with at most 16 blanks on each side (bounded, so the streaming hold-back is too).
 const ASSIGN = String.raw`["']?[ \t]{0,16}[=:][ \t]{0,16}["']?`
-// A value that is code or a type rather than a secret: a call, index, generic or arrow
-// (`getToken()`, `tokens[0]`, `Redacted<string>`), a dotted name without digits (`process.env.TOKEN`),
-// a type or constant (`string`, `undefined`, `None`), a template (`${…}`, `{{…}}`, `<…>`), or a marker.
-const CODE_VALUE = String.raw`(?:[A-Za-z_$][\w$]*(?:[(\[<]|\?\.|[ \t]*=>)|[A-Za-z_$]+(?:\.[A-Za-z_$]+)+(?![\w$.])|(?:string|number|boolean|bigint|symbol|undefined|null|unknown|never|object|true|false|none|nil|required|optional)(?![\w$])|\$\{|\{\{|<|\[REDACTED)`
+// A value that is code or a type rather than a secret, when it is the whole value: a call, index or
+// generic (`getToken(session)`, `tokens[0]`, `Redacted<string>`), a dotted name without digits
+// (`process.env.API_KEY`, `os.environ[`), a type or constant (`string`, `undefined`, `None`), a
+// template (`${…}`, `{{…}}`, `<…>`) or a marker. Secrets have digits, so this costs little recall.
+const CODE_VALUE = String.raw`(?:[A-Za-z_$][\w$.]*(?:\([^\s"',;]*\)|\[[^\s"',;]*\]|<[^\s"',;]*>)[)\]}]*(?![^\s"',;])|[A-Za-z_$]+(?:\.[A-Za-z_$]+)+(?![^\s"',;)\]}(\[])|(?:string|number|boolean|bigint|symbol|undefined|null|unknown|never|object|true|false|none|nil|required|optional)(?![^\s"',;)\]}|\[<])|\$\{|\{\{|<|\[REDACTED)`
 
-const PEM_BEGIN = String.raw`-----BEGIN [A-Z0-9 ]{0,64}PRIVATE KEY(?: BLOCK)?-----`
-const PEM_END = String.raw`-----END [A-Z0-9 ]{0,64}PRIVATE KEY(?: BLOCK)?-----`
+const PEM_BEGIN = "-----BEGIN [A-Z0-9 ]{0,64}PRIVATE KEY(?: BLOCK)?-----"
+const PEM_END = "-----END [A-Z0-9 ]{0,64}PRIVATE KEY(?: BLOCK)?-----"
 
 /**
  * The built-in value patterns, in the order they are applied.
@@ -276,15 +278,15 @@ export const make = (options: RedactionOptions = {}): Redactor => {
       if (value === null || typeof value !== "object") return value
       if (depth > maxDepth) return TOO_DEEP
       if (Array.isArray(value)) {
+        if (budget < value.length + 1) return TOO_LARGE
         budget -= value.length + 1
-        if (budget < 0) return TOO_LARGE
         const target = new Array<unknown>(value.length)
         stack.push({ source: value, target, keys: undefined, depth, next: 0 })
         return target
       }
       const keys = Object.keys(value)
+      if (budget < keys.length + 1) return TOO_LARGE
       budget -= keys.length + 1
-      if (budget < 0) return TOO_LARGE
       const target: Record<string, unknown> = {}
       stack.push({ source: value as Record<string, unknown>, target, keys, depth, next: 0 })
       return target
@@ -420,7 +422,7 @@ const literalSpans = (text: string, literals: ReadonlyArray<string>): ReadonlyAr
 }
 
 const makeStreaming = (rules: Rules, options: StreamingOptions): StreamingRedactor => {
-  const cap = Math.max(options.maxHoldBack ?? 4096, rules.longestLiteral + WINDOW)
+  const cap = Math.max(1, options.maxHoldBack ?? 4096)
   // What a dropped unit keeps as context: enough for introducers and whitespace-bearing literals.
   const keep = Math.max(WINDOW, rules.longestLiteral)
 
@@ -469,11 +471,13 @@ const makeStreaming = (rules: Rules, options: StreamingOptions): StreamingRedact
       }
       pending = pending.slice(end.index + end[0].length)
     } else if (dropping === "unit") {
-      const cut = firstCut(pending)
+      let cut = firstCut(pending)
       if (cut === undefined) {
         pending = pending.slice(-keep)
         return false
       }
+      // Keep the whitespace that ended the dropped unit.
+      while (cut > 0 && isSpace(pending[cut - 1])) cut--
       pending = pending.slice(cut)
     }
     dropping = "no"
