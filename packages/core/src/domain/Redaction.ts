@@ -141,7 +141,8 @@ const ASSIGN = String.raw`["']?[ \t]{0,16}[=:][ \t]{0,16}["']?`
 // A value that is code or a type rather than a secret, when it is the whole value: a call, index or
 // generic (`getToken(session)`, `tokens[0]`, `Redacted<string>`), a dotted name without digits
 // (`process.env.API_KEY`, `os.environ[`), a type or constant (`string`, `undefined`, `None`), a
-// template (`${…}`, `{{…}}`, `<…>`) or a marker. Secrets have digits, so this costs little recall.
+// template (`${…}`, `{{…}}`, `<…>`) or a marker. A bare dotted name counts as code only without
+// digits, which a random secret almost always has.
 const CODE_VALUE = String.raw`(?:[A-Za-z_$][\w$.]*(?:\([^\s"',;]*\)|\[[^\s"',;]*\]|<[^\s"',;]*>)[)\]}]*(?![^\s"',;])|[A-Za-z_$]+(?:\.[A-Za-z_$]+)+(?![^\s"',;)\]}(\[])|(?:string|number|boolean|bigint|symbol|undefined|null|unknown|never|object|true|false|none|nil|required|optional)(?![^\s"',;)\]}|\[<])|\$\{|\{\{|<|\[REDACTED)`
 
 const PEM_BEGIN = "-----BEGIN [A-Z0-9 ]{0,64}PRIVATE KEY(?: BLOCK)?-----"
