@@ -14,8 +14,13 @@
  * - **Hash chain.** Every row stores `prev_hash` and `hash = SHA-256(JSON [prev_hash, session, seq,
  *   run, kind, at, payload])`, in one chain across the whole file; `chain_head` holds the last hash
  *   and the row count, so deleting the tail is detected too. `verify` recomputes it in pages.
- * - **Redaction.** Events, run inputs and approval summaries pass through the redactor before they
- *   are encoded: secrets never reach the file.
+ * - **Redaction.** Every stored string passes through one redactor before it is written: events
+ *   (tool names, arguments and results included), session keys, titles and channels, run inputs and
+ *   errors, approval summaries, reasons and resolvers. Identifiers that records are found by (ids,
+ *   principals, event kinds) cannot be redacted without breaking references, so one that holds a
+ *   secret is refused with a `JournalError`. Session keys are found by a digest of (principal, raw
+ *   key) in `key_digest`; the `key` column holds the redacted text. `secure_delete` is on, so bytes
+ *   a row replaces are overwritten rather than left in free space.
  *
  * better-sqlite3 is synchronous, so every transaction runs on the caller's thread: batches are
  * bounded (`maxBatch`) to keep each stall short (see `bench/journal` for the event-loop delay).
@@ -38,6 +43,7 @@ import {
 import Database from "better-sqlite3"
 import { Config, Deferred, Effect, Either, Exit, Fiber, Layer, Option, Queue, type Scope } from "effect"
 import { GENESIS, MIGRATIONS_TABLE, migrations } from "./internal/migrations.js"
+import { sessionKeyDigest } from "./internal/sessionKey.js"
 import { makeSqlClient } from "./internal/sqlClient.js"
 
 /** @since 0.1.0 @category Models */
@@ -176,8 +182,18 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
   Effect.gen(function* () {
     const maxEventBytes = options.maxEventBytes ?? 1024 * 1024
     const maxBatch = options.maxBatch ?? 256
-    const redactor = options.redaction === false ? undefined : Redaction.make(options.redaction || {})
-    const redact = <A>(value: A): A => (redactor ? redactor.redact(value) : value)
+    const redactor = options.redaction === false ? Redaction.none : Redaction.make(options.redaction || {})
+    const redact = redactor.redact
+    const text = <A extends string | null>(value: A): A => (value === null ? null : redactor.redactString(value)) as A
+    /** A refusal when an identifier (which cannot be redacted without breaking references) holds a secret. */
+    const secretIn = (method: string, fields: Record<string, string | null>): Errors.JournalError | undefined => {
+      for (const [field, value] of Object.entries(fields)) {
+        if (value !== null && redactor.redactString(value) !== value) {
+          return new Errors.JournalError({ method, message: `${field} looks like it holds a secret: not stored` })
+        }
+      }
+      return undefined
+    }
 
     const db = yield* Effect.acquireRelease(
       Effect.try({
@@ -187,6 +203,8 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
           db.pragma(`synchronous = ${options.synchronous ?? "NORMAL"}`)
           db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`)
           db.pragma("foreign_keys = ON")
+          // Overwrite what a row update or delete replaces (e.g. rows scrubbed by a migration).
+          db.pragma("secure_delete = ON")
           return db
         },
         catch: journalError("open")
@@ -197,20 +215,23 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
     const sql = yield* makeSqlClient(db)
     yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: MIGRATIONS_TABLE }).pipe(
       Effect.provideService(SqlClient.SqlClient, sql),
+      Effect.provideService(Redaction.CurrentRedactor, redactor),
       Effect.mapError(journalError("migrate"))
     )
 
     const st = {
       session: db.prepare("SELECT * FROM sessions WHERE id = ?"),
-      sessionByKey: db.prepare("SELECT * FROM sessions WHERE principal = ? AND key = ? AND archived = 0"),
+      sessionByKey: db.prepare("SELECT * FROM sessions WHERE principal = ? AND key_digest = ? AND archived = 0"),
       insertSession: db.prepare(
-        `INSERT INTO sessions (id, principal, key, channel, title, parent_id, parent_seq, reset_generation,
+        `INSERT INTO sessions (id, principal, key, key_digest, channel, title, parent_id, parent_seq, reset_generation,
           history_from_seq, tokens_used, archived, head_seq, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)`
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)`
       ),
+      // A session read back carries its redacted key: writing that same text back keeps the digest.
       updateSession: db.prepare(
-        `UPDATE sessions SET key = ?, channel = ?, title = ?, reset_generation = ?, history_from_seq = ?,
-          archived = ?, updated_at = ? WHERE id = ?`
+        `UPDATE sessions SET key_digest = CASE WHEN @key IS NULL THEN NULL WHEN key IS @key THEN key_digest ELSE @digest END,
+          key = @display, channel = @channel, title = @title, reset_generation = @resetGeneration,
+          history_from_seq = @historyFromSeq, archived = @archived, updated_at = @updatedAt WHERE id = @id`
       ),
       // A session's head is derived from the tape (`maxSeq`), so `sessions.head_seq` (from 0001) is
       // no longer written: a throttled copy would only be a stale second source of truth.
@@ -279,10 +300,10 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
           createRun.sessionId,
           createRun.principal,
           createRun.state,
-          redact(createRun.input),
+          text(createRun.input),
           createRun.startSeq,
-          createRun.error?.code ?? null,
-          createRun.error?.message ?? null,
+          text(createRun.error?.code ?? null),
+          text(createRun.error?.message ?? null),
           createRun.createdAt,
           createRun.updatedAt
         )
@@ -291,8 +312,8 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
         const t = runTransition
         const changed = st.transitionRun.run(
           t.to,
-          t.error?.code ?? null,
-          t.error ? redact(t.error.message) : null,
+          text(t.error?.code ?? null),
+          text(t.error?.message ?? null),
           at,
           t.runId,
           t.from
@@ -312,17 +333,17 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
           a.runId,
           a.toolCallId,
           a.principal,
-          a.tool,
+          text(a.tool),
           a.argsDigest,
           a.risk,
-          redact(a.summary),
+          text(a.summary),
           a.status,
           a.scope,
           a.requestedAt,
           a.expiresAt,
           a.resolvedAt,
-          a.resolver,
-          a.reason
+          text(a.resolver),
+          text(a.reason)
         )
       }
     }
@@ -451,7 +472,11 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
       })
     )
 
-    const prepare = (event: TapeEvent.NewTapeEvent): Either.Either<Prepared, Errors.PayloadTooLarge> => {
+    const prepare = (
+      event: TapeEvent.NewTapeEvent
+    ): Either.Either<Prepared, Errors.PayloadTooLarge | Errors.JournalError> => {
+      const refused = secretIn("append", { kind: event._tag, runId: event.runId })
+      if (refused) return Either.left(refused)
       const clean = redact(event) as Record<string, unknown>
       const body: Record<string, unknown> = {}
       for (const k of Object.keys(clean)) if (!ENVELOPE.has(k)) body[k] = clean[k]
@@ -463,8 +488,23 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
       return Either.right({ tag: event._tag, runId: event.runId, at: event.at, payload, body })
     }
 
+    /** The identifiers an append would store outside its events. */
+    const effectIds = ({ createRun: r, runTransition: t, createApproval: a }: Journal.AppendEffects) => ({
+      "run id": r?.id ?? t?.runId ?? null,
+      "run session id": r?.sessionId ?? null,
+      "run principal": r?.principal ?? null,
+      "approval id": a?.id ?? null,
+      "approval session id": a?.sessionId ?? null,
+      "approval run id": a?.runId ?? null,
+      "approval tool call id": a?.toolCallId ?? null,
+      "approval principal": a?.principal ?? null,
+      "approval args digest": a?.argsDigest ?? null
+    })
+
     const append: Journal.Service["append"] = (sessionId, events, effects = {}) =>
       Effect.gen(function* () {
+        const refused = secretIn("append", effectIds(effects))
+        if (refused) return yield* refused
         const prepared: Array<Prepared> = []
         for (const e of events) prepared.push(yield* prepare(e))
         const deferred = yield* Deferred.make<ReadonlyArray<TapeEvent.TapeEvent>, AppendError>()
@@ -576,16 +616,20 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
       createSession: (s) =>
         Effect.flatMap(
           sync("createSession", () => {
+            const refused = secretIn("createSession", { id: s.id, principal: s.principal, "parent id": s.parentId })
+            if (refused) return refused
             if (st.session.get(s.id)) return new Errors.Conflict({ message: `session ${s.id} exists` })
-            if (s.key !== null && st.sessionByKey.get(s.principal, s.key)) {
-              return new Errors.Conflict({ message: `session key ${s.key} is taken` })
+            const digest = s.key === null ? null : sessionKeyDigest(s.principal, s.key)
+            if (digest !== null && st.sessionByKey.get(s.principal, digest)) {
+              return new Errors.Conflict({ message: `session key ${text(s.key)} is taken` })
             }
             st.insertSession.run(
               s.id,
               s.principal,
-              s.key,
-              s.channel,
-              s.title === null ? null : redact(s.title),
+              text(s.key),
+              digest,
+              text(s.channel),
+              text(s.title),
               s.parentId,
               s.parentSeq,
               s.resetGeneration,
@@ -597,7 +641,7 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
             )
             return undefined
           }),
-          (conflict) => (conflict ? Effect.fail(conflict) : Effect.void)
+          (refused) => (refused ? Effect.fail(refused) : Effect.void)
         ),
       getSession: (id) =>
         sync("getSession", () =>
@@ -606,7 +650,9 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
       findSessionByKey: (principal, key) =>
         sync("findSessionByKey", () =>
           Option.map(
-            Option.fromNullable(st.sessionByKey.get(principal, key) as Record<string, unknown> | undefined),
+            Option.fromNullable(
+              st.sessionByKey.get(principal, sessionKeyDigest(principal, key)) as Record<string, unknown> | undefined
+            ),
             toSession
           )
         ),
@@ -615,16 +661,18 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
           sync(
             "updateSession",
             () =>
-              st.updateSession.run(
-                s.key,
-                s.channel,
-                s.title === null ? null : redact(s.title),
-                s.resetGeneration,
-                s.historyFromSeq,
-                s.archived ? 1 : 0,
-                s.updatedAt,
-                s.id
-              ).changes
+              st.updateSession.run({
+                key: s.key,
+                digest: s.key === null ? null : sessionKeyDigest(s.principal, s.key),
+                display: text(s.key),
+                channel: text(s.channel),
+                title: text(s.title),
+                resetGeneration: s.resetGeneration,
+                historyFromSeq: s.historyFromSeq,
+                archived: s.archived ? 1 : 0,
+                updatedAt: s.updatedAt,
+                id: s.id
+              }).changes
           ),
           (changes) => (changes === 0 ? Effect.fail(new Errors.NotFound({ entity: "session", id: s.id })) : Effect.void)
         ),
@@ -676,8 +724,8 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
             const changes = st.resolveApproval.run(
               r.status,
               r.scope,
-              r.resolver,
-              redact(r.reason),
+              text(r.resolver),
+              text(r.reason),
               r.resolvedAt,
               r.grantExpiresAt ?? null,
               r.grantMaxUses ?? null,
@@ -708,7 +756,7 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
       revokeGrant: (id, by, at) =>
         Effect.flatMap(
           sync("revokeGrant", () => ({
-            changes: st.revokeGrant.run(`revoked by ${by}`, at, id).changes,
+            changes: st.revokeGrant.run(text(`revoked by ${by}`), at, id).changes,
             row: st.approval.get(id) as Record<string, unknown> | undefined
           })),
           ({ changes, row }): Effect.Effect<Records.ApprovalRecord, Errors.NotFound | Errors.Conflict> =>

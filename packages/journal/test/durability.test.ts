@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process"
-import { mkdtempSync, readFileSync } from "node:fs"
+import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -9,6 +9,7 @@ import Database from "better-sqlite3"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { SqliteJournal } from "../src/index.js"
+import { diskBytes } from "./diskBytes.js"
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-durability-"))
 const fixture = fileURLToPath(new URL("./fixtures/crash-writer.ts", import.meta.url))
@@ -227,15 +228,7 @@ describe("redaction", () => {
       const db = new Database(filename)
       db.pragma("wal_checkpoint(TRUNCATE)")
       db.close()
-      const bytes = ["", "-wal", "-shm"]
-        .map((suffix) => {
-          try {
-            return readFileSync(filename + suffix).toString("latin1")
-          } catch {
-            return ""
-          }
-        })
-        .join("")
+      const bytes = diskBytes(filename).toString("latin1")
       expect(bytes).toContain("REDACTED")
       for (const s of [...secrets, "s3cretPassw0rd", "plainvalue123", "abcdef123456", "my-configured-secret-value"]) {
         expect(bytes).not.toContain(s)

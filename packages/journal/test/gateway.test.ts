@@ -122,11 +122,11 @@ describe("Gateway over the SQLite journal", () => {
       const applied = check.prepare("SELECT migration_id, name FROM palyra_migrations ORDER BY migration_id").all()
       const index = check.prepare("SELECT name FROM sqlite_master WHERE name = 'approvals_grants'").get()
       check.close()
-      assert.deepStrictEqual(applied, [
-        { migration_id: 1, name: "init" },
-        { migration_id: 2, name: "grants_and_tasks" },
-        { migration_id: 3, name: "grant_limits" }
-      ])
+      assert.deepStrictEqual(
+        applied,
+        Object.keys(migrations).map((id) => ({ migration_id: Number(id.slice(0, 4)), name: id.slice(5) }))
+      )
+      assert.isAbove(applied.length, 3)
       assert.isDefined(index)
     })
   )

@@ -113,7 +113,7 @@ export const make = (options: MemoryOptions = {}): Effect.Effect<Service> =>
             if (session.key !== null) {
               for (const s of sessions.values()) {
                 if (s.principal === session.principal && s.key === session.key && !s.archived) {
-                  return Effect.fail(new Conflict({ message: `session key ${session.key} is taken` }))
+                  return Effect.fail(new Conflict({ message: "session key is taken" }))
                 }
               }
             }

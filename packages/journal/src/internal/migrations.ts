@@ -1,5 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
+import { Redaction } from "@palyra/core"
 import { Effect } from "effect"
+import { sessionKeyDigest } from "./sessionKey.js"
 
 /** The genesis hash: `prev_hash` of the first row. @internal */
 export const GENESIS = "0".repeat(64)
@@ -115,11 +117,62 @@ const grantLimits = Effect.gen(function* () {
   yield* sql`ALTER TABLE approvals ADD COLUMN grant_max_uses INTEGER`
 })
 
+const sessionKeyDigests = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  // The journal provides its configured redactor; the default rules otherwise.
+  const redactor = yield* Redaction.CurrentRedactor
+  const text = <A extends string | null>(value: A): A => (value === null ? null : redactor.redactString(value)) as A
+  // Sessions are looked up by a digest of (principal, key), so the key can be stored redacted. Two
+  // keys that redact alike must not collide, so uniqueness moves from the key to its digest.
+  yield* sql`ALTER TABLE sessions ADD COLUMN key_digest TEXT`
+  yield* sql`DROP INDEX sessions_principal_key`
+  const sessions = yield* sql<{
+    id: string
+    principal: string
+    key: string | null
+    channel: string | null
+    title: string | null
+  }>`SELECT id, principal, key, channel, title FROM sessions`
+  for (const s of sessions) {
+    const digest = s.key === null ? null : sessionKeyDigest(s.principal, s.key)
+    yield* sql`UPDATE sessions SET key_digest = ${digest}, key = ${text(s.key)}, channel = ${text(s.channel)},
+      title = ${text(s.title)} WHERE id = ${s.id}`
+  }
+  yield* sql`CREATE UNIQUE INDEX sessions_principal_key_digest ON sessions(principal, key_digest)
+    WHERE key_digest IS NOT NULL AND archived = 0`
+  // Rows written before redaction covered every column (or under weaker rules): scrub them now.
+  // The journal turns on secure_delete, so the old bytes are overwritten, not left in free space.
+  // (Tape events are hash-chained and stay as they are: rewriting them would break `verify`.)
+  const runs = yield* sql<{ id: string; input: string; error_code: string | null; error_message: string | null }>`
+    SELECT id, input, error_code, error_message FROM runs`
+  for (const r of runs) {
+    const [input, code, message] = [text(r.input), text(r.error_code), text(r.error_message)]
+    if (input !== r.input || code !== r.error_code || message !== r.error_message) {
+      yield* sql`UPDATE runs SET input = ${input}, error_code = ${code}, error_message = ${message} WHERE id = ${r.id}`
+    }
+  }
+  const approvals = yield* sql<{
+    id: string
+    tool: string
+    summary: string
+    resolver: string | null
+    reason: string | null
+  }>`SELECT id, tool, summary, resolver, reason FROM approvals`
+  for (const a of approvals) {
+    const [tool, summary, resolver, reason] = [text(a.tool), text(a.summary), text(a.resolver), text(a.reason)]
+    if (tool !== a.tool || summary !== a.summary || resolver !== a.resolver || reason !== a.reason) {
+      yield* sql`UPDATE approvals SET tool = ${tool}, summary = ${summary}, resolver = ${resolver}, reason = ${reason}
+        WHERE id = ${a.id}`
+    }
+  }
+})
+
 /** Every migration, in order. Never edit a released one: add a new one. @internal */
 export const migrations = {
   "0001_init": init,
   "0002_grants_and_tasks": grantsAndTasks,
-  "0003_grant_limits": grantLimits
+  "0003_grant_limits": grantLimits,
+  "0005_session_key_digests": sessionKeyDigests
 } as const
 
 /** The table that records applied migrations (ours, so it never collides with a host app's). @internal */
