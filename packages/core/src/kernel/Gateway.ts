@@ -30,6 +30,7 @@ import {
   type RunFilter,
   type Session
 } from "../domain/Records.js"
+import { CurrentRedactor } from "../domain/Redaction.js"
 import { isTerminal } from "../domain/RunState.js"
 import type { TapeEvent } from "../domain/TapeEvent.js"
 import { Journal, requireRun, type VerifyResult } from "../ports/Journal.js"
@@ -281,6 +282,7 @@ export const make = (
       policy,
       approvals,
       prompt: yield* PromptAssembler,
+      redactor: yield* CurrentRedactor,
       instructions: options.instructions,
       budgets: resolveBudgets(options.budgets),
       approvalTimeout: Duration.decode(options.approvalTimeout ?? "10 minutes"),

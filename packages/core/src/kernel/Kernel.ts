@@ -12,6 +12,7 @@
 import { Layer } from "effect"
 import * as MemoryJournal from "../adapters/MemoryJournal.js"
 import type { JournalError } from "../domain/Errors.js"
+import * as Redaction from "../domain/Redaction.js"
 import type { Journal } from "../ports/Journal.js"
 import { ModelProvider, type Service as ModelService } from "../ports/ModelProvider.js"
 import * as PolicyEngine from "../ports/PolicyEngine.js"
@@ -31,6 +32,11 @@ export interface Options<EJ = never, EP = never> extends Gateway.Options {
   readonly policy?: Layer.Layer<PolicyEngine.PolicyEngine, EP> | undefined
   /** Rules for the built-in rule engine when no `policy` is given (default `PolicyEngine.defaultRules`). */
   readonly rules?: ReadonlyArray<PolicyEngine.Rule> | undefined
+  /**
+   * Secrets to redact from streamed model text as it arrives (default: the default rules). Give the
+   * journal the same options, so what is stored and what is streamed agree.
+   */
+  readonly redaction?: Redaction.RedactionOptions | undefined
   /** The prompt-assembly stage (default: the conversation from the tape). */
   readonly promptAssembler?: Layer.Layer<PromptAssembler.PromptAssembler> | undefined
 }
@@ -65,5 +71,8 @@ export const layer = <EJ = never, EP = never>(
     options.promptAssembler ?? PromptAssembler.layer,
     Approvals.layer
   ).pipe(Layer.provideMerge(journal))
-  return Gateway.layer(options).pipe(Layer.provideMerge(services))
+  const gateway = Gateway.layer(options).pipe(Layer.provideMerge(services))
+  return options.redaction === undefined
+    ? gateway
+    : gateway.pipe(Layer.provide(Layer.succeed(Redaction.CurrentRedactor, Redaction.make(options.redaction))))
 }

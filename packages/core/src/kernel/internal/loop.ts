@@ -4,6 +4,7 @@ import { digest } from "../../domain/Canonical.js"
 import { BudgetExceeded, isPalyraError, type PalyraError } from "../../domain/Errors.js"
 import { type ApprovalId, makeApprovalId, makeToolCallId, type RunId } from "../../domain/Ids.js"
 import { type ApprovalRecord, makeApproval, type Run, type Session } from "../../domain/Records.js"
+import type { Redactor } from "../../domain/Redaction.js"
 import { isTerminal, type Transition } from "../../domain/RunState.js"
 import type { NewTapeEvent, TapeEvent, TapeEventOf } from "../../domain/TapeEvent.js"
 import { type AppendEffects, type Service as JournalService, requireRun, requireSession } from "../../ports/Journal.js"
@@ -35,6 +36,8 @@ export interface LoopDeps {
   readonly policy: PolicyService
   readonly approvals: ApprovalsService
   readonly prompt: PromptService
+  /** Streamed text is redacted as it arrives, so no secret is ever split across two stored deltas. */
+  readonly redactor: Redactor
   readonly instructions: string | undefined
   readonly budgets: ResolvedBudgets
   readonly approvalTimeout: Duration.Duration
@@ -427,7 +430,9 @@ const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
     }
   ])
 
-  // Streamed text is coalesced into deltas of about `coalesceChars` characters or `coalesceMillis`.
+  // Streamed text is redacted as it streams (a possible secret is held back until it is complete)
+  // and coalesced into deltas of about `coalesceChars` characters or `coalesceMillis`.
+  const safe = deps.redactor.streaming()
   let text = ""
   let buffer = ""
   let bufferSince = 0
@@ -455,13 +460,16 @@ const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
       switch (event.type) {
         case "text-delta": {
           const t = yield* now
-          if (buffer.length === 0) bufferSince = t
-          buffer += event.text
           text += event.text
+          const released = safe.push(event.text)
+          if (released.length === 0) break
+          if (buffer.length === 0) bufferSince = t
+          buffer += released
           if (buffer.length >= deps.coalesceChars || t - bufferSince >= deps.coalesceMillis) yield* flush
           break
         }
         case "tool-call":
+          buffer += safe.flush()
           yield* flush
           yield* countEvent
           proposed.push({ providerId: event.id, name: event.name, args: event.args })
@@ -476,6 +484,7 @@ const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
       }
     })
   )
+  buffer += safe.flush()
   yield* flush
   const at = yield* now
   const events: Array<NewTapeEvent> = [{ _tag: "AssistantMessage", ...base(ctx), at, turn, text, finishReason }]
