@@ -23,7 +23,7 @@ beforeAll(async () => {
   const { url } = await runtime.runPromise(
     GrpcTransport.serve({ port: 0, tokens: [{ token: TOKEN, principal: "fuzzer" }], maxMessageBytes: 8192 }).pipe(
       Scope.extend(scope)
-    ) as never
+    ) as Effect.Effect<{ readonly url: string }>
   )
   client = connect(url)
 })
