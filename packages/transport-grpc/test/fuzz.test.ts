@@ -4,7 +4,7 @@
  * A client's mistake is never an internal error, and a refused request leaves the journal as it was.
  */
 import { type ClientHttp2Session, connect } from "node:http2"
-import { Journal, ScriptedModel } from "@palyra/core"
+import { type Gateway, Journal, ScriptedModel } from "@palyra/core"
 import { gatewayLayer } from "@palyra/core/testing"
 import { Effect, Exit, type Layer, ManagedRuntime, Scope } from "effect"
 import * as fc from "fast-check"
@@ -12,7 +12,7 @@ import { afterAll, beforeAll, expect, it } from "vitest"
 import { GrpcTransport } from "../src/index.js"
 
 const runtime = ManagedRuntime.make(
-  gatewayLayer({ model: ScriptedModel.make(() => ({ text: "ok" })) }) as Layer.Layer<Journal.Journal>
+  gatewayLayer({ model: ScriptedModel.make(() => ({ text: "ok" })) }) as Layer.Layer<Gateway.Gateway | Journal.Journal>
 )
 let scope: Scope.CloseableScope
 let client: ClientHttp2Session
@@ -23,7 +23,7 @@ beforeAll(async () => {
   const { url } = await runtime.runPromise(
     GrpcTransport.serve({ port: 0, tokens: [{ token: TOKEN, principal: "fuzzer" }], maxMessageBytes: 8192 }).pipe(
       Scope.extend(scope)
-    ) as Effect.Effect<{ readonly url: string }>
+    )
   )
   client = connect(url)
 })
