@@ -1,5 +1,6 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
+import { columnsOf, RECORD_TABLES, versionHash } from "./records.js"
 
 /** The genesis hash: `prev_hash` of the first row. @internal */
 export const GENESIS = "0".repeat(64)
@@ -115,11 +116,44 @@ const grantLimits = Effect.gen(function* () {
   yield* sql`ALTER TABLE approvals ADD COLUMN grant_max_uses INTEGER`
 })
 
+const recordVersions = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  // The record chain (see records.ts): every write of a session, run or approval row appends a
+  // version of it, chained, in the same transaction. Its head sits beside the tape's.
+  yield* sql`CREATE TABLE record_versions (
+    seq INTEGER PRIMARY KEY,
+    tbl TEXT NOT NULL,
+    row_id TEXT NOT NULL,
+    columns TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL
+  ) STRICT`
+  yield* sql`CREATE INDEX record_versions_row ON record_versions(tbl, row_id, seq)`
+  yield* sql`ALTER TABLE chain_head ADD COLUMN records_seq INTEGER NOT NULL DEFAULT 0`
+  yield* sql`ALTER TABLE chain_head ADD COLUMN records_hash TEXT NOT NULL DEFAULT ${sql.literal(`'${GENESIS}'`)}`
+  // Rows written before this migration get their first version now: from here on they are covered.
+  let prev = GENESIS
+  let seq = 0
+  for (const table of RECORD_TABLES) {
+    const rows = yield* sql<Record<string, unknown>>`SELECT * FROM ${sql(table)} ORDER BY id`
+    for (const row of rows) {
+      const id = String(row.id)
+      const columns = columnsOf(table, row)
+      const hash = versionHash(prev, ++seq, table, id, columns)
+      yield* sql`INSERT INTO record_versions (seq, tbl, row_id, columns, prev_hash, hash)
+        VALUES (${seq}, ${table}, ${id}, ${columns}, ${prev}, ${hash})`
+      prev = hash
+    }
+  }
+  yield* sql`UPDATE chain_head SET records_seq = ${seq}, records_hash = ${prev} WHERE id = 1`
+})
+
 /** Every migration, in order. Never edit a released one: add a new one. @internal */
 export const migrations = {
   "0001_init": init,
   "0002_grants_and_tasks": grantsAndTasks,
-  "0003_grant_limits": grantLimits
+  "0003_grant_limits": grantLimits,
+  "0004_record_versions": recordVersions
 } as const
 
 /** The table that records applied migrations (ours, so it never collides with a host app's). @internal */
