@@ -236,7 +236,7 @@ describe("stored records are verifiable", () => {
       const f = yield* seeded()
       const db = new Database(f)
       db.prepare(`UPDATE runs SET input = 'deploy to staging' WHERE id = '${QUEUED}'`).run()
-      const last = db.prepare("SELECT * FROM record_versions ORDER BY seq DESC LIMIT 1").get() as Record<string, never>
+      const last = db.prepare("SELECT * FROM record_versions ORDER BY seq DESC LIMIT 1").get() as { seq: number; prev_hash: string }
       const row = db.prepare("SELECT * FROM runs WHERE id = ?").get(QUEUED) as Record<string, unknown>
       const columns = columnsOf("runs", row)
       const hash = versionHash(last.prev_hash, last.seq, "runs", QUEUED, columns)
