@@ -104,7 +104,8 @@ export const main = async (
       case "grants":
         return await grants(client, sub, rest, io)
       case "journal":
-        if (sub === "verify" && args.options.anchor !== undefined) return await VerifyOffline.main(args.options, env, io)
+        if (sub === "verify" && args.options.anchor !== undefined)
+          return await VerifyOffline.main(args.options, env, io)
         return await journal(client, sub, rest, args, io)
       default:
         throw new CliError(`unknown command "${command}"\n${USAGE}`, 2)

@@ -37,19 +37,23 @@ const dataDir = async () => {
     for (let i = 0; i < 6; i++) {
       yield* j.append(S, [{ _tag: "SessionNote", sessionId: S, runId: null, at: i, author: "a", text: `n${i}` }])
     }
-    yield* j.append(S, [{ _tag: "RunAccepted", sessionId: S, runId: RUN, at: 9, principal: "alice", queuedBehind: null }], {
-      createRun: {
-        id: RUN,
-        sessionId: S,
-        principal: "alice",
-        state: "Accepted",
-        input: "summarise the report",
-        startSeq: 7,
-        error: null,
-        createdAt: 9,
-        updatedAt: 9
+    yield* j.append(
+      S,
+      [{ _tag: "RunAccepted", sessionId: S, runId: RUN, at: 9, principal: "alice", queuedBehind: null }],
+      {
+        createRun: {
+          id: RUN,
+          sessionId: S,
+          principal: "alice",
+          state: "Accepted",
+          input: "summarise the report",
+          startSeq: 7,
+          error: null,
+          createdAt: 9,
+          updatedAt: 9
+        }
       }
-    })
+    )
   })
   await Effect.runPromise(
     program.pipe(
@@ -70,7 +74,11 @@ const runCli = (cwd: string, args: ReadonlyArray<string>) =>
     const proc = spawn(
       process.execPath,
       ["--conditions=@palyra/source", "--import", tsx, join(here, "..", "src", "bin", "palyra.ts"), ...args],
-      { cwd, env: { ...process.env, PALYRA_DATA_DIR: "", PALYRA_HOME: "", PALYRA_CONFIG: "" }, stdio: ["ignore", "pipe", "pipe"] }
+      {
+        cwd,
+        env: { ...process.env, PALYRA_DATA_DIR: "", PALYRA_HOME: "", PALYRA_CONFIG: "" },
+        stdio: ["ignore", "pipe", "pipe"]
+      }
     )
     let out = ""
     let err = ""
@@ -82,12 +90,20 @@ const runCli = (cwd: string, args: ReadonlyArray<string>) =>
 const inProcess = async (args: ReadonlyArray<string>) => {
   let out = ""
   let err = ""
-  const code = await Cli.main(args, {}, {
-    out: (t) => void (out += t),
-    err: (t) => void (err += t),
-    ask: async () => "",
-    interactive: false
-  })
+  const code = await Cli.main(
+    args,
+    {},
+    {
+      out: (t) => {
+        out += t
+      },
+      err: (t) => {
+        err += t
+      },
+      ask: async () => "",
+      interactive: false
+    }
+  )
   return { code, out, err }
 }
 

@@ -22,8 +22,15 @@
  *
  * @since 0.1.0
  */
-import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject, sign } from "node:crypto"
-import { verify as verifySignature } from "node:crypto"
+import {
+  createHash,
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  type KeyObject,
+  sign,
+  verify as verifySignature
+} from "node:crypto"
 import * as fs from "node:fs"
 import { dirname } from "node:path"
 import { Canonical, Errors } from "@palyra/core"
@@ -236,34 +243,41 @@ const checkAgainst = (
   head: ChainHead
 ): Effect.Effect<{ reason: "truncated" | "rewritten"; detail: string } | undefined, Errors.JournalError> =>
   Effect.gen(function* () {
-    const check = (chain: ChainName, position: number, expected: string, present: number, noun: string) =>
+    const check = (chain: ChainName, position: number, expected: string, present: number, one: string, many: string) =>
       Effect.map(journal.hashAt(chain, position), (actual) =>
         Option.isNone(actual)
           ? {
               reason: "truncated" as const,
-              detail: `truncated: the anchor at ${c.at} saw ${position} ${noun} with head ${expected}; the file has ${present}`
+              detail: `truncated: the anchor at ${c.at} saw ${position} ${many} with head ${expected}; the file has ${present}`
             }
           : actual.value !== expected
             ? {
                 reason: "rewritten" as const,
-                detail: `rewritten: ${noun.replace(/s$/, "")} ${position} has hash ${actual.value}, but the anchor at ${c.at} signed ${expected}`
+                detail: `rewritten: ${one} ${position} has hash ${actual.value}, but the anchor at ${c.at} signed ${expected}`
               }
             : undefined
       )
     return (
-      (yield* check("tape", c.count, c.head, head.count, "rows")) ??
-      (yield* check("records", c.records, c.recordsHead, head.records, "record versions"))
+      (yield* check("tape", c.count, c.head, head.count, "row", "rows")) ??
+      (yield* check("records", c.records, c.recordsHead, head.records, "record version", "record versions"))
     )
   })
 
 /** Decode a witness line and check its key and signature. */
-const readLine = (text: string, publicKey: KeyObject, keyId: string): Either.Either<Checkpoint, [string, string]> => {
+const readLine = (
+  text: string,
+  publicKey: KeyObject,
+  keyId: string
+): Either.Either<Checkpoint, { readonly reason: "malformed" | "forged"; readonly detail: string }> => {
   const decoded = decodeLine(text)
   if (Either.isLeft(decoded)) {
-    return Either.left(["malformed", `not a witness line: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`])
+    const detail = `not a witness line: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`
+    return Either.left({ reason: "malformed", detail })
   }
   const c = decoded.right
-  if (c.keyId !== keyId) return Either.left(["forged", `signed by key ${c.keyId}, not by the given key ${keyId}`])
+  if (c.keyId !== keyId) {
+    return Either.left({ reason: "forged", detail: `signed by key ${c.keyId}, not by the given key ${keyId}` })
+  }
   const ok = (() => {
     try {
       return verifySignature(null, signedBytes(c), publicKey, Buffer.from(c.sig, "base64"))
@@ -271,7 +285,9 @@ const readLine = (text: string, publicKey: KeyObject, keyId: string): Either.Eit
       return false
     }
   })()
-  return ok ? Either.right(c) : Either.left(["forged", `the signature does not verify with key ${keyId}`])
+  return ok
+    ? Either.right(c)
+    : Either.left({ reason: "forged", detail: `the signature does not verify with key ${keyId}` })
 }
 
 /**
@@ -313,8 +329,7 @@ export const verify = (
       if (line.trim().length === 0) continue
       const read = readLine(line, publicKey, keyId)
       if (Either.isLeft(read)) {
-        const [reason, detail] = read.left
-        return { ok: false, reason: reason as "malformed" | "forged", line: i + 1, detail: `line ${i + 1}: ${detail}` }
+        return { ok: false, reason: read.left.reason, line: i + 1, detail: `line ${i + 1}: ${read.left.detail}` }
       }
       const failure = yield* checkAgainst(journal, read.right, head)
       if (failure) return { ok: false, ...failure, line: i + 1 }
@@ -369,7 +384,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       const read = readLine(lastText, key.publicKey, keyId)
       if (Either.isLeft(read)) {
         return yield* anchorError(
-          `the last line of ${options.witnessFile} does not check out (${read.left[0]}: ${read.left[1]}); move the witness file aside to start a new one`
+          `the last line of ${options.witnessFile} does not check out (${read.left.reason}: ${read.left.detail}); move the witness file aside to start a new one`
         )
       }
       const failure = yield* checkAgainst(journal, read.right, yield* journal.chainHead)
@@ -416,24 +431,23 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
         return Option.some(line)
       })
     )
-    const logged = (when: string) =>
-      checkpoint.pipe(
-        Effect.tap((c) =>
-          Option.isNone(c) && last !== undefined && when === "at shutdown"
-            ? Effect.flatMap(journal.chainHead, (h) =>
-                h.count !== last!.count || h.records !== last!.records
-                  ? Effect.logWarning("journal anchor: the newest rows could not be anchored at shutdown")
-                  : Effect.void
-              )
-            : Effect.void
-        ),
-        Effect.catchAll((e) => Effect.logError(`journal anchor failed ${when}`, e))
-      )
+    const periodic = checkpoint.pipe(
+      Effect.catchAll((e) => Effect.logError("journal anchor failed", e)),
+      Effect.delay(every),
+      Effect.forever
+    )
+    const atShutdown = Effect.gen(function* () {
+      yield* checkpoint
+      const h = yield* journal.chainHead
+      if (last === undefined || last.count !== h.count || last.records !== h.records) {
+        yield* Effect.logWarning("journal anchor: the newest rows could not be anchored at shutdown")
+      }
+    }).pipe(Effect.catchAll((e) => Effect.logError("journal anchor failed at shutdown", e)))
 
     yield* checkpoint
     // Finalizers run in reverse: the periodic fiber (forked below) stops first, then the last anchor.
-    yield* Effect.addFinalizer(() => logged("at shutdown"))
-    yield* logged("periodically").pipe(Effect.delay(every), Effect.forever, Effect.forkScoped)
+    yield* Effect.addFinalizer(() => atShutdown)
+    yield* Effect.forkScoped(periodic)
     return { checkpoint, keyId }
   })
 

@@ -60,8 +60,8 @@ import { Config, Context, Deferred, Effect, Either, Exit, Fiber, Layer, Option, 
 import { GENESIS, MIGRATIONS_TABLE, migrations } from "./internal/migrations.js"
 import { columnsOf, type RecordTable, versionHash } from "./internal/records.js"
 import { makeSqlClient } from "./internal/sqlClient.js"
-import * as verifyInternal from "./internal/verify.js"
 import type { StoredRow } from "./internal/verify.js"
+import * as verifyInternal from "./internal/verify.js"
 
 /** @since 0.1.0 @category Models */
 export interface Options {
@@ -680,19 +680,17 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
         ),
       updateSession: (s) =>
         Effect.flatMap(
-          sync(
-            "updateSession",
-            () =>
-              updateSession(
-                s.key,
-                s.channel,
-                s.title === null ? null : redact(s.title),
-                s.resetGeneration,
-                s.historyFromSeq,
-                s.archived ? 1 : 0,
-                s.updatedAt,
-                s.id
-              )
+          sync("updateSession", () =>
+            updateSession(
+              s.key,
+              s.channel,
+              s.title === null ? null : redact(s.title),
+              s.resetGeneration,
+              s.historyFromSeq,
+              s.archived ? 1 : 0,
+              s.updatedAt,
+              s.id
+            )
           ),
           (changes) => (changes === 0 ? Effect.fail(new Errors.NotFound({ entity: "session", id: s.id })) : Effect.void)
         ),

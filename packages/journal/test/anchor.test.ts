@@ -1,7 +1,16 @@
 // Anchors: signed checkpoints of the chain heads in a witness file kept apart from the database.
 // Real files in a temp dir; the attacker edits the database (and the witness) with plain tools.
 import { generateKeyPairSync, sign } from "node:crypto"
-import { appendFileSync, chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
+import {
+  appendFileSync,
+  chmodSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync
+} from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
@@ -24,9 +33,20 @@ interface Files {
 const files = (): Files => {
   const dir = mkdtempSync(join(root, `case${n++}-`))
   // The key lives in its own directory, apart from the database.
-  return { filename: join(dir, "journal.db"), keyFile: join(dir, "keys", "anchor.key"), witnessFile: join(dir, "journal.anchor") }
+  return {
+    filename: join(dir, "journal.db"),
+    keyFile: join(dir, "keys", "anchor.key"),
+    witnessFile: join(dir, "journal.anchor")
+  }
 }
-const note = (i: number) => ({ _tag: "SessionNote" as const, sessionId: S, runId: null, at: 1000 + i, author: "a", text: `note ${i}` })
+const note = (i: number) => ({
+  _tag: "SessionNote" as const,
+  sessionId: S,
+  runId: null,
+  at: 1000 + i,
+  author: "a",
+  text: `note ${i}`
+})
 
 /** Run `f` with the journal open and anchoring (`every` short, so the periodic path runs too). */
 const anchored = <A, E>(
@@ -151,23 +171,31 @@ describe("Anchor", () => {
     })
   )
 
-  it.live("rewriting a stored record and re-chaining its version in place passes plain verify, but the anchor names it", () =>
-    Effect.gen(function* () {
-      const f = files()
-      yield* seed(f)
-      const db = new Database(f.filename)
-      db.prepare(`UPDATE runs SET input = 'deploy to production' WHERE id = '${RUN}'`).run()
-      const v = db.prepare("SELECT * FROM record_versions WHERE tbl = 'runs'").get() as { seq: number; prev_hash: string }
-      const columns = columnsOf("runs", db.prepare("SELECT * FROM runs").get() as Record<string, unknown>)
-      const hash = versionHash(v.prev_hash, v.seq, "runs", RUN, columns)
-      db.prepare("UPDATE record_versions SET columns = ?, hash = ? WHERE seq = ?").run(columns, hash, v.seq)
-      db.prepare("UPDATE chain_head SET records_hash = ?").run(hash)
-      db.close()
-      const r = yield* check(f)
-      assert.deepStrictEqual(r.plain, { ok: true, checked: 10 })
-      assert.deepInclude(r.anchor, { ok: false, reason: "rewritten", line: 3 })
-      assert.match(r.anchor.ok ? "" : r.anchor.detail, /^rewritten: record version 2 has hash [0-9a-f]{64}, but the anchor at/)
-    })
+  it.live(
+    "rewriting a stored record and re-chaining its version in place passes plain verify, but the anchor names it",
+    () =>
+      Effect.gen(function* () {
+        const f = files()
+        yield* seed(f)
+        const db = new Database(f.filename)
+        db.prepare(`UPDATE runs SET input = 'deploy to production' WHERE id = '${RUN}'`).run()
+        const v = db.prepare("SELECT * FROM record_versions WHERE tbl = 'runs'").get() as {
+          seq: number
+          prev_hash: string
+        }
+        const columns = columnsOf("runs", db.prepare("SELECT * FROM runs").get() as Record<string, unknown>)
+        const hash = versionHash(v.prev_hash, v.seq, "runs", RUN, columns)
+        db.prepare("UPDATE record_versions SET columns = ?, hash = ? WHERE seq = ?").run(columns, hash, v.seq)
+        db.prepare("UPDATE chain_head SET records_hash = ?").run(hash)
+        db.close()
+        const r = yield* check(f)
+        assert.deepStrictEqual(r.plain, { ok: true, checked: 10 })
+        assert.deepInclude(r.anchor, { ok: false, reason: "rewritten", line: 3 })
+        assert.match(
+          r.anchor.ok ? "" : r.anchor.detail,
+          /^rewritten: record version 2 has hash [0-9a-f]{64}, but the anchor at/
+        )
+      })
   )
 
   it.live("a forged witness line is named: a changed field, another key, or not a witness line at all", () =>
@@ -182,7 +210,10 @@ describe("Anchor", () => {
       appendFileSync(f.witnessFile, `${JSON.stringify(bumped)}\n`)
       const r1 = yield* check(f)
       assert.deepInclude(r1.anchor, { ok: false, reason: "forged", line: 4 })
-      assert.match(r1.anchor.ok ? "" : r1.anchor.detail, /^line 4: the signature does not verify with key [0-9a-f]{32}$/)
+      assert.match(
+        r1.anchor.ok ? "" : r1.anchor.detail,
+        /^line 4: the signature does not verify with key [0-9a-f]{32}$/
+      )
 
       // A well-formed line signed by the attacker's own key.
       writeFileSync(f.witnessFile, original)
@@ -205,34 +236,39 @@ describe("Anchor", () => {
     })
   )
 
-  it.live("start-up refuses a journal that no longer holds its newest anchor, a missing key, a key readable by others", () =>
-    Effect.gen(function* () {
-      const f = files()
-      yield* seed(f)
-      const db = new Database(f.filename)
-      const last = db.prepare("SELECT * FROM tape_events WHERE chain_seq = 9").get() as { hash: string }
-      db.prepare("DELETE FROM tape_events WHERE chain_seq > 9").run()
-      db.prepare("UPDATE chain_head SET chain_seq = 9, count = 9, hash = ?").run(last.hash)
-      db.close()
-      const before = readFileSync(f.witnessFile, "utf8")
-      const truncated = yield* anchored(f, () => Effect.void).pipe(Effect.flip)
-      assert.strictEqual(truncated._tag, "JournalError")
-      assert.match(truncated.message, /the journal no longer matches its last anchor: truncated: the anchor at .* saw 10 rows/)
-      assert.strictEqual(readFileSync(f.witnessFile, "utf8"), before) // it signed nothing
+  it.live(
+    "start-up refuses a journal that no longer holds its newest anchor, a missing key, a key readable by others",
+    () =>
+      Effect.gen(function* () {
+        const f = files()
+        yield* seed(f)
+        const db = new Database(f.filename)
+        const last = db.prepare("SELECT * FROM tape_events WHERE chain_seq = 9").get() as { hash: string }
+        db.prepare("DELETE FROM tape_events WHERE chain_seq > 9").run()
+        db.prepare("UPDATE chain_head SET chain_seq = 9, count = 9, hash = ?").run(last.hash)
+        db.close()
+        const before = readFileSync(f.witnessFile, "utf8")
+        const truncated = yield* anchored(f, () => Effect.void).pipe(Effect.flip)
+        assert.strictEqual(truncated._tag, "JournalError")
+        assert.match(
+          truncated.message,
+          /the journal no longer matches its last anchor: truncated: the anchor at .* saw 10 rows/
+        )
+        assert.strictEqual(readFileSync(f.witnessFile, "utf8"), before) // it signed nothing
 
-      const g = files()
-      yield* seed(g)
-      rmSync(g.keyFile)
-      const noKey = yield* anchored(g, () => Effect.void).pipe(Effect.flip)
-      assert.match(noKey.message, /holds anchors, but the key file .* is missing/)
-      assert.isFalse(existsSync(g.keyFile)) // no new key was made to sign a new history
+        const g = files()
+        yield* seed(g)
+        rmSync(g.keyFile)
+        const noKey = yield* anchored(g, () => Effect.void).pipe(Effect.flip)
+        assert.match(noKey.message, /holds anchors, but the key file .* is missing/)
+        assert.isFalse(existsSync(g.keyFile)) // no new key was made to sign a new history
 
-      const h = files()
-      yield* seed(h)
-      chmodSync(h.keyFile, 0o644)
-      const open = yield* anchored(h, () => Effect.void).pipe(Effect.flip)
-      assert.match(open.message, /readable or writable by others \(mode 644\)/)
-    })
+        const h = files()
+        yield* seed(h)
+        chmodSync(h.keyFile, 0o644)
+        const open = yield* anchored(h, () => Effect.void).pipe(Effect.flip)
+        assert.match(open.message, /readable or writable by others \(mode 644\)/)
+      })
   )
 
   it.live("a torn last line (a crash mid-append) is ignored by verify and cut at the next start", () =>
@@ -254,10 +290,15 @@ describe("Anchor", () => {
       const f = files()
       yield* seed(f)
       // Appended by a process that was not anchoring (e.g. the anchor layer not mounted).
-      yield* Effect.scoped(Effect.flatMap(SqliteJournal.make({ filename: f.filename }), (j) => j.append(S, [note(10), note(11)])))
+      yield* Effect.scoped(
+        Effect.flatMap(SqliteJournal.make({ filename: f.filename }), (j) => j.append(S, [note(10), note(11)]))
+      )
       const r = yield* check(f)
       assert.deepInclude(r.anchor, { ok: true, anchors: 3 })
-      assert.match(r.anchor.ok ? r.anchor.notes.join() : "", /^2 rows and 0 record versions were written after the newest anchor/)
+      assert.match(
+        r.anchor.ok ? r.anchor.notes.join() : "",
+        /^2 rows and 0 record versions were written after the newest anchor/
+      )
     })
   )
 })

@@ -68,7 +68,10 @@ const seed = (j: Journal.Service) =>
     })
     yield* j.append(
       S,
-      [{ _tag: "UserMessage", sessionId: S, runId: DONE, at: 11, text: "write a.txt" }, changed(DONE, 11, "Accepted", "InProgress")],
+      [
+        { _tag: "UserMessage", sessionId: S, runId: DONE, at: 11, text: "write a.txt" },
+        changed(DONE, 11, "Accepted", "InProgress")
+      ],
       { runTransition: { runId: DONE, from: "Accepted", to: "InProgress" } }
     )
     yield* j.append(S, [changed(DONE, 20, "InProgress", "WaitingForApproval")], {
@@ -83,7 +86,13 @@ const seed = (j: Journal.Service) =>
       })
       .pipe(Effect.flip)
     assert.strictEqual(conflict._tag, "Conflict")
-    yield* j.resolveApproval(GRANT, { status: "approved", scope: "session", resolver: "bob", reason: "ok", resolvedAt: 21 })
+    yield* j.resolveApproval(GRANT, {
+      status: "approved",
+      scope: "session",
+      resolver: "bob",
+      reason: "ok",
+      resolvedAt: 21
+    })
     yield* j.append(S, [changed(DONE, 22, "WaitingForApproval", "InProgress")], {
       runTransition: { runId: DONE, from: "WaitingForApproval", to: "InProgress" }
     })
@@ -93,10 +102,14 @@ const seed = (j: Journal.Service) =>
       runTransition: { runId: DONE, from: "InProgress", to: "Failed", error: { code: "tool_error", message: "boom" } }
     })
     yield* j.resolveApproval(DENIED, { status: "denied", scope: "once", resolver: "bob", reason: "no", resolvedAt: 25 })
-    yield* j.append(S, [{ _tag: "RunAccepted", sessionId: S, runId: QUEUED, at: 30, principal: "alice", queuedBehind: null }], {
-      createRun: run(QUEUED, "deploy to production", 8),
-      runTransition: { runId: QUEUED, from: "Pending", to: "Accepted" }
-    })
+    yield* j.append(
+      S,
+      [{ _tag: "RunAccepted", sessionId: S, runId: QUEUED, at: 30, principal: "alice", queuedBehind: null }],
+      {
+        createRun: run(QUEUED, "deploy to production", 8),
+        runTransition: { runId: QUEUED, from: "Pending", to: "Accepted" }
+      }
+    )
   })
 
 const seeded = () =>
@@ -230,21 +243,26 @@ describe("stored records are verifiable", () => {
     })
   )
 
-  it.live("re-signing an edited row's version in place, with the chain head rewritten, passes plain verify (the anchor's job)", () =>
-    Effect.gen(function* () {
-      // Documents the limit: SHA-256 is no secret. See anchor.test.ts for the same attack caught.
-      const f = yield* seeded()
-      const db = new Database(f)
-      db.prepare(`UPDATE runs SET input = 'deploy to staging' WHERE id = '${QUEUED}'`).run()
-      const last = db.prepare("SELECT * FROM record_versions ORDER BY seq DESC LIMIT 1").get() as { seq: number; prev_hash: string }
-      const row = db.prepare("SELECT * FROM runs WHERE id = ?").get(QUEUED) as Record<string, unknown>
-      const columns = columnsOf("runs", row)
-      const hash = versionHash(last.prev_hash, last.seq, "runs", QUEUED, columns)
-      db.prepare("UPDATE record_versions SET columns = ?, hash = ? WHERE seq = ?").run(columns, hash, last.seq)
-      db.prepare("UPDATE chain_head SET records_hash = ?").run(hash)
-      db.close()
-      assert.deepStrictEqual(yield* verifyFile(f), { ok: true, checked: 7 })
-    })
+  it.live(
+    "re-signing an edited row's version in place, with the chain head rewritten, passes plain verify (the anchor's job)",
+    () =>
+      Effect.gen(function* () {
+        // Documents the limit: SHA-256 is no secret. See anchor.test.ts for the same attack caught.
+        const f = yield* seeded()
+        const db = new Database(f)
+        db.prepare(`UPDATE runs SET input = 'deploy to staging' WHERE id = '${QUEUED}'`).run()
+        const last = db.prepare("SELECT * FROM record_versions ORDER BY seq DESC LIMIT 1").get() as {
+          seq: number
+          prev_hash: string
+        }
+        const row = db.prepare("SELECT * FROM runs WHERE id = ?").get(QUEUED) as Record<string, unknown>
+        const columns = columnsOf("runs", row)
+        const hash = versionHash(last.prev_hash, last.seq, "runs", QUEUED, columns)
+        db.prepare("UPDATE record_versions SET columns = ?, hash = ? WHERE seq = ?").run(columns, hash, last.seq)
+        db.prepare("UPDATE chain_head SET records_hash = ?").run(hash)
+        db.close()
+        assert.deepStrictEqual(yield* verifyFile(f), { ok: true, checked: 7 })
+      })
   )
 
   it.live("a read-only open verifies without writing, and refuses writes with a typed error", () =>
@@ -254,13 +272,15 @@ describe("stored records are verifiable", () => {
         Effect.gen(function* () {
           const j = yield* SqliteJournal.make({ filename: f, readonly: true })
           const verify = yield* j.verify
-          const write = yield* j.resolveApproval(GRANT, {
-            status: "denied",
-            scope: "once",
-            resolver: "x",
-            reason: "x",
-            resolvedAt: 1
-          }).pipe(Effect.flip)
+          const write = yield* j
+            .resolveApproval(GRANT, {
+              status: "denied",
+              scope: "once",
+              resolver: "x",
+              reason: "x",
+              resolvedAt: 1
+            })
+            .pipe(Effect.flip)
           return { verify, write }
         })
       )
@@ -268,7 +288,9 @@ describe("stored records are verifiable", () => {
       assert.strictEqual(result.write._tag, "JournalError")
       const append = yield* Effect.scoped(
         Effect.flatMap(SqliteJournal.make({ filename: f, readonly: true }), (j) =>
-          j.append(S, [{ _tag: "SessionNote", sessionId: S, runId: null, at: 1, author: "x", text: "x" }]).pipe(Effect.flip)
+          j
+            .append(S, [{ _tag: "SessionNote", sessionId: S, runId: null, at: 1, author: "x", text: "x" }])
+            .pipe(Effect.flip)
         )
       )
       assert.strictEqual(append._tag, "JournalError")

@@ -1,6 +1,6 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
-import { columnsOf, RECORD_TABLES, versionHash } from "./records.js"
+import { appendVersion, RECORD_TABLES } from "./records.js"
 
 /** The genesis hash: `prev_hash` of the first row. @internal */
 export const GENESIS = "0".repeat(64)
@@ -132,20 +132,10 @@ const recordVersions = Effect.gen(function* () {
   yield* sql`ALTER TABLE chain_head ADD COLUMN records_seq INTEGER NOT NULL DEFAULT 0`
   yield* sql`ALTER TABLE chain_head ADD COLUMN records_hash TEXT NOT NULL DEFAULT ${sql.literal(`'${GENESIS}'`)}`
   // Rows written before this migration get their first version now: from here on they are covered.
-  let prev = GENESIS
-  let seq = 0
   for (const table of RECORD_TABLES) {
-    const rows = yield* sql<Record<string, unknown>>`SELECT * FROM ${sql(table)} ORDER BY id`
-    for (const row of rows) {
-      const id = String(row.id)
-      const columns = columnsOf(table, row)
-      const hash = versionHash(prev, ++seq, table, id, columns)
-      yield* sql`INSERT INTO record_versions (seq, tbl, row_id, columns, prev_hash, hash)
-        VALUES (${seq}, ${table}, ${id}, ${columns}, ${prev}, ${hash})`
-      prev = hash
-    }
+    const rows = yield* sql<{ id: string }>`SELECT id FROM ${sql(table)} ORDER BY id`
+    for (const row of rows) yield* appendVersion(table, row.id)
   }
-  yield* sql`UPDATE chain_head SET records_seq = ${seq}, records_hash = ${prev} WHERE id = 1`
 })
 
 /** Every migration, in order. Never edit a released one: add a new one. @internal */

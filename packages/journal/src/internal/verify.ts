@@ -99,7 +99,11 @@ export const verifyJournal = (db: Database.Database): Effect.Effect<Journal.Veri
                 () => st.findSeq.get(row.session_id, seen + 1) as { chain_seq: number } | undefined
               )
               return later
-                ? broken(row, "reordered", `tape_seq ${seen + 1} of this session stands later, at row ${later.chain_seq}`)
+                ? broken(
+                    row,
+                    "reordered",
+                    `tape_seq ${seen + 1} of this session stands later, at row ${later.chain_seq}`
+                  )
                 : broken(row, "deleted", `tape_seq ${seen + 1}..${row.tape_seq - 1} of this session are missing`)
             }
             if (row.chain_seq !== after + 1) {
@@ -163,10 +167,7 @@ export const verifyJournal = (db: Database.Database): Effect.Effect<Journal.Veri
     if (recordFailure) return recordFailure
     if (head.records_hash !== recPrev || head.records_seq !== recAfter) {
       return head.records_seq > recAfter
-        ? noRow(
-            "truncated",
-            `the chain head records ${head.records_seq} record versions; only ${recAfter} are present`
-          )
+        ? noRow("truncated", `the chain head records ${head.records_seq} record versions; only ${recAfter} are present`)
         : noRow("inserted", `${recAfter - head.records_seq} record versions were added after the recorded chain head`)
     }
 
