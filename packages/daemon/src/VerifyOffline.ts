@@ -3,8 +3,8 @@
  * without a running daemon. Opens the database read-only, recomputes both chains, checks every
  * stored record, then checks every anchor of the witness file (signature, and that the journal
  * still holds what each anchor saw). The database defaults to `<data_dir>/journal.db` and the key to
- * `<data_dir>/anchor.key` (or its `.pub`), the data dir resolved as palyrad resolves it (config
- * file, environment, `--data-dir`).
+ * `anchor.key_file` (default `<data_dir>/anchor.key`; the `.pub` beside it also works), resolved as
+ * palyrad resolves them (config file, environment, `--config`, `--data-dir`).
  *
  * Exit codes: 0 verified · 1 verification failed, or the journal could not be read · 2 usage or
  * configuration.
@@ -88,21 +88,21 @@ export const main = async (
   }
   const db = value("db")
   const key = value("key")
-  let dataDir: string | undefined
+  let config: Config.Config | undefined
   if (db === undefined || key === undefined) {
-    const config = await Effect.runPromise(
+    const loaded = await Effect.runPromise(
       Effect.either(Config.load({ config: value("config"), dataDir: value("data-dir") }, env))
     )
-    if (Either.isLeft(config)) {
-      io.err(`palyra: ${config.left.message}\n`)
+    if (Either.isLeft(loaded)) {
+      io.err(`palyra: ${loaded.left.message}\n`)
       return 2
     }
-    dataDir = config.right.dataDir
+    config = loaded.right
   }
   const request: Request = {
-    db: db ?? join(dataDir!, "journal.db"),
+    db: db ?? join(config!.dataDir, "journal.db"),
     witnessFile,
-    keyFile: key ?? join(dataDir!, "anchor.key")
+    keyFile: key ?? config!.anchorKeyFile
   }
   const report = await Effect.runPromise(Effect.either(verify(request)))
   if (Either.isLeft(report)) {

@@ -3,7 +3,7 @@
  * the real CLI process (tsx, from the sources) and in-process through `Cli.main`.
  */
 import { spawn } from "node:child_process"
-import { mkdirSync, mkdtempSync } from "node:fs"
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
@@ -21,14 +21,14 @@ const S = "01KA0000000000000000000SES" as never
 const RUN = "01KA0000000000000000000RUN" as never
 
 /** A data dir laid out as palyrad leaves it: `.palyra/{journal.db, anchor.key, journal.anchor}`, anchored. */
-const dataDir = async () => {
+const dataDir = async (key = join(".palyra", "anchor.key")) => {
   const cwd = mkdtempSync(join(tmpdir(), "palyra-verify-"))
   const data = join(cwd, ".palyra")
   mkdirSync(data)
   const files = {
     cwd,
     db: join(data, "journal.db"),
-    key: join(data, "anchor.key"),
+    key: join(cwd, key),
     witness: join(data, "journal.anchor")
   }
   const program = Effect.gen(function* () {
@@ -143,6 +143,20 @@ describe("palyra journal verify --anchor (offline)", () => {
     const edited = await inProcess(args)
     expect(edited.code).toBe(1)
     expect(edited.out).toContain(`chains: BROKEN (row_edited) after 7 good tape rows: runs ${RUN}: input differs`)
+  })
+
+  it("the key path comes from the config file (anchor.key_file), as palyrad reads it", async () => {
+    const f = await dataDir(join("keys", "palyra-anchor.key"))
+    const config = join(f.cwd, "palyra.toml")
+    writeFileSync(config, 'data_dir = ".palyra"\n\n[anchor]\nkey_file = "keys/palyra-anchor.key"\n')
+    const r = await inProcess(["journal", "verify", "--anchor", f.witness, "--config", config])
+    expect(r.err).toBe("")
+    expect(r.code).toBe(0)
+    expect(r.out).toContain(`journal ${f.db}`)
+    // Without it, the default <data_dir>/anchor.key does not exist: an error, not a pass.
+    const defaults = await inProcess(["journal", "verify", "--anchor", f.witness, "--data-dir", join(f.cwd, ".palyra")])
+    expect(defaults.code).toBe(1)
+    expect(defaults.err).toMatch(/cannot read the anchor key .*\.palyra\/anchor\.key/)
   })
 
   it("a missing journal file is an error (exit 1), a missing --anchor value a usage error (exit 2)", async () => {
