@@ -579,20 +579,11 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
 
     const sync = <A>(method: string, f: () => A) => Effect.try({ try: f, catch: journalError(method) })
 
-    // Writes outside the group-commit writer: each row write and its record version commit together.
-    const insertSession = db.transaction((...params: Array<unknown>) => {
-      st.insertSession.run(...params)
-      recordVersion("sessions", params[0] as string)
-    })
-    const updateSession = db.transaction((...params: Array<unknown>): number => {
-      const changes = st.updateSession.run(...params).changes
-      if (changes > 0) recordVersion("sessions", params[params.length - 1] as string)
-      return changes
-    })
-    const changeApproval = db.transaction(
-      (id: string, statement: Database.Statement, ...params: Array<unknown>): number => {
+    // Writes outside the group-commit writer: the row write and its record version commit together.
+    const writeRecord = db.transaction(
+      (table: RecordTable, id: string, statement: Database.Statement, params: ReadonlyArray<unknown>): number => {
         const changes = statement.run(...params).changes
-        if (changes > 0) recordVersion("approvals", id)
+        if (changes > 0) recordVersion(table, id)
         return changes
       }
     )
@@ -648,7 +639,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
             if (s.key !== null && st.sessionByKey.get(s.principal, s.key)) {
               return new Errors.Conflict({ message: `session key ${s.key} is taken` })
             }
-            insertSession(
+            writeRecord("sessions", s.id, st.insertSession, [
               s.id,
               s.principal,
               s.key,
@@ -662,7 +653,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
               s.archived ? 1 : 0,
               s.createdAt,
               s.updatedAt
-            )
+            ])
             return undefined
           }),
           (conflict) => (conflict ? Effect.fail(conflict) : Effect.void)
@@ -681,7 +672,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       updateSession: (s) =>
         Effect.flatMap(
           sync("updateSession", () =>
-            updateSession(
+            writeRecord("sessions", s.id, st.updateSession, [
               s.key,
               s.channel,
               s.title === null ? null : redact(s.title),
@@ -690,7 +681,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
               s.archived ? 1 : 0,
               s.updatedAt,
               s.id
-            )
+            ])
           ),
           (changes) => (changes === 0 ? Effect.fail(new Errors.NotFound({ entity: "session", id: s.id })) : Effect.void)
         ),
@@ -739,9 +730,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       resolveApproval: (id, r) =>
         Effect.flatMap(
           sync("resolveApproval", () => {
-            const changes = changeApproval(
-              id,
-              st.resolveApproval,
+            const changes = writeRecord("approvals", id, st.resolveApproval, [
               r.status,
               r.scope,
               r.resolver,
@@ -750,7 +739,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
               r.grantExpiresAt ?? null,
               r.grantMaxUses ?? null,
               id
-            )
+            ])
             return { changes, row: st.approval.get(id) as Record<string, unknown> | undefined }
           }),
           ({ changes, row }): Effect.Effect<Records.ApprovalRecord, Errors.NotFound | Errors.Conflict> =>
@@ -763,7 +752,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       useGrant: (id, now) =>
         Effect.flatMap(
           sync("useGrant", () => ({
-            changes: changeApproval(id, st.useGrant, id, now),
+            changes: writeRecord("approvals", id, st.useGrant, [id, now]),
             row: st.approval.get(id) as Record<string, unknown> | undefined
           })),
           ({ changes, row }): Effect.Effect<Records.ApprovalRecord, Errors.NotFound | Errors.Conflict> =>
@@ -776,7 +765,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       revokeGrant: (id, by, at) =>
         Effect.flatMap(
           sync("revokeGrant", () => ({
-            changes: changeApproval(id, st.revokeGrant, `revoked by ${by}`, at, id),
+            changes: writeRecord("approvals", id, st.revokeGrant, [`revoked by ${by}`, at, id]),
             row: st.approval.get(id) as Record<string, unknown> | undefined
           })),
           ({ changes, row }): Effect.Effect<Records.ApprovalRecord, Errors.NotFound | Errors.Conflict> =>
