@@ -16,7 +16,8 @@
  *   and the row count, so deleting the tail is detected too. `verify` recomputes it in pages.
  * - **Record chain.** Sessions, runs and approvals are rows that change (a run's state, an
  *   approval's status, a grant's uses). Every write of one appends, in the same transaction, a
- *   version to `record_versions`: per-column digests, hash-chained like the tape, its head in
+ *   version to `record_versions`: the row's digest (plus short per-column hints that name what
+ *   changed), hash-chained like the tape, its head in
  *   `chain_head`. This covers the writes that never touch the tape in their own transaction
  *   (resolving an approval, counting or revoking a grant) and a queued run's input, and a crash can
  *   only lose a row and its version together. `verify` walks this chain too, then checks every row
@@ -58,7 +59,7 @@ import {
 import Database from "better-sqlite3"
 import { Config, Context, Deferred, Effect, Either, Exit, Fiber, Layer, Option, Queue, type Scope } from "effect"
 import { GENESIS, MIGRATIONS_TABLE, migrations } from "./internal/migrations.js"
-import { columnsOf, type RecordTable, versionHash } from "./internal/records.js"
+import { type RecordTable, versionHash, versionOf } from "./internal/records.js"
 import { makeSqlClient } from "./internal/sqlClient.js"
 import type { StoredRow } from "./internal/verify.js"
 import * as verifyInternal from "./internal/verify.js"
@@ -336,7 +337,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       recordHead: db.prepare("SELECT records_seq AS seq, records_hash AS hash FROM chain_head WHERE id = 1"),
       setRecordHead: db.prepare("UPDATE chain_head SET records_seq = ?, records_hash = ? WHERE id = 1"),
       insertVersion: db.prepare(
-        "INSERT INTO record_versions (seq, tbl, row_id, columns, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?)"
+        "INSERT INTO record_versions (seq, tbl, row_id, digest, hints, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
       ),
       fullHead: db.prepare(
         "SELECT count, hash, records_seq AS records, records_hash AS recordsHash FROM chain_head WHERE id = 1"
@@ -354,9 +355,9 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       const row = rowOf[table].get(id) as Record<string, unknown>
       const h = st.recordHead.get() as { seq: number; hash: string }
       const seq = h.seq + 1
-      const columns = columnsOf(table, row)
-      const hash = versionHash(h.hash, seq, table, id, columns)
-      st.insertVersion.run(seq, table, id, columns, h.hash, hash)
+      const version = versionOf(table, row)
+      const hash = versionHash(h.hash, seq, table, id, version)
+      st.insertVersion.run(seq, table, id, version.digest, version.hints, h.hash, hash)
       st.setRecordHead.run(seq, hash)
     }
 

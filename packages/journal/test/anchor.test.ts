@@ -18,7 +18,7 @@ import { Canonical, Records } from "@palyra/core"
 import Database from "better-sqlite3"
 import { type Duration, Effect, HashMap, Layer, Logger, Option, Schedule } from "effect"
 import { Anchor, SqliteJournal } from "../src/index.js"
-import { columnsOf, versionHash } from "../src/internal/records.js"
+import { versionHash, versionOf } from "../src/internal/records.js"
 
 const root = mkdtempSync(join(tmpdir(), "palyra-anchor-"))
 let n = 0
@@ -183,9 +183,14 @@ describe("Anchor", () => {
           seq: number
           prev_hash: string
         }
-        const columns = columnsOf("runs", db.prepare("SELECT * FROM runs").get() as Record<string, unknown>)
-        const hash = versionHash(v.prev_hash, v.seq, "runs", RUN, columns)
-        db.prepare("UPDATE record_versions SET columns = ?, hash = ? WHERE seq = ?").run(columns, hash, v.seq)
+        const version = versionOf("runs", db.prepare("SELECT * FROM runs").get() as Record<string, unknown>)
+        const hash = versionHash(v.prev_hash, v.seq, "runs", RUN, version)
+        db.prepare("UPDATE record_versions SET digest = ?, hints = ?, hash = ? WHERE seq = ?").run(
+          version.digest,
+          version.hints,
+          hash,
+          v.seq
+        )
         db.prepare("UPDATE chain_head SET records_hash = ?").run(hash)
         db.close()
         const r = yield* check(f)

@@ -8,7 +8,7 @@ import { type Journal, Records } from "@palyra/core"
 import Database from "better-sqlite3"
 import { Effect } from "effect"
 import { SqliteJournal } from "../src/index.js"
-import { columnsOf, versionHash } from "../src/internal/records.js"
+import { versionHash, versionOf } from "../src/internal/records.js"
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-integrity-"))
 let n = 0
@@ -230,7 +230,7 @@ describe("stored records are verifiable", () => {
   it.live("editing a record version itself, or removing the newest versions, breaks the record chain", () =>
     Effect.gen(function* () {
       const f = yield* seeded()
-      yield* tamper(f, "UPDATE record_versions SET columns = replace(columns, 'a', 'b') WHERE seq = 4")
+      yield* tamper(f, "UPDATE record_versions SET hints = replace(hints, 'a', 'b') WHERE seq = 4")
       const r = yield* verifyFile(f)
       assert.deepInclude(r, { ok: false, reason: "edited" })
       assert.match(r.ok ? "" : r.detail, /^record version 4 \(runs /)
@@ -256,9 +256,14 @@ describe("stored records are verifiable", () => {
           prev_hash: string
         }
         const row = db.prepare("SELECT * FROM runs WHERE id = ?").get(QUEUED) as Record<string, unknown>
-        const columns = columnsOf("runs", row)
-        const hash = versionHash(last.prev_hash, last.seq, "runs", QUEUED, columns)
-        db.prepare("UPDATE record_versions SET columns = ?, hash = ? WHERE seq = ?").run(columns, hash, last.seq)
+        const version = versionOf("runs", row)
+        const hash = versionHash(last.prev_hash, last.seq, "runs", QUEUED, version)
+        db.prepare("UPDATE record_versions SET digest = ?, hints = ?, hash = ? WHERE seq = ?").run(
+          version.digest,
+          version.hints,
+          hash,
+          last.seq
+        )
         db.prepare("UPDATE chain_head SET records_hash = ?").run(hash)
         db.close()
         assert.deepStrictEqual(yield* verifyFile(f), { ok: true, checked: 7 })

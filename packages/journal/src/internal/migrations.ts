@@ -124,7 +124,8 @@ const recordVersions = Effect.gen(function* () {
     seq INTEGER PRIMARY KEY,
     tbl TEXT NOT NULL,
     row_id TEXT NOT NULL,
-    columns TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    hints TEXT NOT NULL,
     prev_hash TEXT NOT NULL,
     hash TEXT NOT NULL
   ) STRICT`

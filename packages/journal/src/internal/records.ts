@@ -4,10 +4,10 @@ import { Effect } from "effect"
 
 /**
  * The record chain: every write of a stored record (a session, run or approval row) appends, in the
- * same transaction, a version to `record_versions`: the row's per-column digests, hash-chained like
- * the tape (`hash = SHA-256(JSON [prev_hash, seq, table, row_id, columns])`). `verify` walks the
- * chain, then checks that every row equals its last version, column by column, so an edit names
- * the column. Writes that do not append to the tape (resolving an approval, counting or revoking a
+ * same transaction, a version to `record_versions`: the row's digest and per-column hints (see
+ * `Version`), hash-chained like the tape (`hash = SHA-256(JSON [prev_hash, seq, table, row_id,
+ * digest, hints])`). `verify` walks the chain, then checks that every row still has the digest of
+ * its last version, and names the columns whose hints differ. Writes that do not append to the tape (resolving an approval, counting or revoking a
  * grant) are covered the same way: the version commits with the row, or neither does.
  *
  * Columns kept apart on purpose: `sessions.tokens_used`, `updated_at` and `head_seq` are counters
@@ -69,30 +69,42 @@ export type RecordTable = keyof typeof COVERED
 /** Every versioned table, in the order `verify` checks them. @internal */
 export const RECORD_TABLES: ReadonlyArray<RecordTable> = ["sessions", "runs", "approvals"]
 
-// 128 bits of SHA-256 per column: enough that no edit can keep a column's digest (a second preimage),
-// and half the bytes. The version's chain hash covers the whole map at full strength.
-const columnDigest = (value: unknown) => Canonical.sha256(Canonical.canonicalJson(value ?? null)).slice(0, 32)
+/**
+ * What a version stores of a row: `digest`, SHA-256 over the canonical JSON of its covered column
+ * values (this is what detects an edit), and `hints`, the first 8 hex digits of SHA-256 per column in
+ * `COVERED` order (only for naming the column that changed: a forged hint can mislead the name,
+ * never hide the edit).
+ * @internal
+ */
+export interface Version {
+  readonly digest: string
+  readonly hints: string
+}
 
-/** The canonical JSON of a row's column digests: what a version stores. @internal */
-export const columnsOf = (table: RecordTable, row: Record<string, unknown>): string => {
-  const digests: Record<string, string> = {}
-  for (const column of COVERED[table]) digests[column] = columnDigest(row[column])
-  return Canonical.canonicalJson(digests)
+const HINT = 8
+
+/** The version of a row as it stands. @internal */
+export const versionOf = (table: RecordTable, row: Record<string, unknown>): Version => {
+  const values = COVERED[table].map((column) => row[column] ?? null)
+  let hints = ""
+  for (const value of values) hints += Canonical.sha256(Canonical.canonicalJson(value)).slice(0, HINT)
+  return { digest: Canonical.sha256(Canonical.canonicalJson(values)), hints }
 }
 
 /** The chain hash of one version; the same function writes and verifies. @internal */
-export const versionHash = (prevHash: string, seq: number, table: string, rowId: string, columns: string) =>
-  Canonical.sha256(JSON.stringify([prevHash, seq, table, rowId, columns]))
+export const versionHash = (prevHash: string, seq: number, table: string, rowId: string, version: Version) =>
+  Canonical.sha256(JSON.stringify([prevHash, seq, table, rowId, version.digest, version.hints]))
 
-/** The covered columns of `row` that differ from a stored version (all of them if it is unreadable). @internal */
-export const changedColumns = (table: RecordTable, row: Record<string, unknown>, stored: string): Array<string> => {
-  let recorded: Record<string, unknown>
-  try {
-    recorded = JSON.parse(stored) as Record<string, unknown>
-  } catch {
-    return [...COVERED[table]]
-  }
-  return COVERED[table].filter((column) => recorded[column] !== columnDigest(row[column]))
+/** The covered columns of `row` whose hint differs from a stored version's hints. @internal */
+export const changedColumns = (
+  table: RecordTable,
+  row: Record<string, unknown>,
+  storedHints: string
+): Array<string> => {
+  const hints = versionOf(table, row).hints
+  return COVERED[table].filter(
+    (_, i) => hints.slice(i * HINT, (i + 1) * HINT) !== storedHints.slice(i * HINT, (i + 1) * HINT)
+  )
 }
 
 /**
@@ -109,9 +121,9 @@ export const appendVersion = (table: RecordTable, id: string) =>
       SELECT records_seq AS seq, records_hash AS hash FROM chain_head WHERE id = 1`
     if (row === undefined || head === undefined) return yield* Effect.dieMessage(`no ${table} row ${id} to version`)
     const seq = head.seq + 1
-    const columns = columnsOf(table, row)
-    const hash = versionHash(head.hash, seq, table, id, columns)
-    yield* sql`INSERT INTO record_versions (seq, tbl, row_id, columns, prev_hash, hash)
-      VALUES (${seq}, ${table}, ${id}, ${columns}, ${head.hash}, ${hash})`
+    const version = versionOf(table, row)
+    const hash = versionHash(head.hash, seq, table, id, version)
+    yield* sql`INSERT INTO record_versions (seq, tbl, row_id, digest, hints, prev_hash, hash)
+      VALUES (${seq}, ${table}, ${id}, ${version.digest}, ${version.hints}, ${head.hash}, ${hash})`
     yield* sql`UPDATE chain_head SET records_seq = ${seq}, records_hash = ${hash} WHERE id = 1`
   })

@@ -2,7 +2,7 @@ import { Canonical, Errors, type Journal } from "@palyra/core"
 import type Database from "better-sqlite3"
 import { Effect } from "effect"
 import { GENESIS } from "./migrations.js"
-import { changedColumns, columnsOf, RECORD_TABLES, type RecordTable, versionHash } from "./records.js"
+import { changedColumns, RECORD_TABLES, type RecordTable, versionHash, versionOf } from "./records.js"
 
 /** One stored tape row. @internal */
 export type StoredRow = {
@@ -17,7 +17,15 @@ export type StoredRow = {
   hash: string
 }
 
-type VersionRow = { seq: number; tbl: string; row_id: string; columns: string; prev_hash: string; hash: string }
+type VersionRow = {
+  seq: number
+  tbl: string
+  row_id: string
+  digest: string
+  hints: string
+  prev_hash: string
+  hash: string
+}
 type Head = { chain_seq: number; hash: string; count: number; records_seq: number; records_hash: string }
 type Failure = Extract<Journal.VerifyResult, { ok: false }>
 
@@ -57,7 +65,7 @@ export const verifyJournal = (db: Database.Database): Effect.Effect<Journal.Veri
       head: db.prepare("SELECT chain_seq, hash, count, records_seq, records_hash FROM chain_head WHERE id = 1"),
       versions: db.prepare("SELECT * FROM record_versions WHERE seq > ? ORDER BY seq LIMIT ?"),
       lastVersion: db.prepare(
-        "SELECT seq, columns FROM record_versions WHERE tbl = ? AND row_id = ? ORDER BY seq DESC LIMIT 1"
+        "SELECT seq, digest, hints FROM record_versions WHERE tbl = ? AND row_id = ? ORDER BY seq DESC LIMIT 1"
       )
     }))
 
@@ -148,7 +156,7 @@ export const verifyJournal = (db: Database.Database): Effect.Effect<Journal.Veri
         const rows = yield* sync(() => st.versions.all(recAfter, PAGE) as Array<VersionRow>)
         for (const v of rows) {
           const at = `record version ${v.seq} (${v.tbl} ${v.row_id})`
-          if (versionHash(v.prev_hash, v.seq, v.tbl, v.row_id, v.columns) !== v.hash) {
+          if (versionHash(v.prev_hash, v.seq, v.tbl, v.row_id, v) !== v.hash) {
             return noRow("edited", `${at}: its contents do not match its hash`)
           }
           if (v.seq !== recAfter + 1) {
@@ -197,7 +205,9 @@ const verifyTable = (
       const rows = yield* sync(() => page.all(after, PAGE) as Array<Record<string, unknown>>)
       for (const row of rows) {
         const id = String(row.id)
-        const last = yield* sync(() => lastVersion.get(table, id) as { seq: number; columns: string } | undefined)
+        const last = yield* sync(
+          () => lastVersion.get(table, id) as { seq: number; digest: string; hints: string } | undefined
+        )
         if (last === undefined) {
           return noRow("row_inserted", `${table} ${id}: this row was never written by the journal`, {
             table,
@@ -205,12 +215,20 @@ const verifyTable = (
             columns: []
           })
         }
-        if (last.columns !== columnsOf(table, row)) {
-          const columns = changedColumns(table, row, last.columns)
+        if (last.digest !== versionOf(table, row).digest) {
+          const columns = changedColumns(table, row, last.hints)
+          const what =
+            columns.length === 0
+              ? "the row differs"
+              : `${columns.join(", ")} ${columns.length === 1 ? "differs" : "differ"}`
           return noRow(
             "row_edited",
-            `${table} ${id}: ${columns.join(", ")} ${columns.length === 1 ? "differs" : "differ"} from its last recorded version (record version ${last.seq})`,
-            { table, id, columns }
+            `${table} ${id}: ${what} from its last recorded version (record version ${last.seq})`,
+            {
+              table,
+              id,
+              columns
+            }
           )
         }
         after = id
