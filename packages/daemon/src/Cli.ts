@@ -6,6 +6,7 @@
  *   palyra approvals list [--status pending]       palyra approvals approve|deny ID [--scope …] [--reason …]
  *   palyra sessions list | show ID | reset ID
  *   palyra journal tail SESSION [--follow] | verify
+ *   palyra journal verify --anchor FILE [--db PATH] [--key PATH]   offline, no daemon (VerifyOffline)
  *
  * Connection: --url / PALYRA_URL (default http://127.0.0.1:7420); token: --token / PALYRA_TOKEN, else
  * the admin token file in the data dir (--data-dir / PALYRA_DATA_DIR, default ./.palyra).
@@ -17,6 +18,7 @@
 import { existsSync, readFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 import { createInterface, type Interface } from "node:readline"
+import * as VerifyOffline from "./VerifyOffline.js"
 
 /** @since 0.1.0 @category Models */
 export interface Io {
@@ -70,7 +72,9 @@ const USAGE = `usage: palyra <command>
   grants list | revoke ID                  standing approvals, each shown as the Cedar policy it amounts to
   sessions list | show ID | reset ID
   journal tail SESSION_ID [--follow]       print the tape
-  journal verify                           recompute the hash chain
+  journal verify                           recompute the hash chain (asks the daemon)
+  journal verify --anchor FILE [--db PATH] [--key PATH]
+                                           offline: the file read-only, plus its signed anchors
 options: --url URL  --token TOKEN  --data-dir DIR  --yes/--no (answer approvals without asking)`
 
 /** Run the CLI; resolves with the exit code. @since 0.1.0 @category Main */
@@ -100,6 +104,8 @@ export const main = async (
       case "grants":
         return await grants(client, sub, rest, io)
       case "journal":
+        if (sub === "verify" && args.options.anchor !== undefined)
+          return await VerifyOffline.main(args.options, env, io)
         return await journal(client, sub, rest, args, io)
       default:
         throw new CliError(`unknown command "${command}"\n${USAGE}`, 2)

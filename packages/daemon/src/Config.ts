@@ -80,7 +80,15 @@ export const ConfigFile = Schema.Struct({
     }),
     { default: () => ({ format: "auto" as const, level: "info" as const }) }
   ),
-  shutdown_timeout_seconds: Schema.optionalWith(Positive, { default: () => 10 })
+  shutdown_timeout_seconds: Schema.optionalWith(Positive, { default: () => 10 }),
+  anchor: Schema.optionalWith(
+    Schema.Struct({
+      key_file: Schema.optional(Schema.String),
+      witness_file: Schema.optional(Schema.String),
+      every_seconds: Schema.optionalWith(Positive, { default: () => 60 })
+    }),
+    { default: () => ({ every_seconds: 60 }) }
+  )
 })
 /** @since 0.1.0 @category Schema */
 export type ConfigFile = typeof ConfigFile.Type
@@ -93,6 +101,10 @@ export interface Config extends ConfigFile {
   readonly workspaceDir: string
   readonly policiesDir: string | undefined
   readonly models: ReadonlyArray<string>
+  /** The journal anchor's signing key (default `<data_dir>/anchor.key`). */
+  readonly anchorKeyFile: string
+  /** The journal anchor's witness file (default `<data_dir>/journal.anchor`). */
+  readonly anchorWitnessFile: string
 }
 
 /** Start-up refused: the message names the key. @since 0.1.0 @category Errors */
@@ -220,10 +232,14 @@ export const load = (
       .map((m) => m.trim())
       .filter(Boolean)
     if (models.length === 0) return yield* new ConfigError({ message: "model: must name at least one model" })
+    const dataDir = abs(cfg.data_dir)
     return {
       ...cfg,
       file,
-      dataDir: abs(cfg.data_dir),
+      dataDir,
+      anchorKeyFile: cfg.anchor.key_file === undefined ? join(dataDir, "anchor.key") : abs(cfg.anchor.key_file),
+      anchorWitnessFile:
+        cfg.anchor.witness_file === undefined ? join(dataDir, "journal.anchor") : abs(cfg.anchor.witness_file),
       workspaceDir: abs(cfg.workspace),
       policiesDir: cfg.policies_dir === undefined ? undefined : abs(cfg.policies_dir),
       models

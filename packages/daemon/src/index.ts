@@ -7,3 +7,4 @@
 export * as Cli from "./Cli.js"
 export * as Config from "./Config.js"
 export * as Main from "./Main.js"
+export * as VerifyOffline from "./VerifyOffline.js"

@@ -14,6 +14,27 @@
  * - **Hash chain.** Every row stores `prev_hash` and `hash = SHA-256(JSON [prev_hash, session, seq,
  *   run, kind, at, payload])`, in one chain across the whole file; `chain_head` holds the last hash
  *   and the row count, so deleting the tail is detected too. `verify` recomputes it in pages.
+ * - **Record chain.** Sessions, runs and approvals are rows that change (a run's state, an
+ *   approval's status, a grant's uses). Every write of one appends, in the same transaction, a
+ *   version to `record_versions`: the row's digest (plus short per-column hints that name what
+ *   changed), hash-chained like the tape, its head in
+ *   `chain_head`. This covers the writes that never touch the tape in their own transaction
+ *   (resolving an approval, counting or revoking a grant) and a queued run's input, and a crash can
+ *   only lose a row and its version together. `verify` walks this chain too, then checks every row
+ *   against its last version and names the table, id and columns that differ (`row_edited`), and
+ *   rows that vanished (`row_deleted`) or were never written by the journal (`row_inserted`).
+ *   (`sessions.tokens_used`, `updated_at` and `head_seq` are counters outside the versions.)
+ * - **What `verify` proves, and what it does not.** Against someone who edits the file with any
+ *   SQLite client: any change to a stored row, any removal or reordering of rows inside the chains,
+ *   is named. But the chains are self-contained: SHA-256 is no secret, so whoever can write the file
+ *   can also remove the newest rows (or append forged ones) and rewrite `chain_head` to match, and
+ *   plain `verify` passes. That is what `Anchor` is for: signed checkpoints of both chain heads
+ *   (Ed25519, key in a separate 0600 file) in an append-only witness file and in the log. Then
+ *   `Anchor.verify` names a truncation or rewrite of anything an anchor saw. Limits remain: rows
+ *   written after the newest anchor are only as good as the file; whoever holds the key file can
+ *   sign a new history; and replacing database *and* witness file together (or truncating the
+ *   witness) goes unnoticed unless the witness lines (or the log) are also kept somewhere the
+ *   attacker cannot write: ship them off the machine.
  * - **Redaction.** Every stored string passes through one redactor before it is written: events
  *   (tool names, arguments and results included), session keys, titles and channels, run inputs and
  *   errors, approval summaries, reasons and resolvers. Identifiers that records are found by (ids,
@@ -41,10 +62,13 @@ import {
   type TapeEvent
 } from "@palyra/core"
 import Database from "better-sqlite3"
-import { Config, Deferred, Effect, Either, Exit, Fiber, Layer, Option, Queue, type Scope } from "effect"
+import { Config, Context, Deferred, Effect, Either, Exit, Fiber, Layer, Option, Queue, type Scope } from "effect"
 import { GENESIS, MIGRATIONS_TABLE, migrations } from "./internal/migrations.js"
+import { type RecordTable, versionHash, versionOf } from "./internal/records.js"
 import { sessionKeyDigest } from "./internal/sessionKey.js"
 import { makeSqlClient } from "./internal/sqlClient.js"
+import type { StoredRow } from "./internal/verify.js"
+import * as verifyInternal from "./internal/verify.js"
 
 /** @since 0.1.0 @category Models */
 export interface Options {
@@ -60,20 +84,55 @@ export interface Options {
   readonly busyTimeoutMs?: number | undefined
   /** Most appends committed in one transaction (default 256). */
   readonly maxBatch?: number | undefined
+  /**
+   * Open an existing journal read-only (offline verification): no migrations are run (the file
+   * must already be at this version's schema) and every write fails with `JournalError`.
+   */
+  readonly readonly?: boolean | undefined
 }
 
-type AppendError = Errors.JournalError | Errors.NotFound | Errors.Conflict
-type StoredRow = {
-  chain_seq: number
-  session_id: string
-  tape_seq: number
-  run_id: string | null
-  kind: string
-  created_at: number
-  payload: string
-  prev_hash: string
-  hash: string
+/**
+ * The heads of the journal's two chains as committed: the tape chain (`count` rows ending in
+ * `hash`) and the record chain (`records` versions ending in `recordsHash`).
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface ChainHead {
+  readonly count: number
+  readonly hash: string
+  readonly records: number
+  readonly recordsHash: string
 }
+
+/** Which chain: the tape's, or the record versions'. @since 0.1.0 @category Models */
+export type ChainName = "tape" | "records"
+
+/**
+ * The SQLite journal: the `Journal` port plus what an anchor needs to checkpoint and check the
+ * chains (see `Anchor`). Only this package's anchor uses the extra members; the core port stays
+ * as it is.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Service extends Journal.Service {
+  /** The committed chain heads. */
+  readonly chainHead: Effect.Effect<ChainHead, Errors.JournalError>
+  /**
+   * Make everything committed so far durable (a WAL checkpoint, which fsyncs) and return the heads
+   * it covers; `None` when the checkpoint could not complete (a reader held it back): try later.
+   * An anchor must never sign rows a power loss could still take back.
+   */
+  readonly durableHead: Effect.Effect<Option.Option<ChainHead>, Errors.JournalError>
+  /** The hash stored at 1-based `position` of a chain (the genesis hash at 0); `None` past its end. */
+  readonly hashAt: (chain: ChainName, position: number) => Effect.Effect<Option.Option<string>, Errors.JournalError>
+}
+
+/** The SQLite journal's own tag (the same service is also provided as `Journal`). @since 0.1.0 @category Tags */
+export class SqliteJournal extends Context.Tag("@palyra/journal/SqliteJournal")<SqliteJournal, Service>() {}
+
+type AppendError = Errors.JournalError | Errors.NotFound | Errors.Conflict
 
 interface Prepared {
   readonly tag: string
@@ -97,16 +156,8 @@ const yieldToEventLoop = Effect.async<void>((resume) => {
   return Effect.sync(() => clearImmediate(handle))
 })
 
-/** The hash of one row; the same function writes and verifies. @internal */
-export const rowHash = (
-  prevHash: string,
-  sessionId: string,
-  tapeSeq: number,
-  runId: string | null,
-  kind: string,
-  at: number,
-  payload: string
-) => Canonical.sha256(JSON.stringify([prevHash, sessionId, tapeSeq, runId, kind, at, payload]))
+/** The hash of one tape row; the same function writes and verifies. @internal */
+export const rowHash = verifyInternal.rowHash
 
 const toEvent = (row: StoredRow): TapeEvent.TapeEvent =>
   ({
@@ -171,6 +222,28 @@ const toApproval = (r: Record<string, unknown>): Records.ApprovalRecord => ({
 const journalError = (method: string) => (cause: unknown) =>
   new Errors.JournalError({ method, message: cause instanceof Error ? cause.message : String(cause), cause })
 
+const LATEST_MIGRATION = Object.keys(migrations).length
+
+/** A read-only journal cannot migrate: it must already be at this version's schema. */
+const requireSchema = (db: Database.Database) =>
+  Effect.flatMap(
+    Effect.try({
+      try: () =>
+        (db.prepare(`SELECT max(migration_id) AS id FROM ${MIGRATIONS_TABLE}`).get() as { id: number | null }).id ?? 0,
+      catch: (cause) =>
+        new Errors.JournalError({ method: "open", message: "not a Palyra journal (no migrations table)", cause })
+    }),
+    (version) =>
+      version >= LATEST_MIGRATION
+        ? Effect.void
+        : Effect.fail(
+            new Errors.JournalError({
+              method: "open",
+              message: `the journal's schema is at migration ${version}, this version needs ${LATEST_MIGRATION}: open it once read-write (start palyrad) to migrate it`
+            })
+          )
+  )
+
 /**
  * Open (creating or migrating) a journal file. The journal is closed, after the writer has committed
  * everything queued, when the scope closes.
@@ -178,7 +251,7 @@ const journalError = (method: string) => (cause: unknown) =>
  * @since 0.1.0
  * @category Constructors
  */
-export const make = (options: Options): Effect.Effect<Journal.Service, Errors.JournalError, Scope.Scope> =>
+export const make = (options: Options): Effect.Effect<Service, Errors.JournalError, Scope.Scope> =>
   Effect.gen(function* () {
     const maxEventBytes = options.maxEventBytes ?? 1024 * 1024
     const maxBatch = options.maxBatch ?? 256
@@ -194,12 +267,13 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
       }
       return undefined
     }
+    const readonly = options.readonly === true
 
     const db = yield* Effect.acquireRelease(
       Effect.try({
         try: () => {
-          const db = new Database(options.filename)
-          if (options.filename !== ":memory:") db.pragma("journal_mode = WAL")
+          const db = new Database(options.filename, readonly ? { readonly: true, fileMustExist: true } : {})
+          if (!readonly && options.filename !== ":memory:") db.pragma("journal_mode = WAL")
           db.pragma(`synchronous = ${options.synchronous ?? "NORMAL"}`)
           db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`)
           db.pragma("foreign_keys = ON")
@@ -212,12 +286,15 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
       (db) => Effect.sync(() => db.close())
     )
 
-    const sql = yield* makeSqlClient(db)
-    yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: MIGRATIONS_TABLE }).pipe(
-      Effect.provideService(SqlClient.SqlClient, sql),
-      Effect.provideService(Redaction.CurrentRedactor, redactor),
-      Effect.mapError(journalError("migrate"))
-    )
+    if (readonly) yield* requireSchema(db)
+    else {
+      const sql = yield* makeSqlClient(db)
+      yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: MIGRATIONS_TABLE }).pipe(
+        Effect.provideService(SqlClient.SqlClient, sql),
+        Effect.provideService(Redaction.CurrentRedactor, redactor),
+        Effect.mapError(journalError("migrate"))
+      )
+    }
 
     const st = {
       session: db.prepare("SELECT * FROM sessions WHERE id = ?"),
@@ -275,9 +352,34 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
       ),
       head: db.prepare("SELECT chain_seq, hash, count FROM chain_head WHERE id = 1"),
       setHead: db.prepare("UPDATE chain_head SET chain_seq = ?, hash = ?, count = ? WHERE id = 1"),
-      page: db.prepare("SELECT * FROM tape_events WHERE chain_seq > ? ORDER BY chain_seq LIMIT ?"),
-      findSeq: db.prepare("SELECT chain_seq FROM tape_events WHERE session_id = ? AND tape_seq = ?"),
-      maxSeq: db.prepare("SELECT max(tape_seq) AS seq FROM tape_events WHERE session_id = ?")
+      maxSeq: db.prepare("SELECT max(tape_seq) AS seq FROM tape_events WHERE session_id = ?"),
+      // The record chain (internal/records.ts). Its head is read and written inside each writing
+      // transaction, so a rolled-back savepoint or transaction rolls it back too.
+      recordHead: db.prepare("SELECT records_seq AS seq, records_hash AS hash FROM chain_head WHERE id = 1"),
+      setRecordHead: db.prepare("UPDATE chain_head SET records_seq = ?, records_hash = ? WHERE id = 1"),
+      insertVersion: db.prepare(
+        "INSERT INTO record_versions (seq, tbl, row_id, digest, hints, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
+      ),
+      fullHead: db.prepare(
+        "SELECT count, hash, records_seq AS records, records_hash AS recordsHash FROM chain_head WHERE id = 1"
+      ),
+      tapeHashAt: db.prepare("SELECT hash FROM tape_events WHERE chain_seq = ?"),
+      recordHashAt: db.prepare("SELECT hash FROM record_versions WHERE seq = ?")
+    }
+    const rowOf: Record<RecordTable, Database.Statement> = {
+      sessions: st.session,
+      runs: st.run,
+      approvals: st.approval
+    }
+    /** Append the current version of a row to the record chain. Call inside the transaction that wrote it. */
+    const recordVersion = (table: RecordTable, id: string) => {
+      const row = rowOf[table].get(id) as Record<string, unknown>
+      const h = st.recordHead.get() as { seq: number; hash: string }
+      const seq = h.seq + 1
+      const version = versionOf(table, row)
+      const hash = versionHash(h.hash, seq, table, id, version)
+      st.insertVersion.run(seq, table, id, version.digest, version.hints, h.hash, hash)
+      st.setRecordHead.run(seq, hash)
     }
 
     let head = st.head.get() as { chain_seq: number; hash: string; count: number }
@@ -324,6 +426,9 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
           throw new Errors.Conflict({ message: `run ${t.runId} is ${current.state}, expected ${t.from}` })
         }
       }
+      // One version per run per append, of its final state (admission creates and transitions it).
+      if (createRun) recordVersion("runs", createRun.id)
+      if (runTransition && runTransition.runId !== createRun?.id) recordVersion("runs", runTransition.runId)
       if (createApproval) {
         const a = createApproval
         if (st.approval.get(a.id)) throw new Errors.Conflict({ message: `approval ${a.id} exists` })
@@ -345,6 +450,7 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
           text(a.resolver),
           text(a.reason)
         )
+        recordVersion("approvals", a.id)
       }
     }
     const insertEvents = (p: Pending, h: SessionHead): Array<TapeEvent.TapeEvent> => {
@@ -514,6 +620,15 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
 
     const sync = <A>(method: string, f: () => A) => Effect.try({ try: f, catch: journalError(method) })
 
+    // Writes outside the group-commit writer: the row write and its record version commit together.
+    const writeRecord = db.transaction(
+      (table: RecordTable, id: string, statement: Database.Statement, params: ReadonlyArray<unknown>): number => {
+        const changes = statement.run(...params).changes
+        if (changes > 0) recordVersion(table, id)
+        return changes
+      }
+    )
+
     const readTape: Journal.Service["readTape"] = (sessionId, o) =>
       sync("readTape", () => {
         const where = ["session_id = ?", "tape_seq > ?"]
@@ -533,83 +648,28 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
         return rows.map(toEvent)
       })
 
-    const verify: Journal.Service["verify"] = Effect.gen(function* () {
-      const PAGE = 2000
-      let prev = GENESIS
-      let after = 0
-      let checked = 0
-      const lastSeq = new Map<string, number>()
-      const broken = (row: StoredRow, reason: "edited" | "inserted" | "deleted" | "reordered", detail: string) => ({
-        ok: false as const,
-        checked,
-        sessionId: row.session_id,
-        tapeSeq: row.tape_seq,
-        reason,
-        detail: `row ${row.chain_seq} (session ${row.session_id}, tape_seq ${row.tape_seq}): ${detail}`
-      })
-      while (true) {
-        const rows = yield* sync("verify", () => st.page.all(after, PAGE) as Array<StoredRow>)
-        for (const row of rows) {
-          const expected = rowHash(
-            row.prev_hash,
-            row.session_id,
-            row.tape_seq,
-            row.run_id,
-            row.kind,
-            row.created_at,
-            row.payload
-          )
-          if (expected !== row.hash) return broken(row, "edited", "its contents do not match its hash")
-          const seen = lastSeq.get(row.session_id) ?? 0
-          if (row.prev_hash !== prev || row.tape_seq !== seen + 1) {
-            if (row.tape_seq <= seen) {
-              return broken(row, "reordered", `tape_seq ${row.tape_seq} comes after ${seen}`)
-            }
-            if (row.tape_seq > seen + 1) {
-              // The missing seq may sit later in the chain (rows moved) or nowhere (rows removed).
-              const later = yield* sync(
-                "verify",
-                () => st.findSeq.get(row.session_id, seen + 1) as { chain_seq: number } | undefined
-              )
-              return later
-                ? broken(
-                    row,
-                    "reordered",
-                    `tape_seq ${seen + 1} of this session stands later, at row ${later.chain_seq}`
-                  )
-                : broken(row, "deleted", `tape_seq ${seen + 1}..${row.tape_seq - 1} of this session are missing`)
-            }
-            if (row.chain_seq !== after + 1) {
-              return broken(row, "deleted", `chain rows ${after + 1}..${row.chain_seq - 1} are missing`)
-            }
-            return broken(row, "inserted", "the previous row is not the one this row was chained to")
-          }
-          lastSeq.set(row.session_id, row.tape_seq)
-          prev = row.hash
-          after = row.chain_seq
-          checked++
-        }
-        if (rows.length < PAGE) break
-        yield* Effect.yieldNow()
-      }
-      const h = yield* sync("verify", () => st.head.get() as { chain_seq: number; hash: string; count: number })
-      if (h.hash !== prev || h.count !== checked) {
-        return {
-          ok: false as const,
-          checked,
-          sessionId: "",
-          tapeSeq: 0,
-          reason: h.count > checked ? ("truncated" as const) : ("inserted" as const),
-          detail:
-            h.count > checked
-              ? `the chain head records ${h.count} rows ending at row ${h.chain_seq}; only ${checked} are present (last present: row ${after})`
-              : `${checked - h.count} rows were added after the recorded chain head`
-        }
-      }
-      return { ok: true as const, checked }
-    })
+    const verify: Journal.Service["verify"] = verifyInternal.verifyJournal(db)
 
-    const service: Journal.Service = {
+    const chainHead: Service["chainHead"] = sync("chainHead", () => st.fullHead.get() as ChainHead)
+    const durableHead: Service["durableHead"] = sync("durableHead", () => {
+      // Synchronous: no commit can slip in between the checkpoint and reading the head. With
+      // `synchronous = NORMAL` a commit is in the WAL but not yet fsynced; a completed checkpoint
+      // fsyncs the WAL and the database file. (Not in WAL mode, e.g. `:memory:`, it reports -1/-1.)
+      if (options.synchronous !== "FULL") {
+        const r = db.pragma("wal_checkpoint(PASSIVE)") as Array<{ busy: number; log: number; checkpointed: number }>
+        const c = r[0]
+        if (c === undefined || c.busy !== 0 || c.log !== c.checkpointed) return Option.none()
+      }
+      return Option.some(st.fullHead.get() as ChainHead)
+    })
+    const hashAt: Service["hashAt"] = (chain, position) =>
+      sync("hashAt", () => {
+        if (position === 0) return Option.some(GENESIS)
+        const row = (chain === "tape" ? st.tapeHashAt : st.recordHashAt).get(position) as { hash: string } | undefined
+        return Option.fromNullable(row?.hash)
+      })
+
+    const service: Service = {
       append,
       readTape,
       headSeq: (sessionId) => sync("headSeq", () => readHead(sessionId) ?? 0),
@@ -623,7 +683,7 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
             if (digest !== null && st.sessionByKey.get(s.principal, digest)) {
               return new Errors.Conflict({ message: `session key ${text(s.key)} is taken` })
             }
-            st.insertSession.run(
+            writeRecord("sessions", s.id, st.insertSession, [
               s.id,
               s.principal,
               text(s.key),
@@ -638,7 +698,7 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
               s.archived ? 1 : 0,
               s.createdAt,
               s.updatedAt
-            )
+            ])
             return undefined
           }),
           (refused) => (refused ? Effect.fail(refused) : Effect.void)
@@ -658,10 +718,9 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
         ),
       updateSession: (s) =>
         Effect.flatMap(
-          sync(
-            "updateSession",
-            () =>
-              st.updateSession.run({
+          sync("updateSession", () =>
+            writeRecord("sessions", s.id, st.updateSession, [
+              {
                 key: s.key,
                 digest: s.key === null ? null : sessionKeyDigest(s.principal, s.key),
                 display: text(s.key),
@@ -672,7 +731,8 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
                 archived: s.archived ? 1 : 0,
                 updatedAt: s.updatedAt,
                 id: s.id
-              }).changes
+              }
+            ])
           ),
           (changes) => (changes === 0 ? Effect.fail(new Errors.NotFound({ entity: "session", id: s.id })) : Effect.void)
         ),
@@ -721,7 +781,7 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
       resolveApproval: (id, r) =>
         Effect.flatMap(
           sync("resolveApproval", () => {
-            const changes = st.resolveApproval.run(
+            const changes = writeRecord("approvals", id, st.resolveApproval, [
               r.status,
               r.scope,
               text(r.resolver),
@@ -730,7 +790,7 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
               r.grantExpiresAt ?? null,
               r.grantMaxUses ?? null,
               id
-            ).changes
+            ])
             return { changes, row: st.approval.get(id) as Record<string, unknown> | undefined }
           }),
           ({ changes, row }): Effect.Effect<Records.ApprovalRecord, Errors.NotFound | Errors.Conflict> =>
@@ -743,7 +803,7 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
       useGrant: (id, now) =>
         Effect.flatMap(
           sync("useGrant", () => ({
-            changes: st.useGrant.run(id, now).changes,
+            changes: writeRecord("approvals", id, st.useGrant, [id, now]),
             row: st.approval.get(id) as Record<string, unknown> | undefined
           })),
           ({ changes, row }): Effect.Effect<Records.ApprovalRecord, Errors.NotFound | Errors.Conflict> =>
@@ -756,7 +816,7 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
       revokeGrant: (id, by, at) =>
         Effect.flatMap(
           sync("revokeGrant", () => ({
-            changes: st.revokeGrant.run(text(`revoked by ${by}`), at, id).changes,
+            changes: writeRecord("approvals", id, st.revokeGrant, [text(`revoked by ${by}`), at, id]),
             row: st.approval.get(id) as Record<string, unknown> | undefined
           })),
           ({ changes, row }): Effect.Effect<Records.ApprovalRecord, Errors.NotFound | Errors.Conflict> =>
@@ -794,14 +854,24 @@ export const make = (options: Options): Effect.Effect<Journal.Service, Errors.Jo
             >
           ).map(toApproval)
         }),
-      verify
+      verify,
+      chainHead,
+      durableHead,
+      hashAt
     }
     return service
   }).pipe(Effect.withSpan("SqliteJournal.open", { attributes: { filename: options.filename } }))
 
-/** @since 0.1.0 @category Layers */
-export const layer = (options: Options): Layer.Layer<Journal.Journal, Errors.JournalError> =>
-  Layer.scoped(Journal.Journal, make(options))
+const toContext = (service: Service) => Context.make(Journal.Journal, service).pipe(Context.add(SqliteJournal, service))
+
+/**
+ * The journal as both `Journal` (what core needs) and `SqliteJournal` (what `Anchor` needs).
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const layer = (options: Options): Layer.Layer<Journal.Journal | SqliteJournal, Errors.JournalError> =>
+  Layer.scopedContext(Effect.map(make(options), toContext))
 
 /**
  * The journal configured from `Config` (e.g. `PALYRA_JOURNAL_FILENAME` under the usual providers).
@@ -811,8 +881,8 @@ export const layer = (options: Options): Layer.Layer<Journal.Journal, Errors.Jou
  */
 export const layerConfig = (
   config: Config.Config.Wrap<Options>
-): Layer.Layer<Journal.Journal, Errors.JournalError | import("effect/ConfigError").ConfigError> =>
-  Layer.scoped(Journal.Journal, Effect.flatMap(Config.unwrap(config), make))
+): Layer.Layer<Journal.Journal | SqliteJournal, Errors.JournalError | import("effect/ConfigError").ConfigError> =>
+  Layer.scopedContext(Effect.map(Effect.flatMap(Config.unwrap(config), make), toContext))
 
 /**
  * The SQLite journal as a value for the Promise API: `createPalyra({ journal: sqliteJournal({ filename }) })`.

@@ -2,9 +2,11 @@
  * `@palyra/journal`: the SQLite implementation of core's `Journal` service.
  *
  * Effect API: `SqliteJournal.layer({ filename })`. Promise API: `sqliteJournal({ filename })`, passed to
- * `createPalyra({ journal })`.
+ * `createPalyra({ journal })`. `Anchor.layer({ keyFile, witnessFile })` signs checkpoints of the
+ * journal's chains into a witness file; `Anchor.verify` checks a journal against them.
  *
  * @since 0.1.0
  */
+export * as Anchor from "./Anchor.js"
 export * as SqliteJournal from "./SqliteJournal.js"
 export { sqliteJournal } from "./SqliteJournal.js"

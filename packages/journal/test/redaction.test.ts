@@ -275,21 +275,21 @@ describe("redaction on disk", () => {
   )
 
   it.live(
-    "migration 0005: a file written before it gets key digests, its secret keys, titles, inputs and resolvers scrubbed, and its sessions stay findable",
+    "migration 0004: a file written before it gets key digests, its secret keys, titles, inputs and resolvers scrubbed, and its sessions stay findable",
     () =>
       Effect.gen(function* () {
-        const filename = join(dir, "before-0005.db")
+        const filename = join(dir, "before-0004.db")
         const oldKey = "ghp_Old0Key1Was2Stored3Raw4Before5Redact"
         const oldTitle = `authorization: bearer ${S.titleToken}`
         // A long secret shrinks to a short marker: without secure_delete its bytes would stay in free space.
         const oldKeyBlock = Array.from({ length: 24 }, (_, i) => `${S.pemLine}${i}`).join("\n")
         const oldInput = `deploy with -----BEGIN PRIVATE KEY-----\n${oldKeyBlock}\n-----END PRIVATE KEY----- please`
-        // Build a file at every schema version before 0005, with rows as an older journal wrote them.
+        // Build a file at every schema version before 0004, with rows as an older journal wrote them.
         const db = new Database(filename)
         db.pragma("journal_mode = WAL")
         yield* Effect.gen(function* () {
           const sql = yield* makeSqlClient(db)
-          const earlier = Object.fromEntries(Object.entries(migrations).filter(([id]) => id < "0005"))
+          const earlier = Object.fromEntries(Object.entries(migrations).filter(([id]) => id < "0004"))
           yield* Migrator.make({})({ loader: Migrator.fromRecord(earlier), table: "palyra_migrations" }).pipe(
             Effect.provideService(SqlClient.SqlClient, sql)
           )

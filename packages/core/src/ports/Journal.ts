@@ -68,16 +68,40 @@ export interface ReadTapeOptions {
   readonly uptoSeq?: number | undefined
 }
 
+/**
+ * Why a journal failed verification. The tape chain: a row was `edited`, `inserted`, `deleted`,
+ * `reordered`, or the tail `truncated`. Stored records (sessions, runs, approvals) beside the tape:
+ * a row no longer matches its last recorded version (`row_edited`), a row was removed
+ * (`row_deleted`), or a row appeared that was never written by the journal (`row_inserted`).
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type VerifyReason =
+  | "edited"
+  | "inserted"
+  | "deleted"
+  | "reordered"
+  | "truncated"
+  | "row_edited"
+  | "row_deleted"
+  | "row_inserted"
+
 /** Result of recomputing the hash chain. @since 0.1.0 @category Models */
 export type VerifyResult =
   | { readonly ok: true; readonly checked: number }
   | {
       readonly ok: false
+      /** Tape rows found intact before the failure. */
       readonly checked: number
       readonly sessionId: string
       readonly tapeSeq: number
-      readonly reason: "edited" | "inserted" | "deleted" | "reordered" | "truncated"
+      readonly reason: VerifyReason
       readonly detail: string
+      /** For `row_*` reasons: the table, the row id and the columns that differ (if known). */
+      readonly row?:
+        | { readonly table: string; readonly id: string; readonly columns: ReadonlyArray<string> }
+        | undefined
     }
 
 /** @since 0.1.0 @category Models */
@@ -123,7 +147,10 @@ export interface Service {
   ) => Effect.Effect<ApprovalRecord, JournalError | NotFound | Conflict>
   readonly listApprovals: (filter: ApprovalFilter) => Effect.Effect<ReadonlyArray<ApprovalRecord>, JournalError>
 
-  /** Recompute the tamper-evidence chain over the whole journal. */
+  /**
+   * Recompute the tamper-evidence chain over the whole journal (and, where the journal records
+   * them, check the stored records against their recorded versions).
+   */
   readonly verify: Effect.Effect<VerifyResult, JournalError>
 }
 

@@ -1,6 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Redaction } from "@palyra/core"
 import { Effect } from "effect"
+import { appendVersion, RECORD_TABLES } from "./records.js"
 import { sessionKeyDigest } from "./sessionKey.js"
 
 /** The genesis hash: `prev_hash` of the first row. @internal */
@@ -167,12 +168,36 @@ const sessionKeyDigests = Effect.gen(function* () {
   }
 })
 
+const recordVersions = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  // The record chain (see records.ts): every write of a session, run or approval row appends a
+  // version of it, chained, in the same transaction. Its head sits beside the tape's.
+  yield* sql`CREATE TABLE record_versions (
+    seq INTEGER PRIMARY KEY,
+    tbl TEXT NOT NULL,
+    row_id TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    hints TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL
+  ) STRICT`
+  yield* sql`CREATE INDEX record_versions_row ON record_versions(tbl, row_id, seq)`
+  yield* sql`ALTER TABLE chain_head ADD COLUMN records_seq INTEGER NOT NULL DEFAULT 0`
+  yield* sql`ALTER TABLE chain_head ADD COLUMN records_hash TEXT NOT NULL DEFAULT ${sql.literal(`'${GENESIS}'`)}`
+  // Rows written before this migration get their first version now: from here on they are covered.
+  for (const table of RECORD_TABLES) {
+    const rows = yield* sql<{ id: string }>`SELECT id FROM ${sql(table)} ORDER BY id`
+    for (const row of rows) yield* appendVersion(table, row.id)
+  }
+})
+
 /** Every migration, in order. Never edit a released one: add a new one. @internal */
 export const migrations = {
   "0001_init": init,
   "0002_grants_and_tasks": grantsAndTasks,
   "0003_grant_limits": grantLimits,
-  "0005_session_key_digests": sessionKeyDigests
+  "0004_session_key_digests": sessionKeyDigests,
+  "0005_record_versions": recordVersions
 } as const
 
 /** The table that records applied migrations (ours, so it never collides with a host app's). @internal */
