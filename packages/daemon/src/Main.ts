@@ -15,7 +15,19 @@ import { BuiltinTools } from "@palyra/core/tools"
 import { SqliteJournal } from "@palyra/journal"
 import { GrpcTransport } from "@palyra/transport-grpc"
 import { HttpTransport } from "@palyra/transport-http"
-import { Duration, Effect, Layer, Logger, LogLevel } from "effect"
+import {
+  Context,
+  Duration,
+  Effect,
+  FiberRef,
+  FiberRefs,
+  HashMap,
+  Layer,
+  Logger,
+  LogLevel,
+  Option,
+  Tracer
+} from "effect"
 import type { Config } from "./Config.js"
 
 /** The admin token: from config, or generated once and kept (mode 0600) in the data dir. @since 0.1.0 @category Auth */
@@ -36,13 +48,61 @@ const envSecrets = (env: Record<string, string | undefined>) =>
     .filter(([k, v]) => v !== undefined && v.length >= 8 && /(_API_KEY|_TOKEN|_SECRET|PASSWORD)$/.test(k))
     .map(([, v]) => v!)
 
+/**
+ * A logger that annotates each line written inside a span with the span's `traceId` and `spanId`
+ * (what a log search needs to jump to the trace). Outside a span, lines are unchanged.
+ *
+ * @since 0.1.0
+ * @category Logging
+ */
+export const withTraceIds = <Message, Output>(logger: Logger.Logger<Message, Output>): Logger.Logger<Message, Output> =>
+  Logger.mapInputOptions(logger, (options) => {
+    const span = Option.flatMap(FiberRefs.get(options.context, FiberRef.currentContext), (context) =>
+      Context.getOption(context, Tracer.ParentSpan)
+    )
+    if (Option.isNone(span)) return options
+    const annotations = HashMap.set(
+      HashMap.set(options.annotations, "traceId", span.value.traceId as unknown),
+      "spanId",
+      span.value.spanId
+    )
+    return { ...options, annotations }
+  })
+
 /** The logger layer for the configured format (pretty on a terminal, JSON otherwise). @since 0.1.0 @category Logging */
 export const loggerLayer = (config: Config, isTty = Boolean(process.stdout.isTTY)) => {
   const format = config.log.format === "auto" ? (isTty ? "pretty" : "json") : config.log.format
   const level = { debug: LogLevel.Debug, info: LogLevel.Info, warning: LogLevel.Warning, error: LogLevel.Error }[
     config.log.level
   ]
-  return Layer.merge(format === "json" ? Logger.json : Logger.pretty, Logger.minimumLogLevel(level))
+  const json = Logger.replace(Logger.defaultLogger, Logger.withConsoleLog(withTraceIds(Logger.jsonLogger)))
+  return Layer.merge(format === "json" ? json : Logger.pretty, Logger.minimumLogLevel(level))
+}
+
+/**
+ * The tracer: with `[telemetry] otlp_endpoint` set, spans are exported over OTLP/HTTP (JSON) and the
+ * buffer is flushed when the layer closes; without it, nothing telemetry-related is loaded (the
+ * exporter module is imported on demand) and Effect's built-in tracer stays in place.
+ *
+ * @since 0.1.0
+ * @category Telemetry
+ */
+export const telemetryLayer = (config: Config): Layer.Layer<never> => {
+  const { otlp_endpoint: endpoint, service_name, headers, sample_ratio } = config.telemetry
+  if (endpoint === undefined) return Layer.empty
+  return Layer.unwrapEffect(
+    Effect.map(
+      Effect.promise(() => import("./internal/telemetry.js")),
+      (telemetry) =>
+        telemetry.layer({
+          endpoint,
+          serviceName: service_name,
+          headers,
+          sampleRatio: sample_ratio,
+          shutdownTimeout: Duration.seconds(Math.min(3, config.shutdown_timeout_seconds))
+        })
+    )
+  )
 }
 
 /**
@@ -86,7 +146,14 @@ export const run = (
       tools,
       journal: SqliteJournal.layer({
         filename: join(config.dataDir, "journal.db"),
-        redaction: { literals: [...envSecrets(env), admin.token, ...config.auth.tokens.map((t) => t.token)] }
+        redaction: {
+          literals: [
+            ...envSecrets(env),
+            admin.token,
+            ...config.auth.tokens.map((t) => t.token),
+            ...Object.values(config.telemetry.headers).filter((v) => v.length >= 8)
+          ]
+        }
       }),
       policy: Layer.succeed(PolicyEngine.PolicyEngine, engine),
       instructions: config.instructions,
@@ -128,10 +195,12 @@ export const run = (
           model: model.name,
           workspace: config.workspaceDir,
           journal: join(config.dataDir, "journal.db"),
-          waitingForApproval: interrupted.length
+          waitingForApproval: interrupted.length,
+          ...(config.telemetry.otlp_endpoint === undefined ? {} : { telemetry: config.telemetry.otlp_endpoint })
         })
       )
       onReady({ url, grpcUrl: grpc.url, token: admin.token, generated: admin.generated, tokenFile: admin.file })
       return yield* Effect.never
     }).pipe(Effect.provide(kernel))
-  }).pipe(Effect.scoped)
+    // The tracer wraps everything, so its final flush runs after the servers and runs have stopped.
+  }).pipe(Effect.scoped, Effect.provide(telemetryLayer(config)))
