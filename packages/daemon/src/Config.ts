@@ -32,23 +32,13 @@ const acceptedBy = (check: (value: string) => void) => (value: string) => {
 
 /** An http(s) URL without credentials (they belong in `telemetry.headers`), parsed by WHATWG `URL`. */
 const HttpUrl = Schema.String.pipe(
-  Schema.filter(
-    (value) => {
-      const url = URL.parse(value)
-      if (url === null || (url.protocol !== "http:" && url.protocol !== "https:"))
-        return "must be an http:// or https:// URL"
-      if (url.username !== "" || url.password !== "")
-        return "must not carry credentials (put them in telemetry.headers)"
-      return true
-    },
-    { message: () => "must be an http:// or https:// URL" }
-  )
-)
-const HeaderName = Schema.String.pipe(
-  Schema.filter(
-    acceptedBy((name) => validateHeaderName(name)),
-    { message: () => "must be a valid HTTP header name" }
-  )
+  Schema.filter((value) => {
+    const url = URL.parse(value)
+    if (url === null || (url.protocol !== "http:" && url.protocol !== "https:"))
+      return "must be an http:// or https:// URL"
+    if (url.username !== "" || url.password !== "") return "must not carry credentials (put them in telemetry.headers)"
+    return true
+  })
 )
 const HeaderValue = Schema.String.pipe(
   Schema.filter(
@@ -57,6 +47,16 @@ const HeaderValue = Schema.String.pipe(
       message: () => "must be a valid HTTP header value"
     }
   )
+)
+
+// Names are checked on the whole table so a bad one is reported as such (a failing key schema
+// would make it an "unknown setting").
+const isHeaderName = acceptedBy((name) => validateHeaderName(name))
+const Headers = Schema.Record({ key: Schema.String, value: HeaderValue }).pipe(
+  Schema.filter((headers) => {
+    const bad = Object.keys(headers).find((name) => !isHeaderName(name))
+    return bad === undefined || { path: [bad], message: "must be a valid HTTP header name" }
+  })
 )
 
 /**
@@ -71,7 +71,7 @@ export const TelemetrySection = Schema.Struct({
   service_name: Schema.optionalWith(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" })), {
     default: () => "palyrad"
   }),
-  headers: Schema.optionalWith(Schema.Record({ key: HeaderName, value: HeaderValue }), { default: () => ({}) }),
+  headers: Schema.optionalWith(Headers, { default: () => ({}) }),
   sample_ratio: Schema.optionalWith(
     Schema.Number.pipe(Schema.between(0, 1, { message: () => "must be a number from 0 to 1" })),
     { default: () => 1 }

@@ -11,8 +11,8 @@
 import { randomBytes } from "node:crypto"
 import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
 import * as OtlpTracer from "@effect/opentelemetry/OtlpTracer"
-import { FetchHttpClient } from "@effect/platform"
-import { type Context, type Duration, Effect, type Exit, Layer, Option, Tracer } from "effect"
+import { FetchHttpClient, HttpClient, HttpClientError } from "@effect/platform"
+import { type Context, Duration, Effect, type Exit, Layer, Option, Tracer } from "effect"
 
 /** @since 0.1.0 @category Models */
 export interface Options {
@@ -102,6 +102,29 @@ export const sampled = (recording: Tracer.Tracer, ratio: number): Tracer.Tracer 
   })
 
 /**
+ * `fetch` with a deadline per export: a collector that accepts the connection and never answers
+ * fails the request (the exporter retries, then pauses and drops spans) instead of holding batches.
+ */
+const exportClient = (timeout: Duration.Duration) =>
+  Layer.effect(
+    HttpClient.HttpClient,
+    Effect.map(
+      HttpClient.HttpClient,
+      HttpClient.transform((effect, request) =>
+        Effect.timeoutFail(effect, {
+          duration: timeout,
+          onTimeout: () =>
+            new HttpClientError.RequestError({
+              request,
+              reason: "Transport",
+              description: `the collector did not answer within ${Duration.format(timeout)}`
+            })
+        })
+      )
+    )
+  ).pipe(Layer.provide(FetchHttpClient.layer))
+
+/**
  * The tracer as a layer: spans go to the collector in batches; closing the layer's scope flushes
  * what is buffered.
  *
@@ -120,4 +143,4 @@ export const layer = (options: Options): Layer.Layer<never> =>
       }),
       (recording) => Layer.setTracer(sampled(recording, options.sampleRatio))
     )
-  ).pipe(Layer.provide([FetchHttpClient.layer, OtlpSerialization.layerJson]))
+  ).pipe(Layer.provide([exportClient(Duration.seconds(10)), OtlpSerialization.layerJson]))
