@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import { existsSync, readFileSync } from "node:fs"
+import { validateHeaderName, validateHeaderValue } from "node:http"
 import { dirname, isAbsolute, join, resolve } from "node:path"
 import { Data, Effect, Either, ParseResult, Schema } from "effect"
 import { parse as parseToml } from "smol-toml"
@@ -18,6 +19,66 @@ const TokenEntry = Schema.Struct({
   principal: Schema.String.pipe(Schema.minLength(1)),
   operator: Schema.optionalWith(Schema.Boolean, { default: () => false })
 })
+
+/** Node's own header checks (what its HTTP client enforces), as a predicate. */
+const acceptedBy = (check: (value: string) => void) => (value: string) => {
+  try {
+    check(value)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** An http(s) URL without credentials (they belong in `telemetry.headers`), parsed by WHATWG `URL`. */
+const HttpUrl = Schema.String.pipe(
+  Schema.filter((value) => {
+    const url = URL.parse(value)
+    if (url === null || (url.protocol !== "http:" && url.protocol !== "https:"))
+      return "must be an http:// or https:// URL"
+    if (url.username !== "" || url.password !== "") return "must not carry credentials (put them in telemetry.headers)"
+    return true
+  })
+)
+const HeaderValue = Schema.String.pipe(
+  Schema.filter(
+    acceptedBy((value) => validateHeaderValue("x", value)),
+    {
+      message: () => "must be a valid HTTP header value"
+    }
+  )
+)
+
+// Names are checked on the whole table so a bad one is reported as such (a failing key schema
+// would make it an "unknown setting").
+const isHeaderName = acceptedBy((name) => validateHeaderName(name))
+const Headers = Schema.Record({ key: Schema.String, value: HeaderValue }).pipe(
+  Schema.filter((headers) => {
+    const bad = Object.keys(headers).find((name) => !isHeaderName(name))
+    return bad === undefined || { path: [bad], message: "must be a valid HTTP header name" }
+  })
+)
+
+/**
+ * `[telemetry]`: export traces over OTLP/HTTP. Off unless `otlp_endpoint` (or `PALYRA_OTLP_ENDPOINT`)
+ * is set; the endpoint is the collector's base URL (`/v1/traces` is appended).
+ *
+ * @since 0.1.0
+ * @category Schema
+ */
+export const TelemetrySection = Schema.Struct({
+  otlp_endpoint: Schema.optional(HttpUrl),
+  service_name: Schema.optionalWith(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" })), {
+    default: () => "palyrad"
+  }),
+  headers: Schema.optionalWith(Headers, { default: () => ({}) }),
+  sample_ratio: Schema.optionalWith(
+    Schema.Number.pipe(Schema.between(0, 1, { message: () => "must be a number from 0 to 1" })),
+    { default: () => 1 }
+  )
+})
+/** @since 0.1.0 @category Schema */
+export type TelemetrySection = typeof TelemetrySection.Type
 
 /** The configuration file's shape (snake_case keys, as written in TOML). @since 0.1.0 @category Schema */
 export const ConfigFile = Schema.Struct({
@@ -68,9 +129,33 @@ export const ConfigFile = Schema.Struct({
     }),
     { default: () => ({ allow_hosts: [], allow_private_networks: false }) }
   ),
-  shell: Schema.optionalWith(Schema.Struct({ timeout_seconds: Schema.optionalWith(Positive, { default: () => 30 }) }), {
-    default: () => ({ timeout_seconds: 30 })
-  }),
+  shell: Schema.optionalWith(
+    Schema.Struct({
+      timeout_seconds: Schema.optionalWith(Positive, { default: () => 30 }),
+      /** Sandbox tier for every process a tool starts: none | limits | os (bubblewrap; fails closed). */
+      sandbox: Schema.optionalWith(Schema.Literal("none", "limits", "os"), { default: () => "none" as const }),
+      /** Executables `limits`/`os` allow (absolute paths or names on PATH); default: everyday utilities. */
+      allow_executables: Schema.optional(Schema.Array(Schema.String)),
+      /** Interpreters (sh, python, node, …) those tiers allow; default none. */
+      allow_interpreters: Schema.optional(Schema.Array(Schema.String)),
+      /** Whether sandboxed processes may use the network (`os` tier). */
+      network: Schema.optionalWith(Schema.Literal("deny", "allow"), { default: () => "deny" as const }),
+      /** The workspace as sandboxed processes see it. */
+      workspace_access: Schema.optionalWith(Schema.Literal("rw", "ro"), { default: () => "rw" as const }),
+      cpu_seconds: Schema.optional(Positive),
+      memory_mb: Schema.optional(Positive),
+      file_mb: Schema.optional(Positive),
+      processes: Schema.optional(Positive)
+    }),
+    {
+      default: () => ({
+        timeout_seconds: 30,
+        sandbox: "none" as const,
+        network: "deny" as const,
+        workspace_access: "rw" as const
+      })
+    }
+  ),
   log: Schema.optionalWith(
     Schema.Struct({
       format: Schema.optionalWith(Schema.Literal("auto", "json", "pretty"), { default: () => "auto" as const }),
@@ -80,6 +165,9 @@ export const ConfigFile = Schema.Struct({
     }),
     { default: () => ({ format: "auto" as const, level: "info" as const }) }
   ),
+  telemetry: Schema.optionalWith(TelemetrySection, {
+    default: () => ({ service_name: "palyrad", headers: {}, sample_ratio: 1 })
+  }),
   shutdown_timeout_seconds: Schema.optionalWith(Positive, { default: () => 10 }),
   anchor: Schema.optionalWith(
     Schema.Struct({
@@ -203,6 +291,7 @@ export const load = (
       [["auth", "admin_token"], env.PALYRA_ADMIN_TOKEN, false],
       [["log", "format"], env.PALYRA_LOG_FORMAT, false],
       [["log", "level"], env.PALYRA_LOG_LEVEL, false],
+      [["telemetry", "otlp_endpoint"], env.PALYRA_OTLP_ENDPOINT, false],
       [["data_dir"], flags.dataDir, false],
       [["workspace"], flags.workspace, false],
       [["model"], flags.model, false],

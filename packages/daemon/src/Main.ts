@@ -12,10 +12,22 @@ import { type Auth, Journal, Kernel, PolicyEngine } from "@palyra/core"
 import { CedarPolicy } from "@palyra/core/cedar"
 import { Models } from "@palyra/core/models"
 import { BuiltinTools } from "@palyra/core/tools"
-import { SqliteJournal } from "@palyra/journal"
+import { Anchor, SqliteJournal } from "@palyra/journal"
 import { GrpcTransport } from "@palyra/transport-grpc"
 import { HttpTransport } from "@palyra/transport-http"
-import { Duration, Effect, Layer, Logger, LogLevel } from "effect"
+import {
+  Context,
+  Duration,
+  Effect,
+  FiberRef,
+  FiberRefs,
+  HashMap,
+  Layer,
+  Logger,
+  LogLevel,
+  Option,
+  Tracer
+} from "effect"
 import type { Config } from "./Config.js"
 
 /** The admin token: from config, or generated once and kept (mode 0600) in the data dir. @since 0.1.0 @category Auth */
@@ -36,13 +48,61 @@ const envSecrets = (env: Record<string, string | undefined>) =>
     .filter(([k, v]) => v !== undefined && v.length >= 8 && /(_API_KEY|_TOKEN|_SECRET|PASSWORD)$/.test(k))
     .map(([, v]) => v!)
 
+/**
+ * A logger that annotates each line written inside a span with the span's `traceId` and `spanId`
+ * (what a log search needs to jump to the trace). Outside a span, lines are unchanged.
+ *
+ * @since 0.1.0
+ * @category Logging
+ */
+export const withTraceIds = <Message, Output>(logger: Logger.Logger<Message, Output>): Logger.Logger<Message, Output> =>
+  Logger.mapInputOptions(logger, (options) => {
+    const span = Option.flatMap(FiberRefs.get(options.context, FiberRef.currentContext), (context) =>
+      Context.getOption(context, Tracer.ParentSpan)
+    )
+    if (Option.isNone(span)) return options
+    const annotations = HashMap.set(
+      HashMap.set(options.annotations, "traceId", span.value.traceId as unknown),
+      "spanId",
+      span.value.spanId
+    )
+    return { ...options, annotations }
+  })
+
 /** The logger layer for the configured format (pretty on a terminal, JSON otherwise). @since 0.1.0 @category Logging */
 export const loggerLayer = (config: Config, isTty = Boolean(process.stdout.isTTY)) => {
   const format = config.log.format === "auto" ? (isTty ? "pretty" : "json") : config.log.format
   const level = { debug: LogLevel.Debug, info: LogLevel.Info, warning: LogLevel.Warning, error: LogLevel.Error }[
     config.log.level
   ]
-  return Layer.merge(format === "json" ? Logger.json : Logger.pretty, Logger.minimumLogLevel(level))
+  const json = Logger.replace(Logger.defaultLogger, Logger.withConsoleLog(withTraceIds(Logger.jsonLogger)))
+  return Layer.merge(format === "json" ? json : Logger.pretty, Logger.minimumLogLevel(level))
+}
+
+/**
+ * The tracer: with `[telemetry] otlp_endpoint` set, spans are exported over OTLP/HTTP (JSON) and the
+ * buffer is flushed when the layer closes; without it, nothing telemetry-related is loaded (the
+ * exporter module is imported on demand) and Effect's built-in tracer stays in place.
+ *
+ * @since 0.1.0
+ * @category Telemetry
+ */
+export const telemetryLayer = (config: Config): Layer.Layer<never> => {
+  const { otlp_endpoint: endpoint, service_name, headers, sample_ratio } = config.telemetry
+  if (endpoint === undefined) return Layer.empty
+  return Layer.unwrapEffect(
+    Effect.map(
+      Effect.promise(() => import("./internal/telemetry.js")),
+      (telemetry) =>
+        telemetry.layer({
+          endpoint,
+          serviceName: service_name,
+          headers,
+          sampleRatio: sample_ratio,
+          shutdownTimeout: Duration.seconds(Math.min(3, config.shutdown_timeout_seconds))
+        })
+    )
+  )
 }
 
 /**
@@ -72,22 +132,49 @@ export const run = (
       ? yield* CedarPolicy.readPolicyDirectory(config.policiesDir)
       : CedarPolicy.defaultPolicies
     const engine = yield* CedarPolicy.make({ policies })
+    const sh = config.shell
     const tools = BuiltinTools.all({
       workspace: config.workspaceDir,
       http: {
         allowHosts: config.http_fetch.allow_hosts,
         allowPrivateNetworks: config.http_fetch.allow_private_networks
       },
-      shell: { timeoutMs: config.shell.timeout_seconds * 1000 }
+      shell: { timeoutMs: sh.timeout_seconds * 1000 },
+      sandbox: {
+        tier: sh.sandbox,
+        ...(sh.allow_executables ? { allowExecutables: sh.allow_executables } : {}),
+        ...(sh.allow_interpreters ? { allowInterpreters: sh.allow_interpreters } : {}),
+        network: sh.network,
+        workspace: sh.workspace_access,
+        limits: {
+          ...(sh.cpu_seconds ? { cpuSeconds: sh.cpu_seconds } : {}),
+          ...(sh.memory_mb ? { memoryBytes: sh.memory_mb * 1024 * 1024 } : {}),
+          ...(sh.file_mb ? { fileBytes: sh.file_mb * 1024 * 1024 } : {}),
+          ...(sh.processes ? { processes: sh.processes } : {})
+        }
+      }
     })
     const b = config.budgets
+    const redaction = {
+      literals: [
+        ...envSecrets(env),
+        admin.token,
+        ...config.auth.tokens.map((t) => t.token),
+        ...Object.values(config.telemetry.headers).filter((v) => v.length >= 8)
+      ]
+    }
     const kernel = Kernel.layer({
       model,
       tools,
-      journal: SqliteJournal.layer({
-        filename: join(config.dataDir, "journal.db"),
-        redaction: { literals: [...envSecrets(env), admin.token, ...config.auth.tokens.map((t) => t.token)] }
-      }),
+      // Signed anchors of the journal's chain heads (a witness file beside it, and the log); the
+      // anchor writes its last checkpoint at shutdown, before the journal closes.
+      journal: Anchor.layer({
+        keyFile: config.anchorKeyFile,
+        witnessFile: config.anchorWitnessFile,
+        every: Duration.seconds(config.anchor.every_seconds)
+      }).pipe(Layer.provideMerge(SqliteJournal.layer({ filename: join(config.dataDir, "journal.db"), redaction }))),
+      // Streamed model text is redacted with the same rules as what the journal stores.
+      redaction,
       policy: Layer.succeed(PolicyEngine.PolicyEngine, engine),
       instructions: config.instructions,
       approvalTimeout: Duration.seconds(config.approvals.timeout_seconds),
@@ -128,10 +215,12 @@ export const run = (
           model: model.name,
           workspace: config.workspaceDir,
           journal: join(config.dataDir, "journal.db"),
-          waitingForApproval: interrupted.length
+          waitingForApproval: interrupted.length,
+          ...(config.telemetry.otlp_endpoint === undefined ? {} : { telemetry: config.telemetry.otlp_endpoint })
         })
       )
       onReady({ url, grpcUrl: grpc.url, token: admin.token, generated: admin.generated, tokenFile: admin.file })
       return yield* Effect.never
     }).pipe(Effect.provide(kernel))
-  }).pipe(Effect.scoped)
+    // The tracer wraps everything, so its final flush runs after the servers and runs have stopped.
+  }).pipe(Effect.scoped, Effect.provide(telemetryLayer(config)))

@@ -6,7 +6,7 @@
  * map to gRPC codes; messages are size-limited.
  *
  * Thin by design: every handler runs one Gateway call on the caller's runtime with the request's
- * abort signal.
+ * abort signal, inside a server span that continues the client's trace (W3C `traceparent`, or b3).
  *
  * @since 0.1.0
  */
@@ -24,8 +24,10 @@ import {
   type Interceptor
 } from "@connectrpc/connect"
 import { connectNodeAdapter, createGrpcTransport } from "@connectrpc/connect-node"
+import * as HttpHeaders from "@effect/platform/Headers"
+import * as HttpTraceContext from "@effect/platform/HttpTraceContext"
 import { Auth, type Caller as CallerT, Errors, Gateway, Ids, TapeEvent } from "@palyra/core"
-import { Cause, Effect, Exit, Layer, Option, Runtime, type Schema, type Scope, Stream } from "effect"
+import { Cause, Effect, Exit, Layer, Option, Runtime, type Schema, type Scope, Stream, type Tracer } from "effect"
 import { Health, HealthCheckResponse_ServingStatus, HealthCheckResponseSchema } from "./gen/grpc/health/v1/health_pb.js"
 import * as pb from "./gen/palyra/v1/gateway_pb.js"
 import { scopeFromPb, statusFromPb, toPbApproval, toPbEvent, toPbRun, toPbSession } from "./internal/convert.js"
@@ -72,6 +74,42 @@ const approvalIdOf = decode(Ids.ApprovalId, "approval_id")
 const optional = <A>(f: (v: string) => Effect.Effect<A, Errors.InvalidArgument>, value: string) =>
   value === "" ? Effect.succeed(undefined) : f(value)
 
+// W3C ids: lowercase hex, not all zeros (the b3 reader checks nothing, so ids are checked here).
+const traceIdPattern = /^(?!0{32}$)[0-9a-f]{32}$/
+const spanIdPattern = /^(?!0{16}$)[0-9a-f]{16}$/
+
+/**
+ * The client's span from a request's trace headers; none when absent or malformed (a malformed
+ * header starts a new trace, as the W3C spec asks).
+ *
+ * @since 0.1.0
+ * @category Tracing
+ */
+export const clientSpan = (headers: Headers): Option.Option<Tracer.ExternalSpan> =>
+  Option.filter(
+    HttpTraceContext.fromHeaders(HttpHeaders.fromInput(headers)),
+    (span) => traceIdPattern.test(span.traceId) && spanIdPattern.test(span.spanId)
+  )
+
+/**
+ * Run a handler's effect in a server span named after the method (`palyra.v1.GatewayService/RouteMessage`),
+ * whose parent is the client's span when the request carries trace headers (`traceparent`, or
+ * `b3` / `x-b3-*`, parsed by `@effect/platform`'s `HttpTraceContext`, the same reader as the HTTP API's).
+ * Everything the call does, a run it admits included, joins the client's trace.
+ *
+ * @since 0.1.0
+ * @category Tracing
+ */
+export const withServerSpan =
+  (ctx: Pick<HandlerContext, "service" | "method" | "requestHeader">) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.withSpan(effect, `${ctx.service.typeName}/${ctx.method.name}`, {
+      kind: "server",
+      parent: Option.getOrUndefined(clientSpan(ctx.requestHeader)),
+      attributes: { "rpc.system": "grpc", "rpc.service": ctx.service.typeName, "rpc.method": ctx.method.name },
+      captureStackTrace: false
+    })
+
 /**
  * The Connect routes over a runtime that provides the `Gateway`.
  *
@@ -86,7 +124,7 @@ export const routes = (runtime: Runtime.Runtime<Gateway.Gateway>) => {
     const caller = ctx.values.get(callerKey)
     if (!caller) throw new ConnectError("unauthenticated", Code.Unauthenticated)
     const exit = await Runtime.runPromiseExit(runtime)(
-      Effect.flatMap(Gateway.Gateway, (g) => f(g, caller)),
+      Effect.flatMap(Gateway.Gateway, (g) => f(g, caller)).pipe(withServerSpan(ctx)),
       { signal: ctx.signal }
     )
     if (Exit.isSuccess(exit)) return exit.value
