@@ -592,10 +592,29 @@ interface Spec {
 }
 
 /**
- * `HttpApi` adds its own decode error (`HttpApiDecodeError`) to every operation; this server answers
- * decode failures with `InvalidArgument` instead, so the document says so.
+ * Effect's JSON Schema marks its built-in schemas (`Schema.Unknown` and friends) with `$id`s such
+ * as `/schemas/unknown`; repeated, they make the document invalid (an `$id` must be unique). They
+ * carry no constraint, so they go.
  */
-const withoutDecodeError = <S extends object>(document: S): S => {
+const withoutBuiltinIds = (value: unknown): void => {
+  const pending: Array<unknown> = [value]
+  while (pending.length > 0) {
+    const next = pending.pop()
+    if (typeof next !== "object" || next === null) continue
+    if (!Array.isArray(next) && "$id" in next && typeof next.$id === "string" && next.$id.startsWith("/schemas/")) {
+      delete next.$id
+    }
+    pending.push(...Object.values(next))
+  }
+}
+
+/**
+ * The document as the server behaves: `HttpApi` adds its own decode error (`HttpApiDecodeError`)
+ * to every operation, but this server answers decode failures with `InvalidArgument` like every
+ * other 400; and no repeated built-in `$id`s.
+ */
+const asServed = <S extends object>(document: S): S => {
+  withoutBuiltinIds(document)
   const spec = document as Spec
   const ref = "#/components/schemas/HttpApiDecodeError"
   for (const item of Object.values(spec.paths ?? {})) {
@@ -644,6 +663,6 @@ export class Api extends HttpApi.make("palyra")
       description:
         "Run AI agents with policy-gated tools. Errors are `{ code, message }`; ids are ULIDs; event streams are " +
         "server-sent events resumable with `Last-Event-ID`.",
-      transform: withoutDecodeError
+      transform: asServed
     })
   ) {}

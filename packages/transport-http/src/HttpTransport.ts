@@ -103,11 +103,16 @@ const guard =
       if (!isCanonical(path)) return refusal(path, 404, "not_found", "no such route")
       const declared = Number(request.headers["content-length"] ?? 0)
       if (declared > maxBodyBytes) {
-        return refusal(
-          path,
-          413,
-          "payload_too_large",
-          `request body is ${declared} bytes, over the limit of ${maxBodyBytes}`
+        // The body is never read, so this connection cannot carry another request.
+        return HttpServerResponse.setHeader(
+          refusal(
+            path,
+            413,
+            "payload_too_large",
+            `request body is ${declared} bytes, over the limit of ${maxBodyBytes}`
+          ),
+          "connection",
+          "close"
         )
       }
       return yield* app.pipe(

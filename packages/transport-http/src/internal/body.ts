@@ -6,7 +6,11 @@
  * the raw text (iterative, so no input can exhaust the stack of `JSON.parse` or of anything that
  * walks the value later); `JSON.parse`; no lone surrogates from `\u` escapes; then the Schema.
  */
+import { IncomingMessage } from "node:http"
+import * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Errors } from "@palyra/core"
 import { Effect, ParseResult, Schema, Stream } from "effect"
 
@@ -22,16 +26,63 @@ export const DEFAULT_MAX_DEPTH = 64
 const invalid = (message: string, field?: string) =>
   new Errors.InvalidArgument(field === undefined ? { message } : { message, field })
 
+const tooLarge = (size: number, limit: number) =>
+  // The rest of the body is never read, so this connection cannot carry another request.
+  Effect.zipRight(
+    HttpApp.appendPreResponseHandler((_, response) =>
+      Effect.succeed(HttpServerResponse.setHeader(response, "connection", "close"))
+    ),
+    Effect.fail(new Errors.PayloadTooLarge({ what: "request body", size, limit }))
+  )
+
+/**
+ * Read a Node request body, refusing it once it passes `maxBytes`. Stopping early leaves the
+ * socket open, so the 413 still reaches the client (the connection closes after it).
+ */
+const readIncoming = (message: IncomingMessage, maxBytes: number) =>
+  Effect.async<Buffer, Errors.PayloadTooLarge | Errors.InvalidArgument>((resume) => {
+    const chunks: Array<Buffer> = []
+    let size = 0
+    const cleanup = () => {
+      message.off("data", onData)
+      message.off("end", onEnd)
+      message.off("error", onError)
+      message.off("aborted", onError)
+    }
+    const onData = (chunk: Buffer) => {
+      size += chunk.byteLength
+      if (size > maxBytes) {
+        cleanup()
+        message.pause()
+        resume(tooLarge(size, maxBytes))
+      } else chunks.push(chunk)
+    }
+    const onEnd = () => {
+      cleanup()
+      resume(Effect.succeed(Buffer.concat(chunks, size)))
+    }
+    const onError = () => {
+      cleanup()
+      resume(Effect.fail(invalid("the request body could not be read")))
+    }
+    message.on("data", onData)
+    message.on("end", onEnd)
+    message.on("error", onError)
+    message.on("aborted", onError)
+    return Effect.sync(cleanup)
+  })
+
 /** Read the raw body, refusing it once it passes `maxBytes`. */
-const readBytes = (request: HttpServerRequest.HttpServerRequest, maxBytes: number) =>
-  Effect.suspend(() => {
+const readBytes = (request: HttpServerRequest.HttpServerRequest, maxBytes: number) => {
+  const source = NodeHttpServerRequest.toIncomingMessage(request)
+  if (source instanceof IncomingMessage) return readIncoming(source, maxBytes)
+  // Another server (e.g. a web handler): read its stream.
+  return Effect.suspend(() => {
     const chunks: Array<Uint8Array> = []
     let size = 0
     return Stream.runForEach(request.stream, (chunk) => {
       size += chunk.byteLength
-      if (size > maxBytes) {
-        return Effect.fail(new Errors.PayloadTooLarge({ what: "request body", size, limit: maxBytes }))
-      }
+      if (size > maxBytes) return tooLarge(size, maxBytes)
       chunks.push(chunk)
       return Effect.void
     }).pipe(
@@ -39,6 +90,7 @@ const readBytes = (request: HttpServerRequest.HttpServerRequest, maxBytes: numbe
       Effect.map(() => Buffer.concat(chunks, size))
     )
   })
+}
 
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false })
 
