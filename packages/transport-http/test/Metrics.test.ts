@@ -4,7 +4,7 @@
  * journal decorator until the agent loop records it itself).
  */
 import { Journal, MemoryJournal, Metrics, ScriptedModel } from "@palyra/core"
-import { Effect, Layer } from "effect"
+import { Effect, Exit, Layer, Scope } from "effect"
 import parsePrometheus from "parse-prometheus-text-format"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Sse } from "../src/index.js"
@@ -107,5 +107,21 @@ describe("GET /metrics", () => {
     expect(families.find((f) => f.name === "palyra_run_transitions_total")?.type).toBe("COUNTER")
     expect(sample(families, "palyra_run_transitions_total", { to: "Done" })).toBe(before + 1)
     expect(sample(families, "palyra_run_transitions_total", { to: "InProgress" })).toBeGreaterThanOrEqual(1)
+  })
+
+  it("the event-loop delay is sampled into a gauge while monitoring runs", async () => {
+    const scope = Effect.runSync(Scope.make())
+    await Effect.runPromise(Scope.extend(Metrics.monitorEventLoop({ interval: "200 millis" }), scope))
+    // Block the loop for 60 ms in the middle of a sampling interval.
+    await new Promise((r) => setTimeout(r, 50))
+    const until = Date.now() + 60
+    while (Date.now() < until) {}
+    let max = 0
+    for (let i = 0; i < 40 && max <= 0.02; i++) {
+      await new Promise((r) => setTimeout(r, 50))
+      max = sample(await scrape(server.base), "palyra_event_loop_delay_seconds", { stat: "max" })
+    }
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+    expect(max).toBeGreaterThan(0.02)
   })
 })

@@ -144,7 +144,8 @@ export const trackOpenStream =
 
 /**
  * Sample the event loop's delay into `eventLoopDelay` every `interval` (default 5 seconds) until
- * the scope closes. Start it once per process (the daemon does).
+ * the scope closes. Start it once per process (the daemon does). Each sample covers the interval
+ * since the last one; a stall that ends just as the sampler wakes can fall between two samples.
  *
  * @since 0.1.0
  * @category Recording
