@@ -33,7 +33,7 @@ const client = (base: string, apiKey = "alice-token") =>
 beforeAll(async () => {
   ;[server, slow] = await Promise.all([
     startServer({ model, tools: [write] }),
-    startServer({ model, tools: [write], serve: { chatTimeoutSeconds: 1 } })
+    startServer({ model, tools: [write], serve: { chatTimeoutSeconds: 1, heartbeatSeconds: 0.2 } })
   ])
 })
 afterAll(() => Promise.all([server.close(), slow.close()]))
@@ -102,7 +102,19 @@ describe("POST /v1/chat/completions (official openai client)", () => {
       "user: what was the word?"
     ])
 
-    // x-palyra-session wins over user; stateless uses a fresh session with the earlier messages as context.
+    // The model name is recorded on the session the call created.
+    const sessions = await json(await fetch(`${server.base}/v1/sessions`, { headers: ALICE }))
+    expect(sessions.find((x: { key: string }) => x.key === "same-user")).toMatchObject({ channel: "openai:palyra" })
+
+    // x-palyra-session wins over user.
+    const byHeader = model.prompts.length
+    await openai.chat.completions.create(
+      { model: "palyra", messages: [{ role: "user", content: "fresh" }], user: "same-user" },
+      { headers: { "x-palyra-session": "other-session" } }
+    )
+    expect(model.prompts[byHeader]!.messages).toEqual([{ role: "user", text: "fresh" }])
+
+    // Stateless: a fresh session, with the earlier messages as context.
     const stateless = model.prompts.length
     await openai.chat.completions.create(
       {
@@ -169,6 +181,24 @@ describe("POST /v1/chat/completions (official openai client)", () => {
     const runId = /run (\w+) continues/.exec(text)![1]
     const run = await json(await fetch(`${slow.base}/v1/runs/${runId}`, { headers: ALICE }))
     expect(run.state).not.toBe("Done")
+  })
+
+  it("a server shutting down ends an open answer cleanly with a notice and [DONE]", async () => {
+    const closing = await startServer({ model, tools: [write] })
+    const stream = await client(closing.base).chat.completions.create({
+      model: "palyra",
+      messages: [{ role: "user", content: "write during shutdown" }],
+      stream: true
+    })
+    const chunks: Array<OpenAI.Chat.Completions.ChatCompletionChunk> = []
+    let closed: Promise<void> | undefined
+    for await (const chunk of stream) {
+      chunks.push(chunk)
+      if (closed === undefined && textOf(chunks).includes("[waiting for approval")) closed = closing.close()
+    }
+    await closed
+    expect(textOf(chunks)).toMatch(/\[the server is shutting down; run \w+ continues in session \w+\]$/)
+    expect(chunks.at(-1)?.choices[0]?.finish_reason).toBe("stop")
   })
 
   it("bad requests get OpenAI-shaped errors with the right status", async () => {

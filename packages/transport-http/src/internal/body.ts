@@ -41,13 +41,17 @@ const tooLarge = (size: number, limit: number) =>
  */
 const readIncoming = (message: IncomingMessage, maxBytes: number) =>
   Effect.async<Buffer, Errors.PayloadTooLarge | Errors.InvalidArgument>((resume) => {
+    if (message.readableEnded || message.destroyed) {
+      resume(Effect.fail(invalid("the request body could not be read")))
+      return
+    }
     const chunks: Array<Buffer> = []
     let size = 0
     const cleanup = () => {
       message.off("data", onData)
       message.off("end", onEnd)
       message.off("error", onError)
-      message.off("aborted", onError)
+      message.off("close", onError)
     }
     const onData = (chunk: Buffer) => {
       size += chunk.byteLength
@@ -68,7 +72,8 @@ const readIncoming = (message: IncomingMessage, maxBytes: number) =>
     message.on("data", onData)
     message.on("end", onEnd)
     message.on("error", onError)
-    message.on("aborted", onError)
+    // Closed before its end: the client went away mid-body.
+    message.on("close", onError)
     return Effect.sync(cleanup)
   })
 

@@ -25,7 +25,7 @@ import {
 } from "../Api.js"
 import * as Sse from "../Sse.js"
 import { readJson } from "./body.js"
-import { type HandlerOptions, sseResponse } from "./common.js"
+import { type HandlerOptions, keepAlive, sseResponse } from "./common.js"
 import { openAiErrorResponse } from "./openaiErrors.js"
 
 type Message = typeof ChatMessage.Type
@@ -209,6 +209,7 @@ export const chatCompletions =
           )
         )
       )
-      // Shutdown ends `answer.pieces` with a notice, so the closing frames are still sent.
-      return sseResponse(frames)
+      // Comments keep a long approval wait from looking idle; OpenAI's clients skip them. Shutdown
+      // ends `answer.pieces` with a notice, so the closing frames are still sent.
+      return sseResponse(Stream.merge(frames, keepAlive(options), { haltStrategy: "left" }))
     }).pipe(Effect.catchAll(openAiErrorResponse))

@@ -26,11 +26,14 @@ export const answer = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A
     return Effect.zipRight(logged, Effect.fail(body))
   })
 
-/** A tape as server-sent events, with keep-alives, counted as an open stream until it ends. @internal */
-export const eventStream = (options: HandlerOptions, events: Stream.Stream<TapeEvent.TapeEvent, unknown>) => {
-  const keepAlive = Stream.fromSchedule(Schedule.spaced(`${options.heartbeatSeconds} seconds`)).pipe(
+/** SSE comments every `heartbeatSeconds`, so proxies do not close an idle stream. @internal */
+export const keepAlive = (options: HandlerOptions) =>
+  Stream.fromSchedule(Schedule.spaced(`${options.heartbeatSeconds} seconds`)).pipe(
     Stream.map(() => Sse.comment("keep-alive"))
   )
+
+/** A tape as server-sent events, with keep-alives, counted as an open stream until it ends. @internal */
+export const eventStream = (options: HandlerOptions, events: Stream.Stream<TapeEvent.TapeEvent, unknown>) => {
   const frames = Stream.concat(
     Stream.make(Sse.comment("connected")),
     Stream.map(events, (event) =>
@@ -38,7 +41,7 @@ export const eventStream = (options: HandlerOptions, events: Stream.Stream<TapeE
     )
   )
   return sseResponse(
-    Stream.merge(frames, keepAlive, { haltStrategy: "left" }).pipe(Stream.interruptWhen(options.shutdown))
+    Stream.merge(frames, keepAlive(options), { haltStrategy: "left" }).pipe(Stream.interruptWhen(options.shutdown))
   )
 }
 
