@@ -569,7 +569,8 @@ export class OpenAiGroup extends HttpApiGroup.make("openai")
               ok.content["text/event-stream"] = {
                 schema: {
                   type: "string",
-                  description: "`data: <ChatCompletionChunk JSON>` frames, then `data: [DONE]`"
+                  description:
+                    "`data: <ChatCompletionChunk JSON>` frames (see components/schemas/ChatCompletionChunk), then `data: [DONE]`"
                 }
               }
             }
@@ -665,4 +666,6 @@ export class Api extends HttpApi.make("palyra")
         "server-sent events resumable with `Last-Event-ID`.",
       transform: asServed
     })
-  ) {}
+  )
+  // Streamed chat chunks are not a JSON response body, so name their schema for readers.
+  .annotate(HttpApi.AdditionalSchemas, [ChatCompletionChunk]) {}
