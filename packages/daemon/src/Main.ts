@@ -8,7 +8,7 @@
 import { randomBytes } from "node:crypto"
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { type Auth, Journal, Kernel, PolicyEngine } from "@palyra/core"
+import { type Auth, Journal, Kernel, Metrics, PolicyEngine } from "@palyra/core"
 import { CedarPolicy } from "@palyra/core/cedar"
 import { Models } from "@palyra/core/models"
 import { BuiltinTools } from "@palyra/core/tools"
@@ -206,6 +206,7 @@ export const run = (
         tokens
       })
       if (config.policiesDir) yield* CedarPolicy.watchDirectory(engine, config.policiesDir)
+      yield* Metrics.monitorEventLoop()
       const journalService = yield* Journal.Journal
       const interrupted = yield* journalService.listRuns({ states: ["WaitingForApproval"] })
       yield* Effect.logInfo("palyrad ready").pipe(

@@ -57,6 +57,7 @@ import {
   Journal,
   type JournalAdapter,
   journalAdapter,
+  Metrics,
   type Records,
   Redaction,
   type TapeEvent
@@ -551,15 +552,22 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
 
     const queue = yield* Queue.unbounded<Pending>()
     const deliver = (batch: ReadonlyArray<Pending>) =>
-      Effect.forEach(
-        commitBatch(batch),
-        (result, i) =>
-          Deferred.done(
-            batch[i]!.deferred,
-            Either.isRight(result) ? Exit.succeed(result.right) : Exit.fail(result.left)
-          ),
-        { discard: true }
-      )
+      Effect.suspend(() => {
+        const t0 = performance.now()
+        const results = commitBatch(batch)
+        return Effect.zipRight(
+          Metrics.recordJournalAppend(performance.now() - t0, batch.length),
+          Effect.forEach(
+            results,
+            (result, i) =>
+              Deferred.done(
+                batch[i]!.deferred,
+                Either.isRight(result) ? Exit.succeed(result.right) : Exit.fail(result.left)
+              ),
+            { discard: true }
+          )
+        )
+      })
     const writer = yield* Queue.takeBetween(queue, 1, maxBatch).pipe(
       Effect.flatMap((chunk) => deliver([...chunk])),
       // Let the event loop turn (I/O, timers) between batches: a busy Effect queue/deferred ping-pong

@@ -26,7 +26,7 @@ import {
 import { connectNodeAdapter, createGrpcTransport } from "@connectrpc/connect-node"
 import * as HttpHeaders from "@effect/platform/Headers"
 import * as HttpTraceContext from "@effect/platform/HttpTraceContext"
-import { Auth, type Caller as CallerT, Errors, Gateway, Ids, TapeEvent } from "@palyra/core"
+import { Auth, type Caller as CallerT, Errors, Gateway, Ids, Metrics, TapeEvent } from "@palyra/core"
 import { Cause, Effect, Exit, Layer, Option, Runtime, type Schema, type Scope, Stream, type Tracer } from "effect"
 import { Health, HealthCheckResponse_ServingStatus, HealthCheckResponseSchema } from "./gen/grpc/health/v1/health_pb.js"
 import * as pb from "./gen/palyra/v1/gateway_pb.js"
@@ -376,7 +376,7 @@ async function* runStream(
   const events = Stream.toAsyncIterableRuntime(
     Effect.map(Gateway.Gateway, (g) =>
       g.subscribe(ctx.values.get(callerKey)!, sessionId as Ids.SessionId, afterSeq, { approver: true })
-    ).pipe(Stream.unwrap),
+    ).pipe(Stream.unwrap, Metrics.trackOpenStream("grpc")),
     runtime
   )[Symbol.asyncIterator]()
   const abort = new Promise<"aborted">((r) => ctx.signal.addEventListener("abort", () => r("aborted"), { once: true }))

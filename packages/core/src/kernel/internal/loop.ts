@@ -12,6 +12,7 @@ import { type Service as ModelService, runInto } from "../../ports/ModelProvider
 import type { Decision, Service as PolicyService } from "../../ports/PolicyEngine.js"
 import type { AnyTool, Service as ToolService } from "../../ports/Tool.js"
 import type { Service as ApprovalsService } from "../Approvals.js"
+import * as Metrics from "../Metrics.js"
 import type { Service as PromptService } from "../PromptAssembler.js"
 import * as RunView from "../RunView.js"
 import type { Tape } from "./tape.js"
@@ -159,6 +160,7 @@ const execute = Effect.fn("AgentLoop.execute")(function* (
     })
     .pipe(Effect.either)
   const durationMs = (yield* now) - startedAt
+  yield* Metrics.recordToolCall(tool.name, outcome._tag === "Right" ? "ok" : "error", durationMs)
   if (outcome._tag === "Right") {
     yield* result(ctx, call, "ok", outcome.right.output, durationMs, outcome.right.truncated)
   } else {
@@ -200,6 +202,7 @@ const decide = (
       args: call.proposed.args,
       argsDigest: call.proposed.argsDigest
     })
+    yield* Metrics.recordPolicyDecision(decision.decision)
     const grantId = decision.decision === "allow" ? decision.policyIds.find((id) => id.startsWith("grant:")) : undefined
     if (grantId === undefined) return { decision, extra: [], exhausted: false }
     const at = yield* now
@@ -224,7 +227,11 @@ const decide = (
 
 const awaitApproval = (ctx: RunContext, call: CallView, approvalId: ApprovalId) =>
   Effect.gen(function* () {
-    const record = yield* ctx.deps.approvals.await(approvalId)
+    const record = yield* Effect.acquireUseRelease(
+      Metrics.changeApprovalsPending(1),
+      () => ctx.deps.approvals.await(approvalId),
+      () => Metrics.changeApprovalsPending(-1)
+    )
     const decision = record.status === "approved" ? "approved" : record.status === "denied" ? "denied" : "expired"
     const resolved: NewTapeEvent = {
       _tag: "ApprovalResolved",
@@ -416,6 +423,7 @@ const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
     })
   }
   const turn = view.turn + 1
+  const requestedAt = yield* now
   yield* Effect.annotateCurrentSpan({ turn, model: deps.model.name })
   yield* emit(ctx, [
     {
@@ -504,6 +512,7 @@ const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
     events.push({ _tag: "Usage", ...base(ctx), at, turn, inputTokens, outputTokens })
   }
   yield* emit(ctx, events as unknown as Events, { addTokens: inputTokens + outputTokens })
+  yield* Metrics.recordModelTurn(at - requestedAt)
 })
 
 // ---- ending -----------------------------------------------------------------------------------
@@ -579,7 +588,9 @@ export const runLoop = (
       }
     })
 
+    const startedAt = yield* now
     yield* body.pipe(
+      Effect.ensuring(Effect.flatMap(now, (end) => Metrics.recordRunDuration(end - startedAt))),
       Effect.timeoutFail({
         duration: deps.budgets.wallClock,
         onTimeout: () =>

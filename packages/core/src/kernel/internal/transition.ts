@@ -13,6 +13,7 @@ import type { ApprovalRecord } from "../../domain/Records.js"
 import { transition as nextState, type RunState, type Transition } from "../../domain/RunState.js"
 import type { NewTapeEvent, TapeEvent } from "../../domain/TapeEvent.js"
 import type { AppendEffects, Service as JournalService } from "../../ports/Journal.js"
+import * as Metrics from "../Metrics.js"
 import * as RunView from "../RunView.js"
 import type { Tape } from "./tape.js"
 
@@ -44,7 +45,7 @@ export const recordTransition = (
     const to = yield* nextState(from, event)
     const at = yield* Clock.currentTimeMillis
     const changed: NewTapeEvent = { _tag: "RunStateChanged", ...ref, at, from, to, reason }
-    return yield* tape.append(
+    const stored = yield* tape.append(
       ref.sessionId,
       [...(options.extra ?? []), changed] as unknown as NonEmptyReadonlyArray<NewTapeEvent>,
       {
@@ -52,6 +53,8 @@ export const recordTransition = (
         runTransition: { runId: ref.runId, from, to, error: options.error }
       }
     )
+    yield* Metrics.recordRunTransition(to)
+    return stored
   })
 
 /**

@@ -1,0 +1,215 @@
+/**
+ * OpenAI-compatible Chat Completions over a Palyra session.
+ *
+ * - The session: `x-palyra-session`, else `user`, else a fresh session per request.
+ * - Only the last user message is sent into the session (its history comes from the session).
+ *   With `x-palyra-stateless: true` a fresh session is used and the earlier messages are passed as
+ *   context text ahead of the last one.
+ * - `model` names the agent. There is no agent registry yet: every name selects the default agent;
+ *   the name is recorded as the new session's channel (`openai:<model>`) and echoed back.
+ * - Tools run inside Palyra under its policy. An approval wait streams a notice
+ *   (`[waiting for approval <id> of <tool>]`); once the approval is resolved (e.g. over
+ *   `POST /v1/approvals/:id`) the same response continues. If the answer takes longer than the
+ *   chat timeout, the response ends cleanly (`finish_reason: "stop"`) with a notice; the run goes on.
+ */
+import type { HttpServerRequest } from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import { Errors, type Gateway, type TapeEvent } from "@palyra/core"
+import { Clock, Effect, Option, Stream } from "effect"
+import {
+  type ChatCompletion,
+  type ChatCompletionChunk,
+  ChatCompletionRequest,
+  type ChatMessage,
+  CurrentCaller
+} from "../Api.js"
+import * as Sse from "../Sse.js"
+import { readJson } from "./body.js"
+import { type HandlerOptions, keepAlive, sseResponse } from "./common.js"
+import { openAiErrorResponse } from "./openaiErrors.js"
+
+type Message = typeof ChatMessage.Type
+type Chunk = typeof ChatCompletionChunk.Encoded
+
+const invalid = (message: string, field: string) => new Errors.InvalidArgument({ message, field })
+
+/** The text of a message's content (text parts joined; other parts ignored). */
+const contentText = (content: Message["content"]): string =>
+  content === undefined || content === null
+    ? ""
+    : typeof content === "string"
+      ? content
+      : content.flatMap((part) => (part.type === "text" && typeof part.text === "string" ? [part.text] : [])).join("")
+
+/** Earlier messages as context text ahead of the last one (stateless mode). */
+const withContext = (messages: ReadonlyArray<Message>, last: string): string => {
+  const earlier = messages.slice(0, -1).map((m) => `${m.role}: ${contentText(m.content)}`)
+  return earlier.length === 0
+    ? last
+    : `[Earlier messages in this conversation]\n${earlier.join("\n")}\n[End of earlier messages]\n\n${last}`
+}
+
+/** What one tape event adds to the answer: model text, or a notice for a human. */
+const piece = (event: TapeEvent.TapeEvent): string | undefined => {
+  switch (event._tag) {
+    case "AssistantDelta":
+      return event.text
+    case "ApprovalRequested":
+      return `\n[waiting for approval ${event.approvalId} of ${event.tool}]\n`
+    case "ApprovalResolved":
+      return `[approval ${event.approvalId} ${event.decision}]\n`
+    case "RunError":
+      return `\n[run failed: ${event.code}: ${event.message}]`
+    case "RunStateChanged":
+      return event.to === "Cancelled" ? "\n[run cancelled]" : undefined
+    default:
+      return undefined
+  }
+}
+
+interface Answer {
+  /** The answer's pieces, then a notice if it stopped before the run ended. */
+  readonly pieces: Stream.Stream<string>
+  readonly usage: () => { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+}
+
+const follow = (started: Gateway.StartedRun, options: HandlerOptions): Answer => {
+  const usage = { prompt_tokens: 0, completion_tokens: 0 }
+  let ended = false
+  let stopped: "timeout" | "shutdown" | undefined
+  const stop = Effect.raceFirst(
+    Effect.as(Effect.sleep(`${options.chatTimeoutSeconds} seconds`), "timeout" as const),
+    Effect.as(options.shutdown, "shutdown" as const)
+  ).pipe(Effect.tap((why) => Effect.sync(() => (stopped = why))))
+  const pieces = started.events.pipe(
+    Stream.interruptWhen(stop),
+    Stream.tap((event) =>
+      Effect.sync(() => {
+        if (event._tag === "Usage") {
+          usage.prompt_tokens += event.inputTokens
+          usage.completion_tokens += event.outputTokens
+        }
+        if (
+          event._tag === "RunStateChanged" &&
+          (event.to === "Done" || event.to === "Failed" || event.to === "Cancelled")
+        ) {
+          ended = true
+        }
+      })
+    ),
+    Stream.filterMap((event) => Option.fromNullable(piece(event))),
+    Stream.catchAllCause((cause) =>
+      Stream.fromEffect(Effect.as(Effect.logError("chat stream failed", cause), "\n[internal error]"))
+    ),
+    Stream.concat(
+      Stream.suspend(() => {
+        if (ended) return Stream.empty
+        const where = `run ${started.run.id} continues in session ${started.session.id}`
+        return Stream.make(
+          stopped === "shutdown"
+            ? `\n[the server is shutting down; ${where}]`
+            : `\n[timed out after ${options.chatTimeoutSeconds}s; ${where}]`
+        )
+      })
+    )
+  )
+  return { pieces, usage: () => ({ ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens }) }
+}
+
+/** The `chatCompletions` handler: always answers, errors in OpenAI's shape. @internal */
+export const chatCompletions =
+  (gateway: Gateway.Service, options: HandlerOptions) =>
+  ({
+    headers
+  }: {
+    readonly headers: {
+      readonly "x-palyra-session"?: string | undefined
+      readonly "x-palyra-stateless"?: string | undefined
+    }
+    readonly request: HttpServerRequest
+  }) =>
+    Effect.gen(function* () {
+      const caller = yield* CurrentCaller
+      const body = yield* readJson(ChatCompletionRequest, options.limits, { strict: false })
+      const sessionHeader = headers["x-palyra-session"]
+      if (sessionHeader !== undefined && (sessionHeader.length === 0 || sessionHeader.length > 512)) {
+        return yield* invalid("x-palyra-session must be 1 to 512 characters", "x-palyra-session")
+      }
+      const statelessHeader = headers["x-palyra-stateless"]?.toLowerCase()
+      if (statelessHeader !== undefined && statelessHeader !== "true" && statelessHeader !== "false") {
+        return yield* invalid("x-palyra-stateless must be true or false", "x-palyra-stateless")
+      }
+      const last = body.messages[body.messages.length - 1]
+      if (last === undefined || last.role !== "user") {
+        return yield* invalid("the last message must be a user message", "messages")
+      }
+      const text = contentText(last.content)
+      if (text.trim() === "") return yield* invalid("the last user message has no text", "messages")
+      const stateless = statelessHeader === "true"
+      const started = yield* gateway.startRun(caller, {
+        text: stateless ? withContext(body.messages, text) : text,
+        key: stateless ? undefined : (sessionHeader ?? body.user),
+        channel: `openai:${body.model}`
+      })
+      yield* Effect.annotateCurrentSpan({ model: body.model, runId: started.run.id })
+      const id = `chatcmpl-${started.run.id}`
+      const created = Math.floor((yield* Clock.currentTimeMillis) / 1000)
+      const answer = follow(started, options)
+
+      if (body.stream !== true) {
+        const pieces = yield* Stream.runCollect(answer.pieces)
+        const completion: typeof ChatCompletion.Encoded = {
+          id,
+          object: "chat.completion",
+          created,
+          model: body.model,
+          choices: [
+            {
+              index: 0,
+              message: { role: "assistant", content: Array.from(pieces).join(""), refusal: null },
+              logprobs: null,
+              finish_reason: "stop"
+            }
+          ],
+          usage: answer.usage()
+        }
+        return HttpServerResponse.unsafeJson(completion)
+      }
+
+      const includeUsage = body.stream_options?.include_usage === true
+      const chunk = (delta: Chunk["choices"][number]["delta"], finish: "stop" | null): Chunk => ({
+        id,
+        object: "chat.completion.chunk",
+        created,
+        model: body.model,
+        choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+        ...(includeUsage ? { usage: null } : {})
+      })
+      const frame = (data: unknown) => Sse.encode({ data: JSON.stringify(data) })
+      const frames = Stream.make(frame(chunk({ role: "assistant", content: "" }, null))).pipe(
+        Stream.concat(Stream.map(answer.pieces, (content) => frame(chunk({ content }, null)))),
+        Stream.concat(
+          Stream.suspend(() =>
+            Stream.make(
+              frame(chunk({}, "stop")),
+              ...(includeUsage
+                ? [
+                    frame({
+                      id,
+                      object: "chat.completion.chunk",
+                      created,
+                      model: body.model,
+                      choices: [],
+                      usage: answer.usage()
+                    })
+                  ]
+                : []),
+              Sse.encode({ data: "[DONE]" })
+            )
+          )
+        )
+      )
+      // Comments keep a long approval wait from looking idle; OpenAI's clients skip them. Shutdown
+      // ends `answer.pieces` with a notice, so the closing frames are still sent.
+      return sseResponse(Stream.merge(frames, keepAlive(options), { haltStrategy: "left" }))
+    }).pipe(Effect.catchAll(openAiErrorResponse))

@@ -1,0 +1,53 @@
+/**
+ * What every handler shares: options, the error mapping and server-sent event responses.
+ */
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import { Errors, Metrics, type TapeEvent } from "@palyra/core"
+import { Effect, Schedule, Stream } from "effect"
+import { type ApiError, toApiError } from "../Api.js"
+import * as Sse from "../Sse.js"
+import type { Limits } from "./body.js"
+
+/** @internal */
+export interface HandlerOptions {
+  readonly limits: Limits
+  readonly heartbeatSeconds: number
+  readonly ready: Effect.Effect<boolean>
+  /** Completes when the server shuts down: open streams end cleanly then. */
+  readonly shutdown: Effect.Effect<void>
+  readonly chatTimeoutSeconds: number
+}
+
+/** Any failure as an error body; failures whose text is not for clients are logged here. @internal */
+export const answer = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, ApiError, R> =>
+  Effect.catchAll(effect, (error) => {
+    const body = toApiError(error)
+    const logged = Errors.wire[body.code].expose ? Effect.void : Effect.logError("request failed", error)
+    return Effect.zipRight(logged, Effect.fail(body))
+  })
+
+/** SSE comments every `heartbeatSeconds`, so proxies do not close an idle stream. @internal */
+export const keepAlive = (options: HandlerOptions) =>
+  Stream.fromSchedule(Schedule.spaced(`${options.heartbeatSeconds} seconds`)).pipe(
+    Stream.map(() => Sse.comment("keep-alive"))
+  )
+
+/** A tape as server-sent events, with keep-alives, counted as an open stream until it ends. @internal */
+export const eventStream = (options: HandlerOptions, events: Stream.Stream<TapeEvent.TapeEvent, unknown>) => {
+  const frames = Stream.concat(
+    Stream.make(Sse.comment("connected")),
+    Stream.map(events, (event) =>
+      Sse.encode({ id: String(event.tapeSeq), event: event._tag, data: JSON.stringify(event) })
+    )
+  )
+  return sseResponse(
+    Stream.merge(frames, keepAlive(options), { haltStrategy: "left" }).pipe(Stream.interruptWhen(options.shutdown))
+  )
+}
+
+/** A server-sent event response, counted as an open stream until it ends. @internal */
+export const sseResponse = (body: Stream.Stream<Uint8Array, unknown>) =>
+  HttpServerResponse.stream(Metrics.trackOpenStream("http")(body), {
+    contentType: "text/event-stream",
+    headers: { "cache-control": "no-cache", "x-accel-buffering": "no", connection: "keep-alive" }
+  })

@@ -1,0 +1,127 @@
+/**
+ * `GET /metrics` in Prometheus' text format, parsed with a Prometheus text parser: the open-streams
+ * gauge follows an SSE stream, and the run-transition counter moves after a run (counted here by a
+ * journal decorator until the agent loop records it itself).
+ */
+import { Journal, MemoryJournal, Metrics, ScriptedModel } from "@palyra/core"
+import { Effect, Exit, Layer, Scope } from "effect"
+import parsePrometheus from "parse-prometheus-text-format"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Sse } from "../src/index.js"
+import { ALICE, json, startServer, type TestServer } from "./fixtures.js"
+
+/** Count every run-state change the journal stores. */
+const countingJournal = Layer.effect(
+  Journal.Journal,
+  Effect.map(Journal.Journal, (inner) => ({
+    ...inner,
+    append: (sessionId, events, effects) =>
+      Effect.tap(inner.append(sessionId, events, effects), () =>
+        Effect.forEach(
+          events,
+          (e) => (e._tag === "RunStateChanged" ? Metrics.recordRunTransition(e.to) : Effect.void),
+          {
+            discard: true
+          }
+        )
+      )
+  }))
+).pipe(Layer.provide(MemoryJournal.layer()))
+
+let server: TestServer
+let open: TestServer
+
+beforeAll(async () => {
+  const model = ScriptedModel.make(() => ({ text: "hi" }))
+  ;[server, open] = await Promise.all([
+    startServer({ model, gateway: { journal: countingJournal } }),
+    startServer({ model, serve: { metricsPublic: true } })
+  ])
+})
+afterAll(() => Promise.all([server.close(), open.close()]))
+
+interface Family {
+  readonly name: string
+  readonly type: string
+  readonly metrics: ReadonlyArray<{ readonly value?: string; readonly labels?: Record<string, string> }>
+}
+
+const scrape = async (base: string, headers: Record<string, string> = ALICE) => {
+  const response = await fetch(`${base}/metrics`, { headers })
+  expect(response.status).toBe(200)
+  expect(response.headers.get("content-type")).toMatch(/^text\/plain/)
+  return parsePrometheus(await response.text()) as ReadonlyArray<Family>
+}
+
+const sample = (families: ReadonlyArray<Family>, name: string, labels: Record<string, string>) => {
+  const family = families.find((f) => f.name === name)
+  const found = family?.metrics.find((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v))
+  return Number(found?.value ?? 0)
+}
+
+describe("GET /metrics", () => {
+  it("needs the bearer token unless the server runs with metricsPublic", async () => {
+    expect((await fetch(`${server.base}/metrics`)).status).toBe(401)
+    expect((await fetch(`${server.base}/metrics`, { headers: { authorization: "Bearer nope" } })).status).toBe(401)
+    expect((await fetch(`${open.base}/metrics`)).status).toBe(200)
+  })
+
+  it("the open-streams gauge counts an SSE stream while it is open", async () => {
+    const sent = await json(
+      await fetch(`${server.base}/v1/runs`, {
+        method: "POST",
+        headers: { ...ALICE, "content-type": "application/json" },
+        body: JSON.stringify({ text: "hi", sessionKey: "metrics" })
+      })
+    )
+    const before = sample(await scrape(server.base), "palyra_open_streams", { transport: "http" })
+    const response = await fetch(`${server.base}/v1/sessions/${sent.sessionId}/events`, { headers: ALICE })
+    const events = Sse.fromResponse(response)
+    await events.next() // the first tape event: the stream is open
+    const during = await scrape(server.base)
+    expect(during.find((f) => f.name === "palyra_open_streams")?.type).toBe("GAUGE")
+    expect(sample(during, "palyra_open_streams", { transport: "http" })).toBe(before + 1)
+    await events.return(undefined)
+    let after = Number.NaN
+    for (let i = 0; i < 100 && after !== before; i++) {
+      await new Promise((r) => setTimeout(r, 20))
+      after = sample(await scrape(server.base), "palyra_open_streams", { transport: "http" })
+    }
+    expect(after).toBe(before)
+  })
+
+  it("the run-transition counter moves after a run", async () => {
+    const done = () => scrape(server.base).then((f) => sample(f, "palyra_run_transitions_total", { to: "Done" }))
+    const before = await done()
+    const sent = await json(
+      await fetch(`${server.base}/v1/runs`, {
+        method: "POST",
+        headers: { ...ALICE, "content-type": "application/json" },
+        body: JSON.stringify({ text: "hi" })
+      })
+    )
+    await server.quiet()
+    const run = await json(await fetch(`${server.base}/v1/runs/${sent.runId}`, { headers: ALICE }))
+    expect(run.state).toBe("Done")
+    const families = await scrape(server.base)
+    expect(families.find((f) => f.name === "palyra_run_transitions_total")?.type).toBe("COUNTER")
+    expect(sample(families, "palyra_run_transitions_total", { to: "Done" })).toBe(before + 1)
+    expect(sample(families, "palyra_run_transitions_total", { to: "InProgress" })).toBeGreaterThanOrEqual(1)
+  })
+
+  it("the event-loop delay is sampled into a gauge while monitoring runs", async () => {
+    const scope = Effect.runSync(Scope.make())
+    await Effect.runPromise(Scope.extend(Metrics.monitorEventLoop({ interval: "200 millis" }), scope))
+    // Block the loop for 60 ms in the middle of a sampling interval.
+    await new Promise((r) => setTimeout(r, 50))
+    const until = Date.now() + 60
+    while (Date.now() < until) {}
+    let max = 0
+    for (let i = 0; i < 40 && max <= 0.02; i++) {
+      await new Promise((r) => setTimeout(r, 50))
+      max = sample(await scrape(server.base), "palyra_event_loop_delay_seconds", { stat: "max" })
+    }
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+    expect(max).toBeGreaterThan(0.02)
+  })
+})
