@@ -3,7 +3,7 @@
  * Recorded with a real Effect tracer (no mock of our code): every span the kernel opens is kept.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option, Tracer } from "effect"
+import { Effect, Option, TestClock, Tracer } from "effect"
 import { Caller, ScriptedModel } from "../src/index.js"
 import { collect } from "../src/testing.js"
 import { recordingTool, withGateway } from "./helpers.js"
@@ -89,5 +89,32 @@ describe("spans", () => {
         const policy = byName("AgentLoop.policy")[0]!
         assert.strictEqual(policy.parent, calls[0]!.spanId)
       })
+  )
+
+  it.effect("a run queued behind another in the same session joins its own request's trace", () =>
+    Effect.gen(function* () {
+      const { tracer, spans } = recordingTracer()
+      const model = ScriptedModel.make(() => ({ text: ["slow"], delayPerDelta: "10 millis" }))
+      yield* withGateway({ model }, (gateway) =>
+        Effect.gen(function* () {
+          const first = yield* gateway
+            .sendMessage(Caller.user("alice"), { key: "same", text: "one" })
+            .pipe(Effect.withSpan("request.A"))
+          const second = yield* gateway
+            .sendMessage(Caller.user("alice"), { key: "same", text: "two" })
+            .pipe(Effect.withSpan("request.B"))
+          yield* TestClock.adjust("1 second")
+          yield* gateway.awaitRun(Caller.user("alice"), first.run.id)
+          yield* gateway.awaitRun(Caller.user("alice"), second.run.id)
+        })
+      ).pipe(Effect.withTracer(tracer))
+      const trace = (name: string) => spans.find((s) => s.name === name)!.traceId
+      const runs = spans.filter((s) => s.name === "AgentLoop.run")
+      assert.strictEqual(runs.length, 2)
+      assert.deepStrictEqual(
+        runs.map((r) => r.traceId),
+        [trace("request.A"), trace("request.B")]
+      )
+    })
   )
 })

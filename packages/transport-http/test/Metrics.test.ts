@@ -1,42 +1,21 @@
 /**
  * `GET /metrics` in Prometheus' text format, parsed with a Prometheus text parser: the open-streams
- * gauge follows an SSE stream, and the run-transition counter moves after a run (counted here by a
- * journal decorator until the agent loop records it itself).
+ * gauge follows an SSE stream, and the run-transition counter (recorded by the kernel at every
+ * state change) moves after a run.
  */
-import { Journal, MemoryJournal, Metrics, ScriptedModel } from "@palyra/core"
-import { Effect, Exit, Layer, Scope } from "effect"
+import { Metrics, ScriptedModel } from "@palyra/core"
+import { Effect, Exit, Scope } from "effect"
 import parsePrometheus from "parse-prometheus-text-format"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Sse } from "../src/index.js"
 import { ALICE, json, startServer, type TestServer } from "./fixtures.js"
-
-/** Count every run-state change the journal stores. */
-const countingJournal = Layer.effect(
-  Journal.Journal,
-  Effect.map(Journal.Journal, (inner) => ({
-    ...inner,
-    append: (sessionId, events, effects) =>
-      Effect.tap(inner.append(sessionId, events, effects), () =>
-        Effect.forEach(
-          events,
-          (e) => (e._tag === "RunStateChanged" ? Metrics.recordRunTransition(e.to) : Effect.void),
-          {
-            discard: true
-          }
-        )
-      )
-  }))
-).pipe(Layer.provide(MemoryJournal.layer()))
 
 let server: TestServer
 let open: TestServer
 
 beforeAll(async () => {
   const model = ScriptedModel.make(() => ({ text: "hi" }))
-  ;[server, open] = await Promise.all([
-    startServer({ model, gateway: { journal: countingJournal } }),
-    startServer({ model, serve: { metricsPublic: true } })
-  ])
+  ;[server, open] = await Promise.all([startServer({ model }), startServer({ model, serve: { metricsPublic: true } })])
 })
 afterAll(() => Promise.all([server.close(), open.close()]))
 

@@ -18,6 +18,50 @@ export const makeRenderer: Effect.Effect<Effect.Effect<string>, never, Scope.Sco
   yield* OtelMetrics.registerProducer(producer, () => exporter)
   const serializer = new PrometheusSerializer(undefined, false, undefined, false, true)
   return Effect.promise(() => exporter.collect()).pipe(
-    Effect.map(({ resourceMetrics }) => serializer.serialize(resourceMetrics))
+    Effect.map(({ resourceMetrics }) => bucketsFirst(serializer.serialize(resourceMetrics)))
   )
 })
+
+const kind = (line: string, family: string) =>
+  line.startsWith(`${family}_bucket`) ? 0 : line.startsWith(`${family}_sum`) ? 1 : 2
+const series = (line: string) =>
+  line.includes("{") ? line.slice(line.indexOf("{") + 1, line.lastIndexOf("}")).replace(/,?le="[^"]*"/, "") : ""
+
+/**
+ * The serializer writes a histogram's `_count` and `_sum` before its buckets; Prometheus client
+ * libraries (and strict parsers) expect each series as buckets, then `_sum`, then `_count`.
+ * Reorder within each histogram family, keeping bucket order.
+ */
+const bucketsFirst = (text: string): string => {
+  const lines = text.split("\n")
+  const out: Array<string> = []
+  let family: string | undefined
+  let samples: Array<string> = []
+  const flush = () => {
+    if (family !== undefined) {
+      const f = family
+      const order = new Map<string, number>()
+      for (const l of samples) if (!order.has(series(l))) order.set(series(l), order.size)
+      samples
+        .map((l, i) => ({ l, i }))
+        .sort((a, b) => order.get(series(a.l))! - order.get(series(b.l))! || kind(a.l, f) - kind(b.l, f) || a.i - b.i)
+        .forEach(({ l }) => out.push(l))
+    }
+    family = undefined
+    samples = []
+  }
+  for (const line of lines) {
+    const histogram = /^# TYPE (\S+) histogram$/.exec(line)
+    if (line.startsWith("#")) {
+      flush()
+      out.push(line)
+      if (histogram) family = histogram[1]
+    } else if (family !== undefined && line !== "") samples.push(line)
+    else {
+      flush()
+      out.push(line)
+    }
+  }
+  flush()
+  return out.join("\n")
+}
