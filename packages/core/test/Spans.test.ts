@@ -1,61 +1,12 @@
 /**
  * Spans at the operations people debug, in one trace with the request that started the run.
- * Recorded with a real Effect tracer (no mock of our code): every span the kernel opens is kept.
+ * Recorded with a real Effect tracer (the test kit's `recordingTracer`): every span the kernel ends is kept.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option, TestClock, Tracer } from "effect"
+import { Effect, TestClock } from "effect"
 import { Caller, ScriptedModel } from "../src/index.js"
-import { collect } from "../src/testing.js"
+import { collect, recordingTracer } from "../src/testing.js"
 import { recordingTool, withGateway } from "./helpers.js"
-
-interface Recorded {
-  readonly name: string
-  readonly spanId: string
-  readonly traceId: string
-  readonly parent: string | undefined
-  readonly attributes: Map<string, unknown>
-}
-
-const recordingTracer = () => {
-  const spans: Array<Recorded> = []
-  let n = 0
-  const tracer = Tracer.make({
-    span: (name, parent, context, links, startTime, kind) => {
-      const spanId = `span-${++n}`
-      const traceId = Option.match(parent, { onNone: () => `trace-${n}`, onSome: (p) => p.traceId })
-      const attributes = new Map<string, unknown>()
-      spans.push({
-        name,
-        spanId,
-        traceId,
-        parent: Option.getOrUndefined(Option.map(parent, (p) => p.spanId)),
-        attributes
-      })
-      const span: Tracer.Span = {
-        _tag: "Span",
-        name,
-        spanId,
-        traceId,
-        parent,
-        context,
-        status: { _tag: "Started", startTime },
-        attributes,
-        links,
-        sampled: true,
-        kind,
-        end: () => {},
-        attribute: (key, value) => {
-          attributes.set(key, value)
-        },
-        event: () => {},
-        addLinks: () => {}
-      }
-      return span
-    },
-    context: (f) => f()
-  })
-  return { tracer, spans }
-}
 
 describe("spans", () => {
   it.effect(
@@ -77,17 +28,17 @@ describe("spans", () => {
         assert.isDefined(run)
         const admit = byName("Gateway.admit")[0]!
         assert.strictEqual(run.traceId, request.traceId)
-        assert.strictEqual(admit.parent, request.spanId)
-        assert.strictEqual(run.parent, admit.spanId)
+        assert.strictEqual(admit.parentSpanId, request.spanId)
+        assert.strictEqual(run.parentSpanId, admit.spanId)
         const turns = byName("AgentLoop.modelTurn")
         assert.strictEqual(turns.length, 2)
-        for (const t of turns) assert.strictEqual(t.parent, run.spanId)
+        for (const t of turns) assert.strictEqual(t.parentSpanId, run.spanId)
         const calls = byName("AgentLoop.toolCall")
         assert.strictEqual(calls.length, 1)
-        assert.strictEqual(calls[0]!.parent, run.spanId)
+        assert.strictEqual(calls[0]!.parentSpanId, run.spanId)
         assert.strictEqual(calls[0]!.attributes.get("tool"), "calc")
         const policy = byName("AgentLoop.policy")[0]!
-        assert.strictEqual(policy.parent, calls[0]!.spanId)
+        assert.strictEqual(policy.parentSpanId, calls[0]!.spanId)
       })
   )
 

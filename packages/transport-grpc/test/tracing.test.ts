@@ -7,53 +7,12 @@ import { randomBytes } from "node:crypto"
 import { createClient, type Interceptor } from "@connectrpc/connect"
 import { createGrpcTransport } from "@connectrpc/connect-node"
 import { type Gateway, type Journal, ScriptedModel, Tool } from "@palyra/core"
-import { gatewayLayer } from "@palyra/core/testing"
-import { Effect, Exit, Layer, ManagedRuntime, Option, Schema, Scope, Tracer } from "effect"
+import { gatewayLayer, type RecordedSpan, recordingTracer } from "@palyra/core/testing"
+import { Effect, Exit, Layer, ManagedRuntime, Schema, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { GrpcTransport, Proto } from "../src/index.js"
 
-interface Ended {
-  readonly name: string
-  readonly traceId: string
-  readonly spanId: string
-  readonly parentSpanId: string | undefined
-  readonly kind: Tracer.SpanKind
-  readonly attributes: ReadonlyMap<string, unknown>
-}
-const ended: Array<Ended> = []
-const recorder = Tracer.make({
-  span(name, parent, context, links, startTime, kind) {
-    const attributes = new Map<string, unknown>()
-    const span: Tracer.Span = {
-      _tag: "Span",
-      name,
-      traceId: Option.isSome(parent) ? parent.value.traceId : randomBytes(16).toString("hex"),
-      spanId: randomBytes(8).toString("hex"),
-      parent,
-      context,
-      status: { _tag: "Started", startTime },
-      attributes,
-      links,
-      sampled: true,
-      kind,
-      end: () => {
-        ended.push({
-          name,
-          traceId: span.traceId,
-          spanId: span.spanId,
-          parentSpanId: Option.getOrUndefined(parent)?.spanId,
-          kind,
-          attributes
-        })
-      },
-      attribute: (key, value) => attributes.set(key, value),
-      event: () => {},
-      addLinks: () => {}
-    }
-    return span
-  },
-  context: (f) => f()
-})
+const { tracer: recorder, spans: ended } = recordingTracer()
 
 const clock = Tool.make("clock.now", {
   description: "the time",
@@ -94,7 +53,7 @@ const client = () => createClient(Proto.GatewayService, createGrpcTransport({ ba
 
 const hex = (bytes: number) => randomBytes(bytes).toString("hex")
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
-const waitForSpan = async (pred: (s: Ended) => boolean, what: string) => {
+const waitForSpan = async (pred: (s: RecordedSpan) => boolean, what: string) => {
   for (let i = 0; i < 200; i++) {
     const found = ended.find(pred)
     if (found) return found

@@ -10,7 +10,8 @@
  *
  * @since 0.1.0
  */
-import { Chunk, Effect, Layer, Stream } from "effect"
+import { randomBytes } from "node:crypto"
+import { Chunk, Effect, Layer, Option, Stream, Tracer } from "effect"
 import * as MemoryJournal from "../adapters/MemoryJournal.js"
 import * as ScriptedModel from "../adapters/ScriptedModel.js"
 import * as Caller from "../domain/Caller.js"
@@ -80,4 +81,62 @@ export const gapFree = (events: ReadonlyArray<TapeEvent>, first = 1): string | u
       return `expected tapeSeq ${first + i} at index ${i}, got ${events[i]!.tapeSeq}`
   }
   return undefined
+}
+
+/** A span a `recordingTracer` saw end. @since 0.1.0 @category Tracing */
+export interface RecordedSpan {
+  readonly name: string
+  readonly traceId: string
+  readonly spanId: string
+  readonly parentSpanId: string | undefined
+  readonly kind: Tracer.SpanKind
+  readonly attributes: ReadonlyMap<string, unknown>
+}
+
+/**
+ * A real Effect `Tracer` that keeps every span it ends, in order (no exporter, no sampling), for
+ * tests that check which spans an operation opens and how they nest. Install it with
+ * `Effect.withTracer(tracer)` or `Layer.setTracer(tracer)`.
+ *
+ * @since 0.1.0
+ * @category Tracing
+ */
+export const recordingTracer = (): { readonly tracer: Tracer.Tracer; readonly spans: Array<RecordedSpan> } => {
+  const spans: Array<RecordedSpan> = []
+  const tracer = Tracer.make({
+    span(name, parent, context, links, startTime, kind) {
+      const attributes = new Map<string, unknown>()
+      const span: Tracer.Span = {
+        _tag: "Span",
+        name,
+        traceId: Option.isSome(parent) ? parent.value.traceId : randomBytes(16).toString("hex"),
+        spanId: randomBytes(8).toString("hex"),
+        parent,
+        context,
+        status: { _tag: "Started", startTime },
+        attributes,
+        links,
+        sampled: true,
+        kind,
+        end: () => {
+          spans.push({
+            name,
+            traceId: span.traceId,
+            spanId: span.spanId,
+            parentSpanId: Option.getOrUndefined(parent)?.spanId,
+            kind,
+            attributes
+          })
+        },
+        attribute: (key, value) => {
+          attributes.set(key, value)
+        },
+        event: () => {},
+        addLinks: () => {}
+      }
+      return span
+    },
+    context: (f) => f()
+  })
+  return { tracer, spans }
 }

@@ -42,10 +42,10 @@ const bucketsFirst = (text: string): string => {
       const f = family
       const order = new Map<string, number>()
       for (const l of samples) if (!order.has(series(l))) order.set(series(l), order.size)
-      samples
+      const sorted = samples
         .map((l, i) => ({ l, i }))
         .sort((a, b) => order.get(series(a.l))! - order.get(series(b.l))! || kind(a.l, f) - kind(b.l, f) || a.i - b.i)
-        .forEach(({ l }) => out.push(l))
+      for (const { l } of sorted) out.push(l)
     }
     family = undefined
     samples = []
