@@ -21,6 +21,15 @@ import type { TapeEventOf } from "../../domain/TapeEvent.js"
 /** The one strategy of this slice. @since 0.1.0 @category Models */
 export const STRATEGY = "session_window_v1"
 
+/**
+ * The first line of the instructions of every summary request, so a scripted model (or a proxy) can
+ * tell a compaction call from a conversation turn.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const COMPACTION_MARKER = "[palyra:compaction session_window_v1]"
+
 /** A checkpoint id: a ULID (parsed at the edge; anything else is `InvalidArgument`). @since 0.1.0 @category Ids */
 export const CheckpointId = Schema.String.pipe(
   Schema.pattern(/^[0-9A-HJKMNP-TV-Z]{26}$/, {

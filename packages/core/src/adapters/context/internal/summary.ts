@@ -1,4 +1,5 @@
 import type { ModelRequest, PromptMessage } from "../../../ports/ModelProvider.js"
+import { COMPACTION_MARKER } from "../Compactor.js"
 import type { Counter } from "../Tokenizer.js"
 import type { Step } from "./view.js"
 
@@ -11,8 +12,6 @@ import type { Step } from "./view.js"
 
 /** The sections every summary has, in order. @internal */
 export const SECTIONS = ["Goal", "Decisions", "Facts & identifiers", "Files", "Open work"] as const
-/** The first line of a compaction request's instructions (a scripted model can recognise it). @internal */
-export const COMPACTION_MARKER = "[palyra:compaction session_window_v1]"
 const PINNED_HEADING = "## Pinned notes (verbatim)"
 
 /** A note kept word for word in every later summary. @internal */
