@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, FastCheck as fc, Layer, Stream } from "effect"
+import { Effect, FastCheck as fc, Fiber, Layer, Stream, TestClock } from "effect"
 import { noteTool } from "../src/adapters/tools/BuiltinTools.js"
 import { Compactor, ContextEngine, ModelLimits, Tokenizer } from "../src/context.js"
 import {
@@ -220,6 +220,24 @@ describe("ContextEngine", () => {
           assert.strictEqual(result.summarizer, "extractive")
           assert.match(result.rejected ?? "", /model down/)
           assert.include(result.summary, hex(1))
+        })
+      )
+    })
+  )
+
+  it.effect("a model that does not answer in time also falls back (TestClock)", () =>
+    Effect.gen(function* () {
+      const { tool } = recordingTool("math.double", "low")
+      const model = sessionModel(() => ({ text: ["## Goal"], delayPerDelta: "10 minutes" }))
+      yield* withEngine(model, { autoCompact: false, keepTurns: 1, summaryTimeout: "5 seconds" }, [tool], (h) =>
+        Effect.gen(function* () {
+          for (let i = 1; i <= 3; i++) yield* turn(h.gateway, `turn ${i}: remember ${hex(i)}`)
+          const session = (yield* h.journal.listSessions({}))[0]!
+          const fiber = yield* Effect.fork(h.engine.compactor.compact(session.id))
+          yield* TestClock.adjust("5 seconds")
+          const result = yield* Fiber.join(fiber)
+          assert.strictEqual(result.summarizer, "extractive")
+          assert.match(result.rejected ?? "", /timed out/)
         })
       )
     })

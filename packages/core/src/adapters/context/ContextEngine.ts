@@ -23,7 +23,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Duration, Effect, Either, Layer, Option, Schema } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Either, Layer, Option, Schema } from "effect"
 import { Conflict, InvalidArgument, JournalError, NotFound } from "../../domain/Errors.js"
 import { type RunId, type SessionId, ulid } from "../../domain/Ids.js"
 import type { Session } from "../../domain/Records.js"
@@ -355,11 +355,16 @@ export const make = (options: Deps & Options): Effect.Effect<ContextEngine, Inva
           Effect.sync(() => {
             if (event.type === "text-delta" && text.length < cap) text += event.text
           })
-        ).pipe(Effect.timeout(summaryTimeout), Effect.either)
+        ).pipe(
+          Effect.timeout(summaryTimeout),
+          Effect.either,
+          // A model that breaks (a defect) costs the summary, never the run.
+          Effect.catchAllDefect((defect) => Effect.succeed(Either.left(defect)))
+        )
         if (Either.isLeft(outcome)) {
           const e = outcome.left
           return Either.left(
-            `the model could not write a summary: ${e._tag === "TimeoutException" ? "timed out" : e instanceof Error ? e.message : String(e)}`
+            `the model could not write a summary: ${Cause.isTimeoutException(e) ? "timed out" : e instanceof Error ? e.message : String(e)}`
           )
         }
         return Either.right(text.trim())
