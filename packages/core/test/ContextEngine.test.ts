@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, FastCheck as fc, Fiber, Layer, Stream, TestClock } from "effect"
+import { Effect, Fiber, FastCheck as fc, Layer, Stream, TestClock } from "effect"
 import { noteTool } from "../src/adapters/tools/BuiltinTools.js"
 import { Compactor, ContextEngine, ModelLimits, Tokenizer } from "../src/context.js"
 import {

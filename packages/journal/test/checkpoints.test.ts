@@ -38,14 +38,19 @@ describe("checkpoints on disk", () => {
       yield* Effect.scoped(
         Effect.gen(function* () {
           const j = yield* SqliteJournal.make({ filename })
-          const [stored] = yield* j.listCheckpoints(SID)
-          assert.strictEqual(stored?.id, CID)
-          assert.include(stored?.summary ?? "", "[REDACTED:")
-          assert.notInclude(stored?.summary ?? "", SECRETS[0]!)
-          const pinned = (stored?.state as { pinned: Array<{ text: string }> }).pinned
+          const all = yield* j.listCheckpoints(SID)
+          assert.strictEqual(all.length, 1)
+          const stored = all[0]!
+          assert.strictEqual(stored.id, CID)
+          assert.include(stored.summary, "[REDACTED:")
+          assert.notInclude(stored.summary, SECRETS[0]!)
+          const pinned = (stored.state as { pinned: Array<{ text: string }> }).pinned
           assert.strictEqual(pinned.length, 1)
           assert.notInclude(pinned[0]!.text, SECRETS[1]!)
-          assert.deepStrictEqual(Option.map(yield* j.getCheckpoint(CID), (c) => c.toSeq), Option.some(1))
+          assert.deepStrictEqual(
+            Option.map(yield* j.getCheckpoint(CID), (c) => c.toSeq),
+            Option.some(1)
+          )
         })
       )
     })
