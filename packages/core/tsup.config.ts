@@ -7,6 +7,7 @@ export default defineConfig({
     "src/ai-sdk.ts",
     "src/models.ts",
     "src/tools.ts",
+    "src/context.ts",
     "src/testing.ts",
     "src/journal-contract.ts"
   ],

@@ -220,6 +220,16 @@ const toApproval = (r: Record<string, unknown>): Records.ApprovalRecord => ({
   grantMaxUses: (r.grant_max_uses as number | null) ?? null
 })
 
+const toCheckpoint = (r: Record<string, unknown>): Journal.Checkpoint => ({
+  id: r.id as string,
+  sessionId: r.session_id as Ids.SessionId,
+  fromSeq: r.from_seq as number,
+  toSeq: r.to_seq as number,
+  summary: r.summary as string,
+  state: JSON.parse(r.state as string) as unknown,
+  createdAt: r.created_at as number
+})
+
 const journalError = (method: string) => (cause: unknown) =>
   new Errors.JournalError({ method, message: cause instanceof Error ? cause.message : String(cause), cause })
 
@@ -351,6 +361,11 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
         `UPDATE approvals SET status = 'revoked', reason = ?, resolved_at = ?
          WHERE id = ? AND status = 'approved' AND scope != 'once'`
       ),
+      checkpoint: db.prepare("SELECT * FROM checkpoints WHERE id = ?"),
+      checkpointsOf: db.prepare("SELECT * FROM checkpoints WHERE session_id = ? ORDER BY created_at, id"),
+      insertCheckpoint: db.prepare(
+        "INSERT INTO checkpoints (id, session_id, from_seq, to_seq, summary, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+      ),
       head: db.prepare("SELECT chain_seq, hash, count FROM chain_head WHERE id = 1"),
       setHead: db.prepare("UPDATE chain_head SET chain_seq = ?, hash = ?, count = ? WHERE id = 1"),
       maxSeq: db.prepare("SELECT max(tape_seq) AS seq FROM tape_events WHERE session_id = ?"),
@@ -395,7 +410,16 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       lastAt: number
     }
     const applyEffects = (p: Pending, at: number) => {
-      const { createRun, runTransition, createApproval } = p.effects
+      const { createRun, runTransition, createApproval, createCheckpoint } = p.effects
+      // First, so a later refusal in this append rolls the checkpoint back with the rest.
+      if (createCheckpoint) {
+        const c = createCheckpoint
+        if (c.sessionId !== p.sessionId || st.checkpoint.get(c.id)) {
+          throw new Errors.Conflict({ message: `checkpoint ${c.id} exists or belongs to another session` })
+        }
+        const state = Canonical.canonicalJson(redact(c.state))
+        st.insertCheckpoint.run(c.id, c.sessionId, c.fromSeq, c.toSeq, text(c.summary), state, c.createdAt)
+      }
       if (createRun) {
         if (st.runState.get(createRun.id)) throw new Errors.Conflict({ message: `run ${createRun.id} exists` })
         st.insertRun.run(
@@ -508,7 +532,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
               continue
             }
             const e = p.effects
-            if (!e.createRun && !e.runTransition && !e.createApproval) {
+            if (!e.createRun && !e.runTransition && !e.createApproval && !e.createCheckpoint) {
               results.push(Either.right(insertEvents(p, h)))
               continue
             }
@@ -603,7 +627,13 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
     }
 
     /** The identifiers an append would store outside its events. */
-    const effectIds = ({ createRun: r, runTransition: t, createApproval: a }: Journal.AppendEffects) => ({
+    const effectIds = ({
+      createRun: r,
+      runTransition: t,
+      createApproval: a,
+      createCheckpoint: c
+    }: Journal.AppendEffects) => ({
+      "checkpoint id": c?.id ?? null,
       "run id": r?.id ?? t?.runId ?? null,
       "run session id": r?.sessionId ?? null,
       "run principal": r?.principal ?? null,
@@ -862,6 +892,14 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
             >
           ).map(toApproval)
         }),
+      listCheckpoints: (sessionId) =>
+        sync("listCheckpoints", () =>
+          (st.checkpointsOf.all(sessionId) as Array<Record<string, unknown>>).map(toCheckpoint)
+        ),
+      getCheckpoint: (id) =>
+        sync("getCheckpoint", () =>
+          Option.map(Option.fromNullable(st.checkpoint.get(id) as Record<string, unknown> | undefined), toCheckpoint)
+        ),
       verify,
       chainHead,
       durableHead,

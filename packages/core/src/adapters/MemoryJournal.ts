@@ -10,7 +10,7 @@ import { Conflict, NotFound, PayloadTooLarge } from "../domain/Errors.js"
 import type { ApprovalId, RunId, SessionId } from "../domain/Ids.js"
 import { type ApprovalRecord, isActiveGrant, type Run, type Session } from "../domain/Records.js"
 import type { TapeEvent } from "../domain/TapeEvent.js"
-import { Journal, type Service } from "../ports/Journal.js"
+import { type Checkpoint, Journal, type Service } from "../ports/Journal.js"
 
 const clampLimit = (limit: number | undefined) => (limit === undefined ? Number.POSITIVE_INFINITY : Math.max(0, limit))
 
@@ -29,6 +29,7 @@ export const make = (options: MemoryOptions = {}): Effect.Effect<Service> =>
     const sessions = new Map<SessionId, Session>()
     const runs = new Map<RunId, Run>()
     const approvals = new Map<ApprovalId, ApprovalRecord>()
+    const checkpoints = new Map<string, Checkpoint>()
 
     const append: Service["append"] = (sessionId, events, effects = {}) =>
       lock.withPermits(1)(
@@ -49,6 +50,10 @@ export const make = (options: MemoryOptions = {}): Effect.Effect<Service> =>
           }
           if (effects.createApproval && approvals.has(effects.createApproval.id)) {
             return Effect.fail(new Conflict({ message: `approval ${effects.createApproval.id} exists` }))
+          }
+          const c = effects.createCheckpoint
+          if (c && (checkpoints.has(c.id) || c.sessionId !== sessionId)) {
+            return Effect.fail(new Conflict({ message: `checkpoint ${c.id} exists or belongs to another session` }))
           }
           const t = effects.runTransition
           const run = t
@@ -78,6 +83,7 @@ export const make = (options: MemoryOptions = {}): Effect.Effect<Service> =>
             })
           }
           if (effects.createApproval) approvals.set(effects.createApproval.id, effects.createApproval)
+          if (c) checkpoints.set(c.id, c)
           sessions.set(sessionId, {
             ...session,
             tokensUsed: session.tokensUsed + (effects.addTokens ?? 0),
@@ -220,6 +226,9 @@ export const make = (options: MemoryOptions = {}): Effect.Effect<Service> =>
             .sort((a, b) => (a.id < b.id ? -1 : 1))
             .slice(0, clampLimit(f.limit))
         ),
+      listCheckpoints: (sessionId) =>
+        Effect.sync(() => [...checkpoints.values()].filter((c) => c.sessionId === sessionId)),
+      getCheckpoint: (id) => Effect.sync(() => Option.fromNullable(checkpoints.get(id))),
       // Memory holds no hash chain (nothing in a process's own memory is tamper-proof); verify
       // checks what can break here: every session's tape is gap-free and ordered.
       verify: Effect.sync(() => {

@@ -124,13 +124,42 @@ export const RunStateChanged = Schema.TaggedStruct("RunStateChanged", {
   to: RunState,
   reason: Schema.String
 })
-/** Older tape was summarised; `fromSeq..toSeq` is covered by `summary`. @since 0.1.0 @category Events */
+/**
+ * Older tape was summarised: from this event on, the prompt shows `summary` in place of everything up
+ * to `toSeq` (`fromSeq..toSeq` is the range this compaction newly covers; the summary is cumulative).
+ * `checkpointId` names the checkpoint that restores the prompt as it was just before.
+ *
+ * @since 0.1.0
+ * @category Events
+ */
 export const CompactionApplied = Schema.TaggedStruct("CompactionApplied", {
   ...envelope,
   summary: Schema.String,
   fromSeq: Schema.Number,
   toSeq: Schema.Number,
-  checkpointId: Schema.String
+  checkpointId: Schema.String,
+  /** The compaction strategy, e.g. `session_window_v1`. */
+  strategy: Schema.String,
+  /** Who wrote the summary: the session's model (verified) or the deterministic extractive fallback. */
+  summarizer: Schema.Literal("model", "extractive"),
+  /** Prompt tokens just before and just after the compaction. */
+  tokensBefore: Schema.Number,
+  tokensAfter: Schema.Number
+})
+/**
+ * The session's prompt went back to a checkpoint (time travel): from this event on, the prompt is the
+ * one the session had at `restoredSeq` (just before that checkpoint's compaction), followed by what
+ * comes after this event. Nothing on the tape is deleted or rewritten.
+ *
+ * @since 0.1.0
+ * @category Events
+ */
+export const CheckpointRestored = Schema.TaggedStruct("CheckpointRestored", {
+  ...envelope,
+  checkpointId: Schema.String,
+  restoredSeq: Schema.Number,
+  historyFromSeq: Schema.Number,
+  by: Schema.String
 })
 /** Tokens used by one model call. @since 0.1.0 @category Events */
 export const Usage = Schema.TaggedStruct("Usage", {
@@ -174,6 +203,7 @@ export const TapeEvent = Schema.Union(
   ToolResult,
   RunStateChanged,
   CompactionApplied,
+  CheckpointRestored,
   Usage,
   RunError,
   SessionNote,

@@ -22,7 +22,7 @@ import * as Gateway from "./Gateway.js"
 import * as PromptAssembler from "./PromptAssembler.js"
 
 /** @since 0.1.0 @category Models */
-export interface Options<EJ = never, EP = never> extends Gateway.Options {
+export interface Options<EJ = never, EP = never, EA = never> extends Gateway.Options {
   /** The model: a `ModelProvider` service, or a layer that builds one. */
   readonly model: ModelService | Layer.Layer<ModelProvider, unknown>
   readonly tools?: ReadonlyArray<Tool.AnyTool> | undefined
@@ -37,8 +37,12 @@ export interface Options<EJ = never, EP = never> extends Gateway.Options {
    * journal the same options, so what is stored and what is streamed agree.
    */
   readonly redaction?: Redaction.RedactionOptions | undefined
-  /** The prompt-assembly stage (default: the conversation from the tape). */
-  readonly promptAssembler?: Layer.Layer<PromptAssembler.PromptAssembler> | undefined
+  /**
+   * The prompt-assembly stage (default: the conversation from the tape). It may use the journal and
+   * the model, e.g. the context engine from `@palyra/core/context` (`ContextEngine.layer(...)`),
+   * which counts tokens against the model's window and compacts.
+   */
+  readonly promptAssembler?: Layer.Layer<PromptAssembler.PromptAssembler, EA, Journal | ModelProvider> | undefined
 }
 
 /** Everything the kernel provides: the Gateway and the services it runs on, for inspection. @since 0.1.0 @category Models */
@@ -57,9 +61,9 @@ export type Services =
  * @since 0.1.0
  * @category Layers
  */
-export const layer = <EJ = never, EP = never>(
-  options: Options<EJ, EP>
-): Layer.Layer<Services, JournalError | EJ | EP> => {
+export const layer = <EJ = never, EP = never, EA = never>(
+  options: Options<EJ, EP, EA>
+): Layer.Layer<Services, JournalError | EJ | EP | EA> => {
   const model: Layer.Layer<ModelProvider> = Layer.isLayer(options.model)
     ? (options.model as Layer.Layer<ModelProvider>)
     : Layer.succeed(ModelProvider, options.model as ModelService)
@@ -68,7 +72,7 @@ export const layer = <EJ = never, EP = never>(
     model,
     Tool.layer(options.tools ?? []),
     options.policy ?? PolicyEngine.layerRules(options.rules ?? PolicyEngine.defaultRules),
-    options.promptAssembler ?? PromptAssembler.layer,
+    (options.promptAssembler ?? PromptAssembler.layer).pipe(Layer.provide(model)),
     Approvals.layer
   ).pipe(Layer.provideMerge(journal))
   const gateway = Gateway.layer(options).pipe(Layer.provideMerge(services))

@@ -42,6 +42,25 @@ export interface AppendEffects {
   readonly createApproval?: ApprovalRecord | undefined
   /** Add to the session's token counter. */
   readonly addTokens?: number | undefined
+  /** Store this checkpoint (its session must be the append's); fails with `Conflict` if its id exists. */
+  readonly createCheckpoint?: Checkpoint | undefined
+}
+
+/**
+ * A compaction checkpoint: what the context engine needs to put a session's prompt back as it was
+ * before a compaction. `state` is the engine's own JSON (journals store it as given, redacted).
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Checkpoint {
+  readonly id: string
+  readonly sessionId: SessionId
+  readonly fromSeq: number
+  readonly toSeq: number
+  readonly summary: string
+  readonly state: unknown
+  readonly createdAt: number
 }
 
 /** A compare-and-set resolution of a pending approval. @since 0.1.0 @category Models */
@@ -146,6 +165,10 @@ export interface Service {
     at: number
   ) => Effect.Effect<ApprovalRecord, JournalError | NotFound | Conflict>
   readonly listApprovals: (filter: ApprovalFilter) => Effect.Effect<ReadonlyArray<ApprovalRecord>, JournalError>
+
+  /** A session's checkpoints, oldest first. */
+  readonly listCheckpoints: (sessionId: SessionId) => Effect.Effect<ReadonlyArray<Checkpoint>, JournalError>
+  readonly getCheckpoint: (id: string) => Effect.Effect<Option.Option<Checkpoint>, JournalError>
 
   /**
    * Recompute the tamper-evidence chain over the whole journal (and, where the journal records

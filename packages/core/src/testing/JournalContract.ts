@@ -372,4 +372,50 @@ export const journalContract = (name: string, make: () => Layer.Layer<Journal, u
         assert.deepStrictEqual(read, { ...proposed, tapeSeq: 1 })
       })
     )
+
+    test(
+      "checkpoints commit with their append (or not at all), per session, oldest first",
+      Effect.gen(function* () {
+        const j = yield* Journal
+        const s = session()
+        const other = session("bob")
+        yield* j.createSession(s)
+        yield* j.createSession(other)
+        const checkpoint = (n: number, sessionId = s.id) => ({
+          id: id<string>(),
+          sessionId,
+          fromSeq: 1,
+          toSeq: n,
+          summary: `summary ${n}`,
+          state: { headSeq: n, pinned: [{ seq: 1, text: "keep 0x1f" }] },
+          createdAt: 1_700_000_000_000 + n
+        })
+        const c1 = checkpoint(1)
+        const c2 = checkpoint(2)
+        yield* j.append(s.id, [note(s, "a")], { createCheckpoint: c1 })
+        yield* j.append(s.id, [note(s, "b")], { createCheckpoint: c2 })
+        assert.deepStrictEqual(yield* j.listCheckpoints(s.id), [c1, c2])
+        assert.deepStrictEqual(yield* j.getCheckpoint(c2.id), Option.some(c2))
+        assert.deepStrictEqual(yield* j.listCheckpoints(other.id), [])
+        // A refused append stores neither its events nor its checkpoint.
+        const dup = yield* Effect.flip(j.append(s.id, [note(s, "c")], { createCheckpoint: { ...c1, toSeq: 9 } }))
+        assert.strictEqual(dup._tag, "Conflict")
+        const foreign = yield* Effect.flip(
+          j.append(s.id, [note(s, "d")], { createCheckpoint: checkpoint(3, other.id) })
+        )
+        assert.strictEqual(foreign._tag, "Conflict")
+        const r = run(s, "Done")
+        const c4 = checkpoint(4)
+        const cas = yield* Effect.flip(
+          j.append(s.id, [note(s, "e")], {
+            createCheckpoint: c4,
+            runTransition: { runId: r.id, from: "InProgress", to: "Done" }
+          })
+        )
+        assert.isTrue(cas._tag === "NotFound" || cas._tag === "Conflict")
+        assert.isTrue(Option.isNone(yield* j.getCheckpoint(c4.id)))
+        assert.strictEqual(yield* j.headSeq(s.id), 2)
+        assert.deepStrictEqual((yield* j.listCheckpoints(s.id)).length, 2)
+      })
+    )
   })

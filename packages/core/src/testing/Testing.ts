@@ -24,7 +24,7 @@ import { Journal } from "../ports/Journal.js"
 export { ScriptedModel }
 
 /** @since 0.1.0 @category Models */
-export type GatewayLayerOptions<EJ = never, EP = never> = Kernel.Options<EJ, EP>
+export type GatewayLayerOptions<EJ = never, EP = never, EA = never> = Kernel.Options<EJ, EP, EA>
 
 /**
  * A journal that refuses (as a defect) any `RunStateChanged` that is not a legal transition of the
@@ -58,7 +58,7 @@ export const checkedJournal = <E, R>(journal: Layer.Layer<Journal, E, R>): Layer
  * @since 0.1.0
  * @category Layers
  */
-export const gatewayLayer = <EJ = never, EP = never>(options: GatewayLayerOptions<EJ, EP>) =>
+export const gatewayLayer = <EJ = never, EP = never, EA = never>(options: GatewayLayerOptions<EJ, EP, EA>) =>
   Kernel.layer({
     ...options,
     journal: checkedJournal(options.journal ?? (MemoryJournal.layer() as Layer.Layer<Journal, EJ>))

@@ -158,7 +158,21 @@ export const toPbEvent = (e: TapeEvent.TapeEvent): pb.TapeEvent => {
             summary: e.summary,
             fromSeq: BigInt(e.fromSeq),
             toSeq: BigInt(e.toSeq),
-            checkpointId: e.checkpointId
+            checkpointId: e.checkpointId,
+            strategy: e.strategy,
+            summarizer: e.summarizer,
+            tokensBefore: BigInt(e.tokensBefore),
+            tokensAfter: BigInt(e.tokensAfter)
+          })
+        }
+      case "CheckpointRestored":
+        return {
+          case: "checkpointRestored",
+          value: create(pb.CheckpointRestoredSchema, {
+            checkpointId: e.checkpointId,
+            restoredSeq: BigInt(e.restoredSeq),
+            historyFromSeq: BigInt(e.historyFromSeq),
+            by: e.by
           })
         }
       case "Usage":

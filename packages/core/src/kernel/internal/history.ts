@@ -13,35 +13,47 @@ type AssistantMsg = Extract<PromptMessage, { role: "assistant" }> & {
  */
 export const buildMessages = (events: Iterable<TapeEvent>): Array<PromptMessage> => {
   let messages: Array<PromptMessage> = []
+  // The tape seq each message came from: a compaction replaces only what it covers (up to its
+  // `toSeq`); turns it kept verbatim after that stay.
+  const seqOf = new Map<PromptMessage, number>()
   let lastAssistant: AssistantMsg | undefined
   for (const e of events) {
     switch (e._tag) {
-      case "CompactionApplied":
-        messages = [{ role: "system", text: `Summary of the earlier conversation:\n${e.summary}` }]
+      case "CompactionApplied": {
+        const summary: PromptMessage = { role: "system", text: `Summary of the earlier conversation:\n${e.summary}` }
+        messages = [summary, ...messages.filter((m) => (seqOf.get(m) ?? 0) > e.toSeq)]
+        if (lastAssistant && !messages.includes(lastAssistant)) lastAssistant = undefined
+        break
+      }
+      case "UserMessage": {
+        const m: PromptMessage = { role: "user", text: e.text }
+        messages.push(m)
+        seqOf.set(m, e.tapeSeq)
         lastAssistant = undefined
         break
-      case "UserMessage":
-        messages.push({ role: "user", text: e.text })
-        lastAssistant = undefined
-        break
+      }
       case "AssistantMessage": {
         const m: AssistantMsg = { role: "assistant", text: e.text, toolCalls: [] }
         messages.push(m)
+        seqOf.set(m, e.tapeSeq)
         lastAssistant = m
         break
       }
       case "ToolProposed":
         if (lastAssistant) lastAssistant.toolCalls.push({ id: e.toolCallId, name: e.tool, args: e.args })
         break
-      case "ToolResult":
-        messages.push({
+      case "ToolResult": {
+        const m: PromptMessage = {
           role: "tool",
           toolCallId: e.toolCallId,
           name: e.tool,
           output: e.status === "ok" ? e.output : `[${e.status}] ${e.output}`,
           isError: e.status !== "ok"
-        })
+        }
+        messages.push(m)
+        seqOf.set(m, e.tapeSeq)
         break
+      }
       default:
         break
     }

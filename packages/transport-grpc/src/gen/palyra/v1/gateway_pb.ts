@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file palyra/v1/gateway.proto.
  */
 export const file_palyra_v1_gateway: GenFile = /*@__PURE__*/
-  fileDesc("ChdwYWx5cmEvdjEvZ2F0ZXdheS5wcm90bxIJcGFseXJhLnYxIjcKC1J1bkFjY2VwdGVkEhEKCXByaW5jaXBhbBgBIAEoCRIVCg1xdWV1ZWRfYmVoaW5kGAIgASgJIhsKC1VzZXJNZXNzYWdlEgwKBHRleHQYASABKAkiZgoMTW9kZWxSZXF1ZXN0EgwKBHR1cm4YASABKA0SDQoFbW9kZWwYAiABKAkSEAoIbWVzc2FnZXMYAyABKA0SGAoQZXN0aW1hdGVkX3Rva2VucxgEIAEoDRINCgV0b29scxgFIAMoCSIsCg5Bc3Npc3RhbnREZWx0YRIMCgR0dXJuGAEgASgNEgwKBHRleHQYAiABKAkiRQoQQXNzaXN0YW50TWVzc2FnZRIMCgR0dXJuGAEgASgNEgwKBHRleHQYAiABKAkSFQoNZmluaXNoX3JlYXNvbhgDIAEoCSKHAQoMVG9vbFByb3Bvc2VkEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIYChBwcm92aWRlcl9jYWxsX2lkGAIgASgJEgwKBHRvb2wYAyABKAkSJAoEYXJncxgEIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRITCgthcmdzX2RpZ2VzdBgFIAEoCSKFAQoNUG9saWN5RGVjaWRlZBIUCgx0b29sX2NhbGxfaWQYASABKAkSDAoEdG9vbBgCIAEoCRIrCghkZWNpc2lvbhgDIAEoDjIZLnBhbHlyYS52MS5Qb2xpY3lEZWNpc2lvbhISCgpwb2xpY3lfaWRzGAQgAygJEg8KB3JlYXNvbnMYBSADKAkiwQEKEUFwcHJvdmFsUmVxdWVzdGVkEhMKC2FwcHJvdmFsX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRIMCgR0b29sGAMgASgJEh0KBHJpc2sYBCABKA4yDy5wYWx5cmEudjEuUmlzaxITCgthcmdzX2RpZ2VzdBgFIAEoCRIPCgdzdW1tYXJ5GAYgASgJEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpQBChBBcHByb3ZhbFJlc29sdmVkEhMKC2FwcHJvdmFsX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRIQCghkZWNpc2lvbhgDIAEoCRInCgVzY29wZRgEIAEoDjIYLnBhbHlyYS52MS5BcHByb3ZhbFNjb3BlEgoKAmJ5GAUgASgJEg4KBnJlYXNvbhgGIAEoCSJCCgtUb29sU3RhcnRlZBIUCgx0b29sX2NhbGxfaWQYASABKAkSDAoEdG9vbBgCIAEoCRIPCgdhdHRlbXB0GAMgASgNIngKClRvb2xSZXN1bHQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEgwKBHRvb2wYAiABKAkSDgoGc3RhdHVzGAMgASgJEg4KBm91dHB1dBgEIAEoCRIRCgl0cnVuY2F0ZWQYBSABKAgSEwoLZHVyYXRpb25fbXMYBiABKA0iZQoPUnVuU3RhdGVDaGFuZ2VkEiEKBGZyb20YASABKA4yEy5wYWx5cmEudjEuUnVuU3RhdGUSHwoCdG8YAiABKA4yEy5wYWx5cmEudjEuUnVuU3RhdGUSDgoGcmVhc29uGAMgASgJIl0KEUNvbXBhY3Rpb25BcHBsaWVkEg8KB3N1bW1hcnkYASABKAkSEAoIZnJvbV9zZXEYAiABKAQSDgoGdG9fc2VxGAMgASgEEhUKDWNoZWNrcG9pbnRfaWQYBCABKAkiQgoFVXNhZ2USDAoEdHVybhgBIAEoDRIUCgxpbnB1dF90b2tlbnMYAiABKA0SFQoNb3V0cHV0X3Rva2VucxgDIAEoDSIpCghSdW5FcnJvchIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkiKwoLU2Vzc2lvbk5vdGUSDgoGYXV0aG9yGAEgASgJEgwKBHRleHQYAiABKAkinQEKDEdyYW50Q2hhbmdlZBITCgthcHByb3ZhbF9pZBgBIAEoCRIMCgR0b29sGAIgASgJEg4KBmNoYW5nZRgDIAEoCRIKCgJieRgEIAEoCRIMCgR1c2VzGAUgASgNEhAKCG1heF91c2VzGAYgASgNEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wItEHCglUYXBlRXZlbnQSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEAoIdGFwZV9zZXEYAyABKAQSJgoCYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KDHJ1bl9hY2NlcHRlZBgKIAEoCzIWLnBhbHlyYS52MS5SdW5BY2NlcHRlZEgAEi4KDHVzZXJfbWVzc2FnZRgLIAEoCzIWLnBhbHlyYS52MS5Vc2VyTWVzc2FnZUgAEjAKDW1vZGVsX3JlcXVlc3QYDCABKAsyFy5wYWx5cmEudjEuTW9kZWxSZXF1ZXN0SAASNAoPYXNzaXN0YW50X2RlbHRhGA0gASgLMhkucGFseXJhLnYxLkFzc2lzdGFudERlbHRhSAASOAoRYXNzaXN0YW50X21lc3NhZ2UYDiABKAsyGy5wYWx5cmEudjEuQXNzaXN0YW50TWVzc2FnZUgAEjAKDXRvb2xfcHJvcG9zZWQYDyABKAsyFy5wYWx5cmEudjEuVG9vbFByb3Bvc2VkSAASMgoOcG9saWN5X2RlY2lkZWQYECABKAsyGC5wYWx5cmEudjEuUG9saWN5RGVjaWRlZEgAEjoKEmFwcHJvdmFsX3JlcXVlc3RlZBgRIAEoCzIcLnBhbHlyYS52MS5BcHByb3ZhbFJlcXVlc3RlZEgAEjgKEWFwcHJvdmFsX3Jlc29sdmVkGBIgASgLMhsucGFseXJhLnYxLkFwcHJvdmFsUmVzb2x2ZWRIABIuCgx0b29sX3N0YXJ0ZWQYEyABKAsyFi5wYWx5cmEudjEuVG9vbFN0YXJ0ZWRIABIsCgt0b29sX3Jlc3VsdBgUIAEoCzIVLnBhbHlyYS52MS5Ub29sUmVzdWx0SAASNwoRcnVuX3N0YXRlX2NoYW5nZWQYFSABKAsyGi5wYWx5cmEudjEuUnVuU3RhdGVDaGFuZ2VkSAASOgoSY29tcGFjdGlvbl9hcHBsaWVkGBYgASgLMhwucGFseXJhLnYxLkNvbXBhY3Rpb25BcHBsaWVkSAASIQoFdXNhZ2UYFyABKAsyEC5wYWx5cmEudjEuVXNhZ2VIABIoCglydW5fZXJyb3IYGCABKAsyEy5wYWx5cmEudjEuUnVuRXJyb3JIABIuCgxzZXNzaW9uX25vdGUYGSABKAsyFi5wYWx5cmEudjEuU2Vzc2lvbk5vdGVIABIwCg1ncmFudF9jaGFuZ2VkGBogASgLMhcucGFseXJhLnYxLkdyYW50Q2hhbmdlZEgAQgYKBGtpbmQiiQIKA1J1bhIKCgJpZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEhEKCXByaW5jaXBhbBgDIAEoCRIiCgVzdGF0ZRgEIAEoDjITLnBhbHlyYS52MS5SdW5TdGF0ZRINCgVpbnB1dBgFIAEoCRIRCglzdGFydF9zZXEYBiABKAQSEgoKZXJyb3JfY29kZRgHIAEoCRIVCg1lcnJvcl9tZXNzYWdlGAggASgJEi4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIrcCCgdTZXNzaW9uEgoKAmlkGAEgASgJEhEKCXByaW5jaXBhbBgCIAEoCRILCgNrZXkYAyABKAkSDwoHY2hhbm5lbBgEIAEoCRINCgV0aXRsZRgFIAEoCRIRCglwYXJlbnRfaWQYBiABKAkSEgoKcGFyZW50X3NlcRgHIAEoBBIYChByZXNldF9nZW5lcmF0aW9uGAggASgNEhgKEGhpc3RvcnlfZnJvbV9zZXEYCSABKAQSEwoLdG9rZW5zX3VzZWQYCiABKAQSEAoIYXJjaGl2ZWQYCyABKAgSLgoKY3JlYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAivwMKCEFwcHJvdmFsEgoKAmlkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSDgoGcnVuX2lkGAMgASgJEhQKDHRvb2xfY2FsbF9pZBgEIAEoCRIRCglwcmluY2lwYWwYBSABKAkSDAoEdG9vbBgGIAEoCRITCgthcmdzX2RpZ2VzdBgHIAEoCRIdCgRyaXNrGAggASgOMg8ucGFseXJhLnYxLlJpc2sSDwoHc3VtbWFyeRgJIAEoCRIpCgZzdGF0dXMYCiABKA4yGS5wYWx5cmEudjEuQXBwcm92YWxTdGF0dXMSJwoFc2NvcGUYCyABKA4yGC5wYWx5cmEudjEuQXBwcm92YWxTY29wZRIwCgxyZXF1ZXN0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3Jlc29sdmVkX2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghyZXNvbHZlchgPIAEoCRIOCgZyZWFzb24YECABKAkiSQoNU2Vzc2lvblRhcmdldBISCgpzZXNzaW9uX2lkGAEgASgJEhMKC3Nlc3Npb25fa2V5GAIgASgJEg8KB2NoYW5uZWwYAyABKAkiQgoIU3RhcnRSdW4SKAoGdGFyZ2V0GAEgASgLMhgucGFseXJhLnYxLlNlc3Npb25UYXJnZXQSDAoEdGV4dBgCIAEoCSIvCgZSZXN1bWUSEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCglhZnRlcl9zZXEYAiABKAQicQoQQXBwcm92YWxEZWNpc2lvbhITCgthcHByb3ZhbF9pZBgBIAEoCRIPCgdhcHByb3ZlGAIgASgIEicKBXNjb3BlGAMgASgOMhgucGFseXJhLnYxLkFwcHJvdmFsU2NvcGUSDgoGcmVhc29uGAQgASgJIhsKCUNhbmNlbFJ1bhIOCgZydW5faWQYASABKAki0wEKEFJ1blN0cmVhbVJlcXVlc3QSJAoFc3RhcnQYASABKAsyEy5wYWx5cmEudjEuU3RhcnRSdW5IABIRCgdtZXNzYWdlGAIgASgJSAASLwoIYXBwcm92YWwYAyABKAsyGy5wYWx5cmEudjEuQXBwcm92YWxEZWNpc2lvbkgAEiYKBmNhbmNlbBgEIAEoCzIULnBhbHlyYS52MS5DYW5jZWxSdW5IABIjCgZyZXN1bWUYBSABKAsyES5wYWx5cmEudjEuUmVzdW1lSABCCAoGYWN0aW9uIlsKEVJ1blN0cmVhbVJlc3BvbnNlEiUKBWV2ZW50GAEgASgLMhQucGFseXJhLnYxLlRhcGVFdmVudEgAEhQKCnNlc3Npb25faWQYAiABKAlIAEIJCgdwYXlsb2FkIk0KE1JvdXRlTWVzc2FnZVJlcXVlc3QSKAoGdGFyZ2V0GAEgASgLMhgucGFseXJhLnYxLlNlc3Npb25UYXJnZXQSDAoEdGV4dBgCIAEoCSI6ChRSb3V0ZU1lc3NhZ2VSZXNwb25zZRIOCgZydW5faWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCSIfCg1HZXRSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSItCg5HZXRSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5wYWx5cmEudjEuUnVuImUKFExpc3RBcHByb3ZhbHNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGcnVuX2lkGAIgASgJEikKBnN0YXR1cxgDIAEoDjIZLnBhbHlyYS52MS5BcHByb3ZhbFN0YXR1cyI/ChVMaXN0QXBwcm92YWxzUmVzcG9uc2USJgoJYXBwcm92YWxzGAEgAygLMhMucGFseXJhLnYxLkFwcHJvdmFsIikKEkdldEFwcHJvdmFsUmVxdWVzdBITCgthcHByb3ZhbF9pZBgBIAEoCSI8ChNHZXRBcHByb3ZhbFJlc3BvbnNlEiUKCGFwcHJvdmFsGAEgASgLMhMucGFseXJhLnYxLkFwcHJvdmFsIkcKFlJlc29sdmVBcHByb3ZhbFJlcXVlc3QSLQoIZGVjaXNpb24YASABKAsyGy5wYWx5cmEudjEuQXBwcm92YWxEZWNpc2lvbiJAChdSZXNvbHZlQXBwcm92YWxSZXNwb25zZRIlCghhcHByb3ZhbBgBIAEoCzITLnBhbHlyYS52MS5BcHByb3ZhbCJQChVSZXNvbHZlU2Vzc2lvblJlcXVlc3QSKAoGdGFyZ2V0GAEgASgLMhgucGFseXJhLnYxLlNlc3Npb25UYXJnZXQSDQoFdGl0bGUYAiABKAkiPQoWUmVzb2x2ZVNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIucGFseXJhLnYxLlNlc3Npb24iJwoRR2V0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSI5ChJHZXRTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLnBhbHlyYS52MS5TZXNzaW9uIj4KE0xpc3RTZXNzaW9uc1JlcXVlc3QSGAoQaW5jbHVkZV9hcmNoaXZlZBgBIAEoCBINCgVsaW1pdBgCIAEoDSI8ChRMaXN0U2Vzc2lvbnNSZXNwb25zZRIkCghzZXNzaW9ucxgBIAMoCzISLnBhbHlyYS52MS5TZXNzaW9uIikKE1Jlc2V0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSI7ChRSZXNldFNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIucGFseXJhLnYxLlNlc3Npb24iSQoUQnJhbmNoU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZhdF9zZXEYAiABKAQSDQoFdGl0bGUYAyABKAkiPAoVQnJhbmNoU2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5wYWx5cmEudjEuU2Vzc2lvbiJHCg9SZWFkVGFwZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCglhZnRlcl9zZXEYAiABKAQSDQoFbGltaXQYAyABKA0iUAoQUmVhZFRhcGVSZXNwb25zZRIkCgZldmVudHMYASADKAsyFC5wYWx5cmEudjEuVGFwZUV2ZW50EhYKDm5leHRfYWZ0ZXJfc2VxGAIgASgEIg8KDVZlcmlmeVJlcXVlc3QicwoOVmVyaWZ5UmVzcG9uc2USCgoCb2sYASABKAgSDwoHY2hlY2tlZBgCIAEoBBIOCgZyZWFzb24YAyABKAkSDgoGZGV0YWlsGAQgASgJEhIKCnNlc3Npb25faWQYBSABKAkSEAoIdGFwZV9zZXEYBiABKAQq1gEKCFJ1blN0YXRlEhkKFVJVTl9TVEFURV9VTlNQRUNJRklFRBAAEhUKEVJVTl9TVEFURV9QRU5ESU5HEAESFgoSUlVOX1NUQVRFX0FDQ0VQVEVEEAISGQoVUlVOX1NUQVRFX0lOX1BST0dSRVNTEAMSIgoeUlVOX1NUQVRFX1dBSVRJTkdfRk9SX0FQUFJPVkFMEAQSEgoOUlVOX1NUQVRFX0RPTkUQBRIXChNSVU5fU1RBVEVfQ0FOQ0VMTEVEEAYSFAoQUlVOX1NUQVRFX0ZBSUxFRBAHKlEKBFJpc2sSFAoQUklTS19VTlNQRUNJRklFRBAAEgwKCFJJU0tfTE9XEAESEgoOUklTS19TRU5TSVRJVkUQAhIRCg1SSVNLX0NSSVRJQ0FMEAMqfwoNQXBwcm92YWxTY29wZRIeChpBUFBST1ZBTF9TQ09QRV9VTlNQRUNJRklFRBAAEhcKE0FQUFJPVkFMX1NDT1BFX09OQ0UQARIaChZBUFBST1ZBTF9TQ09QRV9TRVNTSU9OEAISGQoVQVBQUk9WQUxfU0NPUEVfQUxXQVlTEAMqjAEKDlBvbGljeURlY2lzaW9uEh8KG1BPTElDWV9ERUNJU0lPTl9VTlNQRUNJRklFRBAAEhkKFVBPTElDWV9ERUNJU0lPTl9BTExPVxABEhgKFFBPTElDWV9ERUNJU0lPTl9ERU5ZEAISJAogUE9MSUNZX0RFQ0lTSU9OX1JFUVVJUkVfQVBQUk9WQUwQAyrCAQoOQXBwcm92YWxTdGF0dXMSHwobQVBQUk9WQUxfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXQVBQUk9WQUxfU1RBVFVTX1BFTkRJTkcQARIcChhBUFBST1ZBTF9TVEFUVVNfQVBQUk9WRUQQAhIaChZBUFBST1ZBTF9TVEFUVVNfREVOSUVEEAMSGwoXQVBQUk9WQUxfU1RBVFVTX0VYUElSRUQQBBIbChdBUFBST1ZBTF9TVEFUVVNfUkVWT0tFRBAFMuwBCg5HYXRld2F5U2VydmljZRJKCglSdW5TdHJlYW0SGy5wYWx5cmEudjEuUnVuU3RyZWFtUmVxdWVzdBocLnBhbHlyYS52MS5SdW5TdHJlYW1SZXNwb25zZSgBMAESTwoMUm91dGVNZXNzYWdlEh4ucGFseXJhLnYxLlJvdXRlTWVzc2FnZVJlcXVlc3QaHy5wYWx5cmEudjEuUm91dGVNZXNzYWdlUmVzcG9uc2USPQoGR2V0UnVuEhgucGFseXJhLnYxLkdldFJ1blJlcXVlc3QaGS5wYWx5cmEudjEuR2V0UnVuUmVzcG9uc2UyjgIKEEFwcHJvdmFsc1NlcnZpY2USUgoNTGlzdEFwcHJvdmFscxIfLnBhbHlyYS52MS5MaXN0QXBwcm92YWxzUmVxdWVzdBogLnBhbHlyYS52MS5MaXN0QXBwcm92YWxzUmVzcG9uc2USTAoLR2V0QXBwcm92YWwSHS5wYWx5cmEudjEuR2V0QXBwcm92YWxSZXF1ZXN0Gh4ucGFseXJhLnYxLkdldEFwcHJvdmFsUmVzcG9uc2USWAoPUmVzb2x2ZUFwcHJvdmFsEiEucGFseXJhLnYxLlJlc29sdmVBcHByb3ZhbFJlcXVlc3QaIi5wYWx5cmEudjEuUmVzb2x2ZUFwcHJvdmFsUmVzcG9uc2UyqQMKD1Nlc3Npb25zU2VydmljZRJVCg5SZXNvbHZlU2Vzc2lvbhIgLnBhbHlyYS52MS5SZXNvbHZlU2Vzc2lvblJlcXVlc3QaIS5wYWx5cmEudjEuUmVzb2x2ZVNlc3Npb25SZXNwb25zZRJJCgpHZXRTZXNzaW9uEhwucGFseXJhLnYxLkdldFNlc3Npb25SZXF1ZXN0Gh0ucGFseXJhLnYxLkdldFNlc3Npb25SZXNwb25zZRJPCgxMaXN0U2Vzc2lvbnMSHi5wYWx5cmEudjEuTGlzdFNlc3Npb25zUmVxdWVzdBofLnBhbHlyYS52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJPCgxSZXNldFNlc3Npb24SHi5wYWx5cmEudjEuUmVzZXRTZXNzaW9uUmVxdWVzdBofLnBhbHlyYS52MS5SZXNldFNlc3Npb25SZXNwb25zZRJSCg1CcmFuY2hTZXNzaW9uEh8ucGFseXJhLnYxLkJyYW5jaFNlc3Npb25SZXF1ZXN0GiAucGFseXJhLnYxLkJyYW5jaFNlc3Npb25SZXNwb25zZTKUAQoOSm91cm5hbFNlcnZpY2USQwoIUmVhZFRhcGUSGi5wYWx5cmEudjEuUmVhZFRhcGVSZXF1ZXN0GhsucGFseXJhLnYxLlJlYWRUYXBlUmVzcG9uc2USPQoGVmVyaWZ5EhgucGFseXJhLnYxLlZlcmlmeVJlcXVlc3QaGS5wYWx5cmEudjEuVmVyaWZ5UmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChdwYWx5cmEvdjEvZ2F0ZXdheS5wcm90bxIJcGFseXJhLnYxIjcKC1J1bkFjY2VwdGVkEhEKCXByaW5jaXBhbBgBIAEoCRIVCg1xdWV1ZWRfYmVoaW5kGAIgASgJIhsKC1VzZXJNZXNzYWdlEgwKBHRleHQYASABKAkiZgoMTW9kZWxSZXF1ZXN0EgwKBHR1cm4YASABKA0SDQoFbW9kZWwYAiABKAkSEAoIbWVzc2FnZXMYAyABKA0SGAoQZXN0aW1hdGVkX3Rva2VucxgEIAEoDRINCgV0b29scxgFIAMoCSIsCg5Bc3Npc3RhbnREZWx0YRIMCgR0dXJuGAEgASgNEgwKBHRleHQYAiABKAkiRQoQQXNzaXN0YW50TWVzc2FnZRIMCgR0dXJuGAEgASgNEgwKBHRleHQYAiABKAkSFQoNZmluaXNoX3JlYXNvbhgDIAEoCSKHAQoMVG9vbFByb3Bvc2VkEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIYChBwcm92aWRlcl9jYWxsX2lkGAIgASgJEgwKBHRvb2wYAyABKAkSJAoEYXJncxgEIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRITCgthcmdzX2RpZ2VzdBgFIAEoCSKFAQoNUG9saWN5RGVjaWRlZBIUCgx0b29sX2NhbGxfaWQYASABKAkSDAoEdG9vbBgCIAEoCRIrCghkZWNpc2lvbhgDIAEoDjIZLnBhbHlyYS52MS5Qb2xpY3lEZWNpc2lvbhISCgpwb2xpY3lfaWRzGAQgAygJEg8KB3JlYXNvbnMYBSADKAkiwQEKEUFwcHJvdmFsUmVxdWVzdGVkEhMKC2FwcHJvdmFsX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRIMCgR0b29sGAMgASgJEh0KBHJpc2sYBCABKA4yDy5wYWx5cmEudjEuUmlzaxITCgthcmdzX2RpZ2VzdBgFIAEoCRIPCgdzdW1tYXJ5GAYgASgJEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpQBChBBcHByb3ZhbFJlc29sdmVkEhMKC2FwcHJvdmFsX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRIQCghkZWNpc2lvbhgDIAEoCRInCgVzY29wZRgEIAEoDjIYLnBhbHlyYS52MS5BcHByb3ZhbFNjb3BlEgoKAmJ5GAUgASgJEg4KBnJlYXNvbhgGIAEoCSJCCgtUb29sU3RhcnRlZBIUCgx0b29sX2NhbGxfaWQYASABKAkSDAoEdG9vbBgCIAEoCRIPCgdhdHRlbXB0GAMgASgNIngKClRvb2xSZXN1bHQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEgwKBHRvb2wYAiABKAkSDgoGc3RhdHVzGAMgASgJEg4KBm91dHB1dBgEIAEoCRIRCgl0cnVuY2F0ZWQYBSABKAgSEwoLZHVyYXRpb25fbXMYBiABKA0iZQoPUnVuU3RhdGVDaGFuZ2VkEiEKBGZyb20YASABKA4yEy5wYWx5cmEudjEuUnVuU3RhdGUSHwoCdG8YAiABKA4yEy5wYWx5cmEudjEuUnVuU3RhdGUSDgoGcmVhc29uGAMgASgJIrABChFDb21wYWN0aW9uQXBwbGllZBIPCgdzdW1tYXJ5GAEgASgJEhAKCGZyb21fc2VxGAIgASgEEg4KBnRvX3NlcRgDIAEoBBIVCg1jaGVja3BvaW50X2lkGAQgASgJEhAKCHN0cmF0ZWd5GAUgASgJEhIKCnN1bW1hcml6ZXIYBiABKAkSFQoNdG9rZW5zX2JlZm9yZRgHIAEoBBIUCgx0b2tlbnNfYWZ0ZXIYCCABKAQiZwoSQ2hlY2twb2ludFJlc3RvcmVkEhUKDWNoZWNrcG9pbnRfaWQYASABKAkSFAoMcmVzdG9yZWRfc2VxGAIgASgEEhgKEGhpc3RvcnlfZnJvbV9zZXEYAyABKAQSCgoCYnkYBCABKAkiQgoFVXNhZ2USDAoEdHVybhgBIAEoDRIUCgxpbnB1dF90b2tlbnMYAiABKA0SFQoNb3V0cHV0X3Rva2VucxgDIAEoDSIpCghSdW5FcnJvchIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkiKwoLU2Vzc2lvbk5vdGUSDgoGYXV0aG9yGAEgASgJEgwKBHRleHQYAiABKAkinQEKDEdyYW50Q2hhbmdlZBITCgthcHByb3ZhbF9pZBgBIAEoCRIMCgR0b29sGAIgASgJEg4KBmNoYW5nZRgDIAEoCRIKCgJieRgEIAEoCRIMCgR1c2VzGAUgASgNEhAKCG1heF91c2VzGAYgASgNEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIo8ICglUYXBlRXZlbnQSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEAoIdGFwZV9zZXEYAyABKAQSJgoCYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KDHJ1bl9hY2NlcHRlZBgKIAEoCzIWLnBhbHlyYS52MS5SdW5BY2NlcHRlZEgAEi4KDHVzZXJfbWVzc2FnZRgLIAEoCzIWLnBhbHlyYS52MS5Vc2VyTWVzc2FnZUgAEjAKDW1vZGVsX3JlcXVlc3QYDCABKAsyFy5wYWx5cmEudjEuTW9kZWxSZXF1ZXN0SAASNAoPYXNzaXN0YW50X2RlbHRhGA0gASgLMhkucGFseXJhLnYxLkFzc2lzdGFudERlbHRhSAASOAoRYXNzaXN0YW50X21lc3NhZ2UYDiABKAsyGy5wYWx5cmEudjEuQXNzaXN0YW50TWVzc2FnZUgAEjAKDXRvb2xfcHJvcG9zZWQYDyABKAsyFy5wYWx5cmEudjEuVG9vbFByb3Bvc2VkSAASMgoOcG9saWN5X2RlY2lkZWQYECABKAsyGC5wYWx5cmEudjEuUG9saWN5RGVjaWRlZEgAEjoKEmFwcHJvdmFsX3JlcXVlc3RlZBgRIAEoCzIcLnBhbHlyYS52MS5BcHByb3ZhbFJlcXVlc3RlZEgAEjgKEWFwcHJvdmFsX3Jlc29sdmVkGBIgASgLMhsucGFseXJhLnYxLkFwcHJvdmFsUmVzb2x2ZWRIABIuCgx0b29sX3N0YXJ0ZWQYEyABKAsyFi5wYWx5cmEudjEuVG9vbFN0YXJ0ZWRIABIsCgt0b29sX3Jlc3VsdBgUIAEoCzIVLnBhbHlyYS52MS5Ub29sUmVzdWx0SAASNwoRcnVuX3N0YXRlX2NoYW5nZWQYFSABKAsyGi5wYWx5cmEudjEuUnVuU3RhdGVDaGFuZ2VkSAASOgoSY29tcGFjdGlvbl9hcHBsaWVkGBYgASgLMhwucGFseXJhLnYxLkNvbXBhY3Rpb25BcHBsaWVkSAASIQoFdXNhZ2UYFyABKAsyEC5wYWx5cmEudjEuVXNhZ2VIABIoCglydW5fZXJyb3IYGCABKAsyEy5wYWx5cmEudjEuUnVuRXJyb3JIABIuCgxzZXNzaW9uX25vdGUYGSABKAsyFi5wYWx5cmEudjEuU2Vzc2lvbk5vdGVIABIwCg1ncmFudF9jaGFuZ2VkGBogASgLMhcucGFseXJhLnYxLkdyYW50Q2hhbmdlZEgAEjwKE2NoZWNrcG9pbnRfcmVzdG9yZWQYGyABKAsyHS5wYWx5cmEudjEuQ2hlY2twb2ludFJlc3RvcmVkSABCBgoEa2luZCKJAgoDUnVuEgoKAmlkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSEQoJcHJpbmNpcGFsGAMgASgJEiIKBXN0YXRlGAQgASgOMhMucGFseXJhLnYxLlJ1blN0YXRlEg0KBWlucHV0GAUgASgJEhEKCXN0YXJ0X3NlcRgGIAEoBBISCgplcnJvcl9jb2RlGAcgASgJEhUKDWVycm9yX21lc3NhZ2UYCCABKAkSLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAitwIKB1Nlc3Npb24SCgoCaWQYASABKAkSEQoJcHJpbmNpcGFsGAIgASgJEgsKA2tleRgDIAEoCRIPCgdjaGFubmVsGAQgASgJEg0KBXRpdGxlGAUgASgJEhEKCXBhcmVudF9pZBgGIAEoCRISCgpwYXJlbnRfc2VxGAcgASgEEhgKEHJlc2V0X2dlbmVyYXRpb24YCCABKA0SGAoQaGlzdG9yeV9mcm9tX3NlcRgJIAEoBBITCgt0b2tlbnNfdXNlZBgKIAEoBBIQCghhcmNoaXZlZBgLIAEoCBIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK/AwoIQXBwcm92YWwSCgoCaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIOCgZydW5faWQYAyABKAkSFAoMdG9vbF9jYWxsX2lkGAQgASgJEhEKCXByaW5jaXBhbBgFIAEoCRIMCgR0b29sGAYgASgJEhMKC2FyZ3NfZGlnZXN0GAcgASgJEh0KBHJpc2sYCCABKA4yDy5wYWx5cmEudjEuUmlzaxIPCgdzdW1tYXJ5GAkgASgJEikKBnN0YXR1cxgKIAEoDjIZLnBhbHlyYS52MS5BcHByb3ZhbFN0YXR1cxInCgVzY29wZRgLIAEoDjIYLnBhbHlyYS52MS5BcHByb3ZhbFNjb3BlEjAKDHJlcXVlc3RlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLcmVzb2x2ZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHJlc29sdmVyGA8gASgJEg4KBnJlYXNvbhgQIAEoCSJJCg1TZXNzaW9uVGFyZ2V0EhIKCnNlc3Npb25faWQYASABKAkSEwoLc2Vzc2lvbl9rZXkYAiABKAkSDwoHY2hhbm5lbBgDIAEoCSJCCghTdGFydFJ1bhIoCgZ0YXJnZXQYASABKAsyGC5wYWx5cmEudjEuU2Vzc2lvblRhcmdldBIMCgR0ZXh0GAIgASgJIi8KBlJlc3VtZRISCgpzZXNzaW9uX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoBCJxChBBcHByb3ZhbERlY2lzaW9uEhMKC2FwcHJvdmFsX2lkGAEgASgJEg8KB2FwcHJvdmUYAiABKAgSJwoFc2NvcGUYAyABKA4yGC5wYWx5cmEudjEuQXBwcm92YWxTY29wZRIOCgZyZWFzb24YBCABKAkiGwoJQ2FuY2VsUnVuEg4KBnJ1bl9pZBgBIAEoCSLTAQoQUnVuU3RyZWFtUmVxdWVzdBIkCgVzdGFydBgBIAEoCzITLnBhbHlyYS52MS5TdGFydFJ1bkgAEhEKB21lc3NhZ2UYAiABKAlIABIvCghhcHByb3ZhbBgDIAEoCzIbLnBhbHlyYS52MS5BcHByb3ZhbERlY2lzaW9uSAASJgoGY2FuY2VsGAQgASgLMhQucGFseXJhLnYxLkNhbmNlbFJ1bkgAEiMKBnJlc3VtZRgFIAEoCzIRLnBhbHlyYS52MS5SZXN1bWVIAEIICgZhY3Rpb24iWwoRUnVuU3RyZWFtUmVzcG9uc2USJQoFZXZlbnQYASABKAsyFC5wYWx5cmEudjEuVGFwZUV2ZW50SAASFAoKc2Vzc2lvbl9pZBgCIAEoCUgAQgkKB3BheWxvYWQiTQoTUm91dGVNZXNzYWdlUmVxdWVzdBIoCgZ0YXJnZXQYASABKAsyGC5wYWx5cmEudjEuU2Vzc2lvblRhcmdldBIMCgR0ZXh0GAIgASgJIjoKFFJvdXRlTWVzc2FnZVJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJIh8KDUdldFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIi0KDkdldFJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLnBhbHlyYS52MS5SdW4iZQoUTGlzdEFwcHJvdmFsc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSKQoGc3RhdHVzGAMgASgOMhkucGFseXJhLnYxLkFwcHJvdmFsU3RhdHVzIj8KFUxpc3RBcHByb3ZhbHNSZXNwb25zZRImCglhcHByb3ZhbHMYASADKAsyEy5wYWx5cmEudjEuQXBwcm92YWwiKQoSR2V0QXBwcm92YWxSZXF1ZXN0EhMKC2FwcHJvdmFsX2lkGAEgASgJIjwKE0dldEFwcHJvdmFsUmVzcG9uc2USJQoIYXBwcm92YWwYASABKAsyEy5wYWx5cmEudjEuQXBwcm92YWwiRwoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBItCghkZWNpc2lvbhgBIAEoCzIbLnBhbHlyYS52MS5BcHByb3ZhbERlY2lzaW9uIkAKF1Jlc29sdmVBcHByb3ZhbFJlc3BvbnNlEiUKCGFwcHJvdmFsGAEgASgLMhMucGFseXJhLnYxLkFwcHJvdmFsIlAKFVJlc29sdmVTZXNzaW9uUmVxdWVzdBIoCgZ0YXJnZXQYASABKAsyGC5wYWx5cmEudjEuU2Vzc2lvblRhcmdldBINCgV0aXRsZRgCIAEoCSI9ChZSZXNvbHZlU2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5wYWx5cmEudjEuU2Vzc2lvbiInChFHZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIjkKEkdldFNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIucGFseXJhLnYxLlNlc3Npb24iPgoTTGlzdFNlc3Npb25zUmVxdWVzdBIYChBpbmNsdWRlX2FyY2hpdmVkGAEgASgIEg0KBWxpbWl0GAIgASgNIjwKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiQKCHNlc3Npb25zGAEgAygLMhIucGFseXJhLnYxLlNlc3Npb24iKQoTUmVzZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIjsKFFJlc2V0U2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5wYWx5cmEudjEuU2Vzc2lvbiJJChRCcmFuY2hTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBmF0X3NlcRgCIAEoBBINCgV0aXRsZRgDIAEoCSI8ChVCcmFuY2hTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLnBhbHlyYS52MS5TZXNzaW9uIkcKD1JlYWRUYXBlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoBBINCgVsaW1pdBgDIAEoDSJQChBSZWFkVGFwZVJlc3BvbnNlEiQKBmV2ZW50cxgBIAMoCzIULnBhbHlyYS52MS5UYXBlRXZlbnQSFgoObmV4dF9hZnRlcl9zZXEYAiABKAQiDwoNVmVyaWZ5UmVxdWVzdCJzCg5WZXJpZnlSZXNwb25zZRIKCgJvaxgBIAEoCBIPCgdjaGVja2VkGAIgASgEEg4KBnJlYXNvbhgDIAEoCRIOCgZkZXRhaWwYBCABKAkSEgoKc2Vzc2lvbl9pZBgFIAEoCRIQCgh0YXBlX3NlcRgGIAEoBCrWAQoIUnVuU3RhdGUSGQoVUlVOX1NUQVRFX1VOU1BFQ0lGSUVEEAASFQoRUlVOX1NUQVRFX1BFTkRJTkcQARIWChJSVU5fU1RBVEVfQUNDRVBURUQQAhIZChVSVU5fU1RBVEVfSU5fUFJPR1JFU1MQAxIiCh5SVU5fU1RBVEVfV0FJVElOR19GT1JfQVBQUk9WQUwQBBISCg5SVU5fU1RBVEVfRE9ORRAFEhcKE1JVTl9TVEFURV9DQU5DRUxMRUQQBhIUChBSVU5fU1RBVEVfRkFJTEVEEAcqUQoEUmlzaxIUChBSSVNLX1VOU1BFQ0lGSUVEEAASDAoIUklTS19MT1cQARISCg5SSVNLX1NFTlNJVElWRRACEhEKDVJJU0tfQ1JJVElDQUwQAyp/Cg1BcHByb3ZhbFNjb3BlEh4KGkFQUFJPVkFMX1NDT1BFX1VOU1BFQ0lGSUVEEAASFwoTQVBQUk9WQUxfU0NPUEVfT05DRRABEhoKFkFQUFJPVkFMX1NDT1BFX1NFU1NJT04QAhIZChVBUFBST1ZBTF9TQ09QRV9BTFdBWVMQAyqMAQoOUG9saWN5RGVjaXNpb24SHwobUE9MSUNZX0RFQ0lTSU9OX1VOU1BFQ0lGSUVEEAASGQoVUE9MSUNZX0RFQ0lTSU9OX0FMTE9XEAESGAoUUE9MSUNZX0RFQ0lTSU9OX0RFTlkQAhIkCiBQT0xJQ1lfREVDSVNJT05fUkVRVUlSRV9BUFBST1ZBTBADKsIBCg5BcHByb3ZhbFN0YXR1cxIfChtBUFBST1ZBTF9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdBUFBST1ZBTF9TVEFUVVNfUEVORElORxABEhwKGEFQUFJPVkFMX1NUQVRVU19BUFBST1ZFRBACEhoKFkFQUFJPVkFMX1NUQVRVU19ERU5JRUQQAxIbChdBUFBST1ZBTF9TVEFUVVNfRVhQSVJFRBAEEhsKF0FQUFJPVkFMX1NUQVRVU19SRVZPS0VEEAUy7AEKDkdhdGV3YXlTZXJ2aWNlEkoKCVJ1blN0cmVhbRIbLnBhbHlyYS52MS5SdW5TdHJlYW1SZXF1ZXN0GhwucGFseXJhLnYxLlJ1blN0cmVhbVJlc3BvbnNlKAEwARJPCgxSb3V0ZU1lc3NhZ2USHi5wYWx5cmEudjEuUm91dGVNZXNzYWdlUmVxdWVzdBofLnBhbHlyYS52MS5Sb3V0ZU1lc3NhZ2VSZXNwb25zZRI9CgZHZXRSdW4SGC5wYWx5cmEudjEuR2V0UnVuUmVxdWVzdBoZLnBhbHlyYS52MS5HZXRSdW5SZXNwb25zZTKOAgoQQXBwcm92YWxzU2VydmljZRJSCg1MaXN0QXBwcm92YWxzEh8ucGFseXJhLnYxLkxpc3RBcHByb3ZhbHNSZXF1ZXN0GiAucGFseXJhLnYxLkxpc3RBcHByb3ZhbHNSZXNwb25zZRJMCgtHZXRBcHByb3ZhbBIdLnBhbHlyYS52MS5HZXRBcHByb3ZhbFJlcXVlc3QaHi5wYWx5cmEudjEuR2V0QXBwcm92YWxSZXNwb25zZRJYCg9SZXNvbHZlQXBwcm92YWwSIS5wYWx5cmEudjEuUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBoiLnBhbHlyYS52MS5SZXNvbHZlQXBwcm92YWxSZXNwb25zZTKpAwoPU2Vzc2lvbnNTZXJ2aWNlElUKDlJlc29sdmVTZXNzaW9uEiAucGFseXJhLnYxLlJlc29sdmVTZXNzaW9uUmVxdWVzdBohLnBhbHlyYS52MS5SZXNvbHZlU2Vzc2lvblJlc3BvbnNlEkkKCkdldFNlc3Npb24SHC5wYWx5cmEudjEuR2V0U2Vzc2lvblJlcXVlc3QaHS5wYWx5cmEudjEuR2V0U2Vzc2lvblJlc3BvbnNlEk8KDExpc3RTZXNzaW9ucxIeLnBhbHlyYS52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0Gh8ucGFseXJhLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlEk8KDFJlc2V0U2Vzc2lvbhIeLnBhbHlyYS52MS5SZXNldFNlc3Npb25SZXF1ZXN0Gh8ucGFseXJhLnYxLlJlc2V0U2Vzc2lvblJlc3BvbnNlElIKDUJyYW5jaFNlc3Npb24SHy5wYWx5cmEudjEuQnJhbmNoU2Vzc2lvblJlcXVlc3QaIC5wYWx5cmEudjEuQnJhbmNoU2Vzc2lvblJlc3BvbnNlMpQBCg5Kb3VybmFsU2VydmljZRJDCghSZWFkVGFwZRIaLnBhbHlyYS52MS5SZWFkVGFwZVJlcXVlc3QaGy5wYWx5cmEudjEuUmVhZFRhcGVSZXNwb25zZRI9CgZWZXJpZnkSGC5wYWx5cmEudjEuVmVyaWZ5UmVxdWVzdBoZLnBhbHlyYS52MS5WZXJpZnlSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message palyra.v1.RunAccepted
@@ -433,6 +433,30 @@ export type CompactionApplied = Message<"palyra.v1.CompactionApplied"> & {
    * @generated from field: string checkpoint_id = 4;
    */
   checkpointId: string;
+
+  /**
+   * e.g. session_window_v1
+   *
+   * @generated from field: string strategy = 5;
+   */
+  strategy: string;
+
+  /**
+   * model | extractive
+   *
+   * @generated from field: string summarizer = 6;
+   */
+  summarizer: string;
+
+  /**
+   * @generated from field: uint64 tokens_before = 7;
+   */
+  tokensBefore: bigint;
+
+  /**
+   * @generated from field: uint64 tokens_after = 8;
+   */
+  tokensAfter: bigint;
 };
 
 /**
@@ -441,6 +465,40 @@ export type CompactionApplied = Message<"palyra.v1.CompactionApplied"> & {
  */
 export const CompactionAppliedSchema: GenMessage<CompactionApplied> = /*@__PURE__*/
   messageDesc(file_palyra_v1_gateway, 12);
+
+/**
+ * The session's prompt went back to a checkpoint (the prompt as it was at restored_seq).
+ *
+ * @generated from message palyra.v1.CheckpointRestored
+ */
+export type CheckpointRestored = Message<"palyra.v1.CheckpointRestored"> & {
+  /**
+   * @generated from field: string checkpoint_id = 1;
+   */
+  checkpointId: string;
+
+  /**
+   * @generated from field: uint64 restored_seq = 2;
+   */
+  restoredSeq: bigint;
+
+  /**
+   * @generated from field: uint64 history_from_seq = 3;
+   */
+  historyFromSeq: bigint;
+
+  /**
+   * @generated from field: string by = 4;
+   */
+  by: string;
+};
+
+/**
+ * Describes the message palyra.v1.CheckpointRestored.
+ * Use `create(CheckpointRestoredSchema)` to create a new message.
+ */
+export const CheckpointRestoredSchema: GenMessage<CheckpointRestored> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 13);
 
 /**
  * @generated from message palyra.v1.Usage
@@ -467,7 +525,7 @@ export type Usage = Message<"palyra.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 13);
+  messageDesc(file_palyra_v1_gateway, 14);
 
 /**
  * @generated from message palyra.v1.RunError
@@ -489,7 +547,7 @@ export type RunError = Message<"palyra.v1.RunError"> & {
  * Use `create(RunErrorSchema)` to create a new message.
  */
 export const RunErrorSchema: GenMessage<RunError> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 14);
+  messageDesc(file_palyra_v1_gateway, 15);
 
 /**
  * @generated from message palyra.v1.SessionNote
@@ -511,7 +569,7 @@ export type SessionNote = Message<"palyra.v1.SessionNote"> & {
  * Use `create(SessionNoteSchema)` to create a new message.
  */
 export const SessionNoteSchema: GenMessage<SessionNote> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 15);
+  messageDesc(file_palyra_v1_gateway, 16);
 
 /**
  * @generated from message palyra.v1.GrantChanged
@@ -562,7 +620,7 @@ export type GrantChanged = Message<"palyra.v1.GrantChanged"> & {
  * Use `create(GrantChangedSchema)` to create a new message.
  */
 export const GrantChangedSchema: GenMessage<GrantChanged> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 16);
+  messageDesc(file_palyra_v1_gateway, 17);
 
 /**
  * @generated from message palyra.v1.TapeEvent
@@ -695,6 +753,12 @@ export type TapeEvent = Message<"palyra.v1.TapeEvent"> & {
      */
     value: GrantChanged;
     case: "grantChanged";
+  } | {
+    /**
+     * @generated from field: palyra.v1.CheckpointRestored checkpoint_restored = 27;
+     */
+    value: CheckpointRestored;
+    case: "checkpointRestored";
   } | { case: undefined; value?: undefined };
 };
 
@@ -703,7 +767,7 @@ export type TapeEvent = Message<"palyra.v1.TapeEvent"> & {
  * Use `create(TapeEventSchema)` to create a new message.
  */
 export const TapeEventSchema: GenMessage<TapeEvent> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 17);
+  messageDesc(file_palyra_v1_gateway, 18);
 
 /**
  * @generated from message palyra.v1.Run
@@ -765,7 +829,7 @@ export type Run = Message<"palyra.v1.Run"> & {
  * Use `create(RunSchema)` to create a new message.
  */
 export const RunSchema: GenMessage<Run> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 18);
+  messageDesc(file_palyra_v1_gateway, 19);
 
 /**
  * @generated from message palyra.v1.Session
@@ -842,7 +906,7 @@ export type Session = Message<"palyra.v1.Session"> & {
  * Use `create(SessionSchema)` to create a new message.
  */
 export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 19);
+  messageDesc(file_palyra_v1_gateway, 20);
 
 /**
  * @generated from message palyra.v1.Approval
@@ -934,7 +998,7 @@ export type Approval = Message<"palyra.v1.Approval"> & {
  * Use `create(ApprovalSchema)` to create a new message.
  */
 export const ApprovalSchema: GenMessage<Approval> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 20);
+  messageDesc(file_palyra_v1_gateway, 21);
 
 /**
  * Where a message goes: a session id, or a key the principal reuses (created when new).
@@ -963,7 +1027,7 @@ export type SessionTarget = Message<"palyra.v1.SessionTarget"> & {
  * Use `create(SessionTargetSchema)` to create a new message.
  */
 export const SessionTargetSchema: GenMessage<SessionTarget> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 21);
+  messageDesc(file_palyra_v1_gateway, 22);
 
 /**
  * @generated from message palyra.v1.StartRun
@@ -985,7 +1049,7 @@ export type StartRun = Message<"palyra.v1.StartRun"> & {
  * Use `create(StartRunSchema)` to create a new message.
  */
 export const StartRunSchema: GenMessage<StartRun> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 22);
+  messageDesc(file_palyra_v1_gateway, 23);
 
 /**
  * @generated from message palyra.v1.Resume
@@ -1009,7 +1073,7 @@ export type Resume = Message<"palyra.v1.Resume"> & {
  * Use `create(ResumeSchema)` to create a new message.
  */
 export const ResumeSchema: GenMessage<Resume> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 23);
+  messageDesc(file_palyra_v1_gateway, 24);
 
 /**
  * @generated from message palyra.v1.ApprovalDecision
@@ -1041,7 +1105,7 @@ export type ApprovalDecision = Message<"palyra.v1.ApprovalDecision"> & {
  * Use `create(ApprovalDecisionSchema)` to create a new message.
  */
 export const ApprovalDecisionSchema: GenMessage<ApprovalDecision> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 24);
+  messageDesc(file_palyra_v1_gateway, 25);
 
 /**
  * @generated from message palyra.v1.CancelRun
@@ -1058,7 +1122,7 @@ export type CancelRun = Message<"palyra.v1.CancelRun"> & {
  * Use `create(CancelRunSchema)` to create a new message.
  */
 export const CancelRunSchema: GenMessage<CancelRun> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 25);
+  messageDesc(file_palyra_v1_gateway, 26);
 
 /**
  * @generated from message palyra.v1.RunStreamRequest
@@ -1107,7 +1171,7 @@ export type RunStreamRequest = Message<"palyra.v1.RunStreamRequest"> & {
  * Use `create(RunStreamRequestSchema)` to create a new message.
  */
 export const RunStreamRequestSchema: GenMessage<RunStreamRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 26);
+  messageDesc(file_palyra_v1_gateway, 27);
 
 /**
  * @generated from message palyra.v1.RunStreamResponse
@@ -1138,7 +1202,7 @@ export type RunStreamResponse = Message<"palyra.v1.RunStreamResponse"> & {
  * Use `create(RunStreamResponseSchema)` to create a new message.
  */
 export const RunStreamResponseSchema: GenMessage<RunStreamResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 27);
+  messageDesc(file_palyra_v1_gateway, 28);
 
 /**
  * @generated from message palyra.v1.RouteMessageRequest
@@ -1160,7 +1224,7 @@ export type RouteMessageRequest = Message<"palyra.v1.RouteMessageRequest"> & {
  * Use `create(RouteMessageRequestSchema)` to create a new message.
  */
 export const RouteMessageRequestSchema: GenMessage<RouteMessageRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 28);
+  messageDesc(file_palyra_v1_gateway, 29);
 
 /**
  * @generated from message palyra.v1.RouteMessageResponse
@@ -1182,7 +1246,7 @@ export type RouteMessageResponse = Message<"palyra.v1.RouteMessageResponse"> & {
  * Use `create(RouteMessageResponseSchema)` to create a new message.
  */
 export const RouteMessageResponseSchema: GenMessage<RouteMessageResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 29);
+  messageDesc(file_palyra_v1_gateway, 30);
 
 /**
  * @generated from message palyra.v1.GetRunRequest
@@ -1199,7 +1263,7 @@ export type GetRunRequest = Message<"palyra.v1.GetRunRequest"> & {
  * Use `create(GetRunRequestSchema)` to create a new message.
  */
 export const GetRunRequestSchema: GenMessage<GetRunRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 30);
+  messageDesc(file_palyra_v1_gateway, 31);
 
 /**
  * @generated from message palyra.v1.GetRunResponse
@@ -1216,7 +1280,7 @@ export type GetRunResponse = Message<"palyra.v1.GetRunResponse"> & {
  * Use `create(GetRunResponseSchema)` to create a new message.
  */
 export const GetRunResponseSchema: GenMessage<GetRunResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 31);
+  messageDesc(file_palyra_v1_gateway, 32);
 
 /**
  * @generated from message palyra.v1.ListApprovalsRequest
@@ -1243,7 +1307,7 @@ export type ListApprovalsRequest = Message<"palyra.v1.ListApprovalsRequest"> & {
  * Use `create(ListApprovalsRequestSchema)` to create a new message.
  */
 export const ListApprovalsRequestSchema: GenMessage<ListApprovalsRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 32);
+  messageDesc(file_palyra_v1_gateway, 33);
 
 /**
  * @generated from message palyra.v1.ListApprovalsResponse
@@ -1260,7 +1324,7 @@ export type ListApprovalsResponse = Message<"palyra.v1.ListApprovalsResponse"> &
  * Use `create(ListApprovalsResponseSchema)` to create a new message.
  */
 export const ListApprovalsResponseSchema: GenMessage<ListApprovalsResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 33);
+  messageDesc(file_palyra_v1_gateway, 34);
 
 /**
  * @generated from message palyra.v1.GetApprovalRequest
@@ -1277,7 +1341,7 @@ export type GetApprovalRequest = Message<"palyra.v1.GetApprovalRequest"> & {
  * Use `create(GetApprovalRequestSchema)` to create a new message.
  */
 export const GetApprovalRequestSchema: GenMessage<GetApprovalRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 34);
+  messageDesc(file_palyra_v1_gateway, 35);
 
 /**
  * @generated from message palyra.v1.GetApprovalResponse
@@ -1294,7 +1358,7 @@ export type GetApprovalResponse = Message<"palyra.v1.GetApprovalResponse"> & {
  * Use `create(GetApprovalResponseSchema)` to create a new message.
  */
 export const GetApprovalResponseSchema: GenMessage<GetApprovalResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 35);
+  messageDesc(file_palyra_v1_gateway, 36);
 
 /**
  * @generated from message palyra.v1.ResolveApprovalRequest
@@ -1311,7 +1375,7 @@ export type ResolveApprovalRequest = Message<"palyra.v1.ResolveApprovalRequest">
  * Use `create(ResolveApprovalRequestSchema)` to create a new message.
  */
 export const ResolveApprovalRequestSchema: GenMessage<ResolveApprovalRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 36);
+  messageDesc(file_palyra_v1_gateway, 37);
 
 /**
  * @generated from message palyra.v1.ResolveApprovalResponse
@@ -1328,7 +1392,7 @@ export type ResolveApprovalResponse = Message<"palyra.v1.ResolveApprovalResponse
  * Use `create(ResolveApprovalResponseSchema)` to create a new message.
  */
 export const ResolveApprovalResponseSchema: GenMessage<ResolveApprovalResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 37);
+  messageDesc(file_palyra_v1_gateway, 38);
 
 /**
  * @generated from message palyra.v1.ResolveSessionRequest
@@ -1350,7 +1414,7 @@ export type ResolveSessionRequest = Message<"palyra.v1.ResolveSessionRequest"> &
  * Use `create(ResolveSessionRequestSchema)` to create a new message.
  */
 export const ResolveSessionRequestSchema: GenMessage<ResolveSessionRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 38);
+  messageDesc(file_palyra_v1_gateway, 39);
 
 /**
  * @generated from message palyra.v1.ResolveSessionResponse
@@ -1367,7 +1431,7 @@ export type ResolveSessionResponse = Message<"palyra.v1.ResolveSessionResponse">
  * Use `create(ResolveSessionResponseSchema)` to create a new message.
  */
 export const ResolveSessionResponseSchema: GenMessage<ResolveSessionResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 39);
+  messageDesc(file_palyra_v1_gateway, 40);
 
 /**
  * @generated from message palyra.v1.GetSessionRequest
@@ -1384,7 +1448,7 @@ export type GetSessionRequest = Message<"palyra.v1.GetSessionRequest"> & {
  * Use `create(GetSessionRequestSchema)` to create a new message.
  */
 export const GetSessionRequestSchema: GenMessage<GetSessionRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 40);
+  messageDesc(file_palyra_v1_gateway, 41);
 
 /**
  * @generated from message palyra.v1.GetSessionResponse
@@ -1401,7 +1465,7 @@ export type GetSessionResponse = Message<"palyra.v1.GetSessionResponse"> & {
  * Use `create(GetSessionResponseSchema)` to create a new message.
  */
 export const GetSessionResponseSchema: GenMessage<GetSessionResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 41);
+  messageDesc(file_palyra_v1_gateway, 42);
 
 /**
  * @generated from message palyra.v1.ListSessionsRequest
@@ -1423,7 +1487,7 @@ export type ListSessionsRequest = Message<"palyra.v1.ListSessionsRequest"> & {
  * Use `create(ListSessionsRequestSchema)` to create a new message.
  */
 export const ListSessionsRequestSchema: GenMessage<ListSessionsRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 42);
+  messageDesc(file_palyra_v1_gateway, 43);
 
 /**
  * @generated from message palyra.v1.ListSessionsResponse
@@ -1440,7 +1504,7 @@ export type ListSessionsResponse = Message<"palyra.v1.ListSessionsResponse"> & {
  * Use `create(ListSessionsResponseSchema)` to create a new message.
  */
 export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 43);
+  messageDesc(file_palyra_v1_gateway, 44);
 
 /**
  * @generated from message palyra.v1.ResetSessionRequest
@@ -1457,7 +1521,7 @@ export type ResetSessionRequest = Message<"palyra.v1.ResetSessionRequest"> & {
  * Use `create(ResetSessionRequestSchema)` to create a new message.
  */
 export const ResetSessionRequestSchema: GenMessage<ResetSessionRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 44);
+  messageDesc(file_palyra_v1_gateway, 45);
 
 /**
  * @generated from message palyra.v1.ResetSessionResponse
@@ -1474,7 +1538,7 @@ export type ResetSessionResponse = Message<"palyra.v1.ResetSessionResponse"> & {
  * Use `create(ResetSessionResponseSchema)` to create a new message.
  */
 export const ResetSessionResponseSchema: GenMessage<ResetSessionResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 45);
+  messageDesc(file_palyra_v1_gateway, 46);
 
 /**
  * @generated from message palyra.v1.BranchSessionRequest
@@ -1503,7 +1567,7 @@ export type BranchSessionRequest = Message<"palyra.v1.BranchSessionRequest"> & {
  * Use `create(BranchSessionRequestSchema)` to create a new message.
  */
 export const BranchSessionRequestSchema: GenMessage<BranchSessionRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 46);
+  messageDesc(file_palyra_v1_gateway, 47);
 
 /**
  * @generated from message palyra.v1.BranchSessionResponse
@@ -1520,7 +1584,7 @@ export type BranchSessionResponse = Message<"palyra.v1.BranchSessionResponse"> &
  * Use `create(BranchSessionResponseSchema)` to create a new message.
  */
 export const BranchSessionResponseSchema: GenMessage<BranchSessionResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 47);
+  messageDesc(file_palyra_v1_gateway, 48);
 
 /**
  * @generated from message palyra.v1.ReadTapeRequest
@@ -1549,7 +1613,7 @@ export type ReadTapeRequest = Message<"palyra.v1.ReadTapeRequest"> & {
  * Use `create(ReadTapeRequestSchema)` to create a new message.
  */
 export const ReadTapeRequestSchema: GenMessage<ReadTapeRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 48);
+  messageDesc(file_palyra_v1_gateway, 49);
 
 /**
  * @generated from message palyra.v1.ReadTapeResponse
@@ -1573,7 +1637,7 @@ export type ReadTapeResponse = Message<"palyra.v1.ReadTapeResponse"> & {
  * Use `create(ReadTapeResponseSchema)` to create a new message.
  */
 export const ReadTapeResponseSchema: GenMessage<ReadTapeResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 49);
+  messageDesc(file_palyra_v1_gateway, 50);
 
 /**
  * @generated from message palyra.v1.VerifyRequest
@@ -1586,7 +1650,7 @@ export type VerifyRequest = Message<"palyra.v1.VerifyRequest"> & {
  * Use `create(VerifyRequestSchema)` to create a new message.
  */
 export const VerifyRequestSchema: GenMessage<VerifyRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 50);
+  messageDesc(file_palyra_v1_gateway, 51);
 
 /**
  * @generated from message palyra.v1.VerifyResponse
@@ -1630,7 +1694,7 @@ export type VerifyResponse = Message<"palyra.v1.VerifyResponse"> & {
  * Use `create(VerifyResponseSchema)` to create a new message.
  */
 export const VerifyResponseSchema: GenMessage<VerifyResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 51);
+  messageDesc(file_palyra_v1_gateway, 52);
 
 /**
  * @generated from enum palyra.v1.RunState
