@@ -65,7 +65,8 @@ export interface Service {
   readonly sink: (channel: string) => Sink
   /** Emit everything the coalescers hold now. */
   readonly flush: Effect.Effect<void>
-  readonly stats: Effect.Effect<Stats>
+  /** Counters of one channel, or of all of them. */
+  readonly stats: (channel?: string) => Effect.Effect<Stats>
   /** The channel's settings, with defaults applied. */
   readonly settings: (channel: string) => Option.Option<Resolved>
 }
@@ -96,6 +97,7 @@ export const parseCommand = (text: string): ParsedCommand | undefined => {
 
 interface Admission {
   readonly settings: Resolved
+  readonly counters: Lane["counters"]
   readonly identity: SessionKey.Identity
   readonly principal: string
   readonly sessionKey: string
@@ -109,6 +111,7 @@ interface Admission {
 
 interface Lane {
   readonly settings: Resolved
+  readonly counters: { admitted: number; active: number }
   readonly queue: Queue.Queue<Admission>
   readonly coalescer: Coalescer.Coalescer<Admission>
 }
@@ -151,8 +154,6 @@ export const make = (
     const outbox = yield* Outbox
     const all = new Map(options.channels.map((c) => [c.name, resolve(c)] as const))
     const lanes = new Map<string, Lane>()
-    let admitted = 0
-    let active = 0
 
     const record = (channel: string, reason: Reason) =>
       Effect.flatMap(Clock.currentTimeMillis, (at) => store.recordRejection(channel, reason, at))
@@ -275,7 +276,7 @@ export const make = (
             )
             return
           }
-          admitted++
+          item.counters.admitted++
           const now = yield* Clock.currentTimeMillis
           const watch: Watch = {
             ...item.identity,
@@ -296,6 +297,7 @@ export const make = (
     for (const settings of all.values()) {
       if (!settings.enabled) continue
       const queue = yield* Queue.dropping<Admission>(settings.maxQueue)
+      const counters = { admitted: 0, active: 0 }
       const coalescer = yield* Coalescer.make<Admission>({
         window: settings.coalesce.windowMs,
         maxWait: settings.coalesce.maxWaitMs,
@@ -325,15 +327,15 @@ export const make = (
             )
           }).pipe(logged("could not queue a channel message"))
       })
-      lanes.set(settings.name, { settings, queue, coalescer })
+      lanes.set(settings.name, { settings, counters, queue, coalescer })
       for (let i = 0; i < settings.maxConcurrent; i++) {
         yield* Effect.forkScoped(
           Effect.forever(
             Effect.flatMap(Queue.take(queue), (item) =>
-              Effect.sync(() => void active++).pipe(
+              Effect.sync(() => void counters.active++).pipe(
                 Effect.zipRight(runAdmission(item)),
                 logged("a channel run failed"),
-                Effect.ensuring(Effect.sync(() => void active--))
+                Effect.ensuring(Effect.sync(() => void counters.active--))
               )
             )
           )
@@ -547,6 +549,7 @@ export const make = (
       if (text.length === 0) return yield* reject(s.name, "empty")
       const result = yield* lane.coalescer.offer({
         settings: s,
+        counters: lane.counters,
         identity,
         principal,
         sessionKey,
@@ -585,15 +588,18 @@ export const make = (
         refuse: (reason) => record(channel, reason).pipe(logged("could not count a refused request"))
       }),
       flush: Effect.forEach(lanes.values(), (lane) => lane.coalescer.flushAll, { discard: true }),
-      stats: Effect.gen(function* () {
-        let queued = 0
-        let buffered = 0
-        for (const lane of lanes.values()) {
-          queued += yield* Queue.size(lane.queue)
-          buffered += yield* lane.coalescer.size
-        }
-        return { admitted, active, queued, buffered }
-      }),
+      stats: (channel) =>
+        Effect.gen(function* () {
+          const totals = { admitted: 0, active: 0, queued: 0, buffered: 0 }
+          for (const lane of lanes.values()) {
+            if (channel !== undefined && lane.settings.name !== channel) continue
+            totals.admitted += lane.counters.admitted
+            totals.active += lane.counters.active
+            totals.queued += yield* Queue.size(lane.queue)
+            totals.buffered += yield* lane.coalescer.size
+          }
+          return totals
+        }),
       settings: (channel) => Option.fromNullable(all.get(channel))
     }
   })
