@@ -184,9 +184,12 @@ export interface Service {
 
   /** Add deliveries; one whose key exists already is left alone (false in its slot). */
   readonly enqueue: (deliveries: ReadonlyArray<NewDelivery>) => R<ReadonlyArray<boolean>>
-  /** Pending deliveries of `channel` due at `now`, oldest first. */
+  /**
+   * Deliveries of `channel` to send now, oldest first: the oldest pending delivery of each
+   * conversation, when it is due at `now` (so a conversation's messages never overtake each other).
+   */
   readonly due: (channel: string, now: number, limit: number) => R<ReadonlyArray<Delivery>>
-  /** When the channel's next pending delivery is due, if any. */
+  /** When the first of those heads is due, if there is a pending delivery at all. */
   readonly nextDueAt: (channel: string) => R<Option.Option<number>>
   readonly updateDelivery: (key: string, patch: DeliveryPatch, at: number) => R<void>
   readonly listDeliveries: (filter: DeliveryFilter) => R<ReadonlyArray<Delivery>>
@@ -239,6 +242,14 @@ export const makeMemory = (): Service => {
   const watches = new Map<string, Watch>()
   const rejections = new Map<string, RejectionCount>()
   const ok = <A>(f: () => A): R<A> => Effect.sync(f)
+  /** The oldest pending delivery of each conversation of `channel`, by seq. */
+  const heads = (channel: string) => {
+    const first = new Map<string, Delivery>()
+    for (const d of [...outbox.values()].sort((a, b) => a.seq - b.seq)) {
+      if (d.channel === channel && d.state === "pending" && !first.has(d.conversation)) first.set(d.conversation, d)
+    }
+    return [...first.values()]
+  }
 
   return {
     claimInbound: (channel, id, at) =>
@@ -335,18 +346,14 @@ export const makeMemory = (): Service => {
       ),
     due: (channel, now, limit) =>
       ok(() =>
-        [...outbox.values()]
-          .filter((d) => d.channel === channel && d.state === "pending" && d.nextAttemptAt <= now)
-          .sort((a, b) => a.seq - b.seq)
+        heads(channel)
+          .filter((d) => d.nextAttemptAt <= now)
           .slice(0, limit)
       ),
     nextDueAt: (channel) =>
       ok(() => {
-        let min: number | undefined
-        for (const d of outbox.values())
-          if (d.channel === channel && d.state === "pending" && (min === undefined || d.nextAttemptAt < min))
-            min = d.nextAttemptAt
-        return Option.fromNullable(min)
+        const all = heads(channel)
+        return all.length === 0 ? Option.none() : Option.some(Math.min(...all.map((d) => d.nextAttemptAt)))
       }),
     updateDelivery: (key, patch, at) =>
       ok(() => {

@@ -7,8 +7,10 @@
  *   no-op.
  * - **Split** at the platform's length limit, on paragraph, line or word boundaries when possible,
  *   never inside a surrogate pair; each part has its own key and goes out in order.
+ * - **Order**: a conversation's messages never overtake each other — only the oldest pending delivery
+ *   of each conversation is ever sent, also across restarts.
  * - **Rate limits**: a 429 with retry-after puts the delivery back to `pending` until then, and the
- *   channel's worker pauses until it is due.
+ *   channel's worker pauses that long.
  * - **Crash safety**: a delivery is marked `unknown` before the platform is called. After a restart,
  *   `unknown` deliveries are never re-sent blindly: the connector reconciles them (`sent`, `resend`
  *   when the platform dedupes by key, or left `unknown` and marked).
@@ -139,6 +141,7 @@ export const make = (options: Options): Effect.Effect<Service, never, ChannelSto
     const wakers = new Map<string, Queue.Queue<void>>()
     const limits = new Map(options.connectors.map((c) => [c.channel, c.maxMessageLength]))
 
+    /** Send one delivery; returns how long the channel must pause before the next send (ms). */
     const deliverOne = (connector: Connector, d: Delivery) =>
       Effect.gen(function* () {
         const startedAt = yield* Clock.currentTimeMillis
@@ -152,34 +155,36 @@ export const make = (options: Options): Effect.Effect<Service, never, ChannelSto
             { state: "sent", platformMessageId: result.right.platformMessageId, error: null },
             now
           )
-          return "continue" as const
+          return 0
         }
         const e = result.left
         if (e._tag === "RateLimited") {
+          // The platform said slow down: the whole channel waits, and this delivery goes first after.
           yield* store.updateDelivery(
             d.key,
             { state: "pending", nextAttemptAt: now + e.retryAfterMs, error: `rate limited: ${e.message}` },
             now
           )
-          return "pause" as const
+          return e.retryAfterMs
         }
         if (e.outcome === "unknown") {
           yield* Effect.logWarning("channel delivery outcome unknown; it will not be re-sent blindly").pipe(
             Effect.annotateLogs({ channel: d.channel, key: d.key, error: e.message })
           )
           yield* store.updateDelivery(d.key, { state: "unknown", error: e.message }, now)
-          return "continue" as const
+          return 0
         }
         if (e.permanent || d.attempts + 1 >= maxAttempts) {
           yield* store.updateDelivery(d.key, { state: "failed", error: e.message }, now)
-          return "continue" as const
+          return 0
         }
+        // Later messages of this conversation wait behind it (see `ChannelStore.due`).
         yield* store.updateDelivery(
           d.key,
           { state: "pending", nextAttemptAt: now + backoff(d.attempts + 1), error: e.message },
           now
         )
-        return "pause" as const
+        return 0
       })
 
     const reconcile = (connector: Connector) =>
@@ -204,22 +209,18 @@ export const make = (options: Options): Effect.Effect<Service, never, ChannelSto
       Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
         const batch = yield* store.due(connector.channel, now, 16)
-        let paused = false
         for (const d of batch) {
-          if ((yield* deliverOne(connector, d)) === "pause") {
-            paused = true
-            break
-          }
+          const pause = yield* deliverOne(connector, d)
+          if (pause > 0) return yield* Effect.sleep(pause)
         }
-        if (batch.length === 16 && !paused) return
+        if (batch.length > 0) return
         const next = yield* store.nextDueAt(connector.channel)
         const wait = Option.match(next, {
           onNone: () => pollMs,
-          onSome: (at) => Math.max(0, Math.min(pollMs, at - now))
+          onSome: (at) => Math.max(1, Math.min(pollMs, at - now))
         })
-        // Sleep until due, the poll interval, or a wake-up from `send` (which a pause ignores).
-        if (paused) yield* Effect.sleep(wait)
-        else yield* Effect.timeout(Queue.take(wake), wait).pipe(Effect.ignore)
+        // Sleep until the next is due, the poll interval, or a wake-up from `send`.
+        yield* Effect.timeout(Queue.take(wake), wait).pipe(Effect.ignore)
       }).pipe(
         Effect.catchAll((e) =>
           Effect.logError("channel outbox worker failed; retrying", e).pipe(Effect.zipRight(Effect.sleep(pollMs)))

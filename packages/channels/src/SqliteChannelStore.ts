@@ -187,10 +187,12 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
        VALUES (@key, @channel, @account, @conversation, @thread, @replyTo, @sessionId, @runId, @part, @text,
          'pending', 0, @createdAt, @createdAt, @createdAt)`
     )
-    const selectDue = stmt(
-      "SELECT * FROM outbox WHERE channel = ? AND state = 'pending' AND next_attempt_at <= ? ORDER BY seq LIMIT ?"
-    )
-    const selectNextDue = stmt("SELECT min(next_attempt_at) AS at FROM outbox WHERE channel = ? AND state = 'pending'")
+    // The oldest pending delivery of each conversation: later ones wait behind it.
+    const HEADS = `SELECT * FROM outbox o WHERE o.channel = @channel AND o.state = 'pending' AND NOT EXISTS (
+        SELECT 1 FROM outbox p WHERE p.channel = o.channel AND p.conversation = o.conversation
+          AND p.state = 'pending' AND p.seq < o.seq)`
+    const selectDue = stmt(`${HEADS} AND o.next_attempt_at <= @now ORDER BY o.seq LIMIT @limit`)
+    const selectNextDue = stmt(`SELECT min(next_attempt_at) AS at FROM (${HEADS})`)
     const patchDelivery = stmt(
       `UPDATE outbox SET state = @state, attempts = coalesce(@attempts, attempts),
          next_attempt_at = coalesce(@nextAttemptAt, next_attempt_at),
@@ -315,9 +317,9 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       claimHint: (i, at, intervalMs) => q("claimHint", () => hint(i, at, intervalMs)),
       enqueue: (deliveries) => q("enqueue", () => enqueueAll(deliveries)),
       due: (channel, now, limit) =>
-        q("due", () => (selectDue.all(channel, now, limit) as Array<Row>).map(toDelivery)),
+        q("due", () => (selectDue.all({ channel, now, limit }) as Array<Row>).map(toDelivery)),
       nextDueAt: (channel) =>
-        q("nextDueAt", () => Option.fromNullable((selectNextDue.get(channel) as { at: number | null }).at)),
+        q("nextDueAt", () => Option.fromNullable((selectNextDue.get({ channel }) as { at: number | null }).at)),
       updateDelivery: (key, patch, at) =>
         q(
           "updateDelivery",

@@ -29,11 +29,11 @@ const code = (digest: string, fields: Partial<ChannelStore.PairingCode> = {}): C
   usedAt: null,
   ...fields
 })
-const delivery = (key: string, at = 0, channel = "tg"): ChannelStore.NewDelivery => ({
+const delivery = (key: string, at = 0, channel = "tg", conversation = "c1"): ChannelStore.NewDelivery => ({
   key,
   channel,
   account: "bot1",
-  conversation: "c1",
+  conversation,
   thread: null,
   replyTo: null,
   sessionId: "s",
@@ -126,25 +126,37 @@ for (const [name, make] of drivers) {
       })
     )
 
-    it.scoped("outbox: idempotent by key, due in order, states and patches", () =>
+    it.scoped("outbox: idempotent by key; only each conversation's oldest pending delivery is due", () =>
       Effect.gen(function* () {
         const store = yield* make
-        assert.deepStrictEqual(yield* store.enqueue([delivery("k1"), delivery("k2", 5)]), [true, true])
+        assert.deepStrictEqual(
+          yield* store.enqueue([delivery("k1"), delivery("k2", 5), delivery("x1", 6, "tg", "c2")]),
+          [true, true, true]
+        )
         assert.deepStrictEqual(yield* store.enqueue([delivery("k1"), delivery("k3", 7, "other")]), [false, true])
         assert.deepStrictEqual((yield* store.due("tg", 4, 10)).map((d) => d.key), ["k1"])
-        assert.deepStrictEqual((yield* store.due("tg", 10, 10)).map((d) => d.key), ["k1", "k2"])
-        yield* store.updateDelivery("k1", { state: "unknown", attempts: 1 }, 11)
-        yield* store.updateDelivery("k2", { state: "pending", nextAttemptAt: 2000, error: "rate limited" }, 11)
+        assert.deepStrictEqual((yield* store.due("tg", 10, 10)).map((d) => d.key), ["k1", "x1"])
+        assert.deepStrictEqual((yield* store.due("tg", 10, 1)).map((d) => d.key), ["k1"])
+        // k1 rate limited until 2000: k2 waits behind it, c2 goes on
+        yield* store.updateDelivery("k1", { state: "pending", nextAttemptAt: 2000, error: "rate limited" }, 11)
+        assert.deepStrictEqual((yield* store.due("tg", 100, 10)).map((d) => d.key), ["x1"])
+        yield* store.updateDelivery("x1", { state: "sent", platformMessageId: "p", error: null }, 12)
         assert.deepStrictEqual(yield* store.due("tg", 100, 10), [])
         assert.strictEqual(Option.getOrThrow(yield* store.nextDueAt("tg")), 2000)
-        yield* store.updateDelivery("k1", { state: "sent", platformMessageId: "pm1", error: null }, 12)
+        assert.deepStrictEqual((yield* store.due("tg", 2000, 10)).map((d) => d.key), ["k1"])
+        // in flight (unknown), then sent: k2 is next
+        yield* store.updateDelivery("k1", { state: "unknown", attempts: 1 }, 2001)
+        assert.deepStrictEqual((yield* store.due("tg", 2001, 10)).map((d) => d.key), ["k2"])
+        yield* store.updateDelivery("k1", { state: "sent", platformMessageId: "pm1", error: null }, 2002)
         const [k1, k2] = yield* store.listDeliveries({ channel: "tg" })
         assert.strictEqual(k1!.state, "sent")
         assert.strictEqual(k1!.attempts, 1)
         assert.strictEqual(k1!.platformMessageId, "pm1")
-        assert.strictEqual(k2!.error, "rate limited")
+        assert.strictEqual(k1!.error, null)
         assert.strictEqual(k2!.text, "text k2")
-        assert.deepStrictEqual((yield* store.listDeliveries({ state: "sent" })).map((d) => d.key), ["k1"])
+        assert.deepStrictEqual((yield* store.listDeliveries({ state: "sent" })).map((d) => d.key), ["k1", "x1"])
+        assert.isTrue(Option.isNone(yield* store.nextDueAt("other")) === false)
+        assert.isTrue(Option.isNone(yield* store.nextDueAt("nowhere")))
       })
     )
 

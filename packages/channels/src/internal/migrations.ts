@@ -70,6 +70,7 @@ export const migrations: ReadonlyArray<string> = [
     updated_at INTEGER NOT NULL
   ) STRICT;
   CREATE INDEX outbox_due ON outbox(channel, state, next_attempt_at, seq);
+  CREATE INDEX outbox_conversation ON outbox(channel, conversation, state, seq);
   CREATE INDEX outbox_session ON outbox(session_id) WHERE session_id IS NOT NULL;
 
   CREATE TABLE approval_codes (
