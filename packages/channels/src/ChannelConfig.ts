@@ -34,7 +34,9 @@ const HttpUrl = Schema.String.pipe(
     message: () => "must be an http(s) URL"
   })
 )
-const Path = Schema.String.pipe(Schema.pattern(/^\/[A-Za-z0-9/_.-]*$/, { message: () => "must be a path like /inbound" }))
+const Path = Schema.String.pipe(
+  Schema.pattern(/^\/[A-Za-z0-9/_.-]*$/, { message: () => "must be a path like /inbound" })
+)
 
 const common = {
   name: ChannelName,

@@ -20,7 +20,7 @@
  *
  * @since 0.1.0
  */
-import { Caller, Errors, Gateway, Ids, type Records, RunState, TapeEvent } from "@palyra/core"
+import { Caller, Errors, Gateway, Ids, type Records, type RunState, TapeEvent } from "@palyra/core"
 import { Clock, Context, Effect, Either, Layer, Option, Queue, Schema, type Scope, Stream } from "effect"
 import { ChannelStore, type Watch } from "./ChannelStore.js"
 import * as Coalescer from "./Coalescer.js"
@@ -359,7 +359,8 @@ export const make = (
     // ---- pairing (an unpaired sender in a DM) -----------------------------------------------------
     const pairingCandidate = (text: string): string | undefined => {
       const command = parseCommand(text)
-      const typed = command === undefined ? text : command.name === "pair" || command.name === "start" ? command.arg : ""
+      const typed =
+        command === undefined ? text : command.name === "pair" || command.name === "start" ? command.arg : ""
       return Codes.normalize(typed, 8)
     }
 
@@ -372,7 +373,8 @@ export const make = (
         }
         const code = pairingCandidate(message.text)
         if (code === undefined) {
-          if (yield* store.claimHint(identity, now, settings.pairing.hintIntervalMs)) yield* answer(message, "hint", HINT)
+          if (yield* store.claimHint(identity, now, settings.pairing.hintIntervalMs))
+            yield* answer(message, "hint", HINT)
           return yield* reject(settings.name, "not_paired")
         }
         const bound = yield* store.redeemPairingCode({ digest: Codes.digest(code), identity, at: now })
@@ -441,10 +443,7 @@ export const make = (
               const code = Codes.normalize(arg, 6)
               const found = code === undefined ? Option.none() : yield* store.getApprovalCode(code)
               const approvalId = Option.flatMap(
-                Option.filter(
-                  found,
-                  (c) => c.channel === settings.name && c.conversation === message.conversation
-                ),
+                Option.filter(found, (c) => c.channel === settings.name && c.conversation === message.conversation),
                 (c) => decodeApprovalId(c.approvalId)
               )
               const none = `No approval is waiting with code ${arg || "(none)"} here.`
@@ -476,7 +475,8 @@ export const make = (
       if (lane === undefined) return yield* reject(message.channel, "channel_disabled")
       const s = lane.settings
       const now = yield* Clock.currentTimeMillis
-      if (!(yield* store.claimInbound(s.name, message.platformMessageId, now))) return yield* reject(s.name, "duplicate")
+      if (!(yield* store.claimInbound(s.name, message.platformMessageId, now)))
+        return yield* reject(s.name, "duplicate")
       if (message.text.length > s.maxTextChars) return yield* reject(s.name, "too_long")
       if (message.text.trim().length === 0 && message.attachments.length === 0) return yield* reject(s.name, "empty")
       if (!message.sender.verified && !s.allowUnverified) return yield* reject(s.name, "unverified_sender")
@@ -605,6 +605,5 @@ export const make = (
   })
 
 /** @since 0.1.0 @category Layers */
-export const layer = (
-  options: Options
-): Layer.Layer<ChannelRouter, never, Gateway.Gateway | ChannelStore | Outbox> => Layer.scoped(ChannelRouter, make(options))
+export const layer = (options: Options): Layer.Layer<ChannelRouter, never, Gateway.Gateway | ChannelStore | Outbox> =>
+  Layer.scoped(ChannelRouter, make(options))

@@ -16,7 +16,7 @@
  * @since 0.1.0
  */
 import type { Errors, Gateway } from "@palyra/core"
-import { Clock, Context, Duration, Effect, Layer, type Scope, Schedule } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Schedule, type Scope } from "effect"
 import * as ChannelConfig from "./ChannelConfig.js"
 import * as ChannelRouter from "./ChannelRouter.js"
 import { ChannelStore } from "./ChannelStore.js"
@@ -28,8 +28,14 @@ import * as Pairing from "./Pairing.js"
 import type { ChannelSettings } from "./Settings.js"
 import * as SqliteChannelStore from "./SqliteChannelStore.js"
 
+/** The connected connectors, by channel name (e.g. to log where webhooks listen). @since 0.1.0 @category Tags */
+export class Connectors extends Context.Tag("@palyra/channels/Connectors")<
+  Connectors,
+  ReadonlyMap<string, Connector>
+>() {}
+
 /** What the channel layer provides. @since 0.1.0 @category Models */
-export type Services = ChannelRouter.ChannelRouter | Pairing.Pairing | Outbox.Outbox | ChannelStore
+export type Services = ChannelRouter.ChannelRouter | Pairing.Pairing | Outbox.Outbox | Connectors | ChannelStore
 
 /** @since 0.1.0 @category Models */
 export interface AssemblyOptions {
@@ -52,7 +58,7 @@ export interface AssemblyOptions {
 export const assemble = (
   options: AssemblyOptions
 ): Effect.Effect<
-  Context.Context<ChannelRouter.ChannelRouter | Pairing.Pairing | Outbox.Outbox>,
+  Context.Context<ChannelRouter.ChannelRouter | Pairing.Pairing | Outbox.Outbox | Connectors>,
   ConnectorError,
   Gateway.Gateway | ChannelStore | Scope.Scope
 > =>
@@ -87,6 +93,7 @@ export const assemble = (
     return Context.make(ChannelRouter.ChannelRouter, router)
       .pipe(Context.add(Pairing.Pairing, pairing))
       .pipe(Context.add(Outbox.Outbox, outbox))
+      .pipe(Context.add(Connectors, byChannel))
   })
 
 /** @since 0.1.0 @category Models */
@@ -94,9 +101,7 @@ export interface Options {
   /** Decoded `[[channels]]` entries (`ChannelConfig.Entries`). */
   readonly channels: ReadonlyArray<ChannelConfig.Entry>
   /** The channel store: a SQLite file of its own, or any store layer. */
-  readonly store:
-    | { readonly filename: string }
-    | Layer.Layer<ChannelStore, Errors.JournalError>
+  readonly store: { readonly filename: string } | Layer.Layer<ChannelStore, Errors.JournalError>
   readonly outbox?: Omit<Outbox.Options, "connectors"> | undefined
   readonly inboundRetention?: Duration.DurationInput | undefined
 }

@@ -38,12 +38,7 @@ export const approvalCode = (): string => random(6)
  * @category Parsing
  */
 export const normalize = (typed: string, length: number): string | undefined => {
-  const s = typed
-    .trim()
-    .toUpperCase()
-    .replace(/[\s-]/g, "")
-    .replace(/[IL]/g, "1")
-    .replace(/O/g, "0")
+  const s = typed.trim().toUpperCase().replace(/[\s-]/g, "").replace(/[IL]/g, "1").replace(/O/g, "0")
   if (s.length !== length) return undefined
   for (const c of s) if (!ALPHABET.includes(c)) return undefined
   return s

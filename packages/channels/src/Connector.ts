@@ -74,6 +74,8 @@ export interface Connector {
   readonly kind: string
   /** The platform's largest message, in UTF-16 code units; longer replies are split. */
   readonly maxMessageLength: number
+  /** Where the connector listens for inbound requests, when it does (webhooks). */
+  readonly inboundUrl?: string | undefined
   /** The bot's own names (`@mybot`) and ids, added to the channel's mention patterns. */
   readonly self: { readonly mentionPatterns: ReadonlyArray<string>; readonly mentionIds: ReadonlyArray<string> }
   /** Start receiving; stops when the scope closes. */

@@ -41,7 +41,8 @@ export const occurrences = (text: string, pattern: string): ReadonlyArray<number
   const haystack = text.toLowerCase()
   const needle = pattern.toLowerCase()
   // Lower-casing can change a string's length (rare code points); fall back to exact case then.
-  const [h, n] = haystack.length === text.length && needle.length === pattern.length ? [haystack, needle] : [text, pattern]
+  const [h, n] =
+    haystack.length === text.length && needle.length === pattern.length ? [haystack, needle] : [text, pattern]
   const found: Array<number> = []
   for (let i = h.indexOf(n); i !== -1; i = h.indexOf(n, i + 1)) {
     if (startsAt(text, i) && endsAt(text, i + n.length)) found.push(i)

@@ -269,5 +269,4 @@ export const make = (options: Options): Effect.Effect<Service, never, ChannelSto
   })
 
 /** @since 0.1.0 @category Layers */
-export const layer = (options: Options): Layer.Layer<Outbox, never, ChannelStore> =>
-  Layer.scoped(Outbox, make(options))
+export const layer = (options: Options): Layer.Layer<Outbox, never, ChannelStore> => Layer.scoped(Outbox, make(options))

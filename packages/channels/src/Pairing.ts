@@ -15,7 +15,7 @@ import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
 import { type Binding, ChannelStore } from "./ChannelStore.js"
 import * as Codes from "./Codes.js"
 import { IDENTITY_PRINCIPAL_PREFIX, type Identity } from "./SessionKey.js"
-import { type Resolved, resolve, type ChannelSettings } from "./Settings.js"
+import { type ChannelSettings, type Resolved, resolve } from "./Settings.js"
 
 /** @since 0.1.0 @category Models */
 export interface MintRequest {
@@ -62,7 +62,10 @@ export class Pairing extends Context.Tag("@palyra/channels/Pairing")<Pairing, Se
 /** Why `principal` cannot be bound, if it cannot. @since 0.1.0 @category Validation */
 export const checkPrincipal = (principal: string): Errors.InvalidArgument | undefined => {
   if (principal.length === 0 || principal.length > 256 || principal.trim() !== principal) {
-    return new Errors.InvalidArgument({ message: "principal must be 1–256 characters without surrounding spaces", field: "principal" })
+    return new Errors.InvalidArgument({
+      message: "principal must be 1–256 characters without surrounding spaces",
+      field: "principal"
+    })
   }
   if (principal.startsWith(IDENTITY_PRINCIPAL_PREFIX)) {
     return new Errors.InvalidArgument({
@@ -76,22 +79,24 @@ export const checkPrincipal = (principal: string): Errors.InvalidArgument | unde
 const ms = (d: Duration.DurationInput) => Duration.toMillis(Duration.decode(d))
 
 /** @since 0.1.0 @category Constructors */
-export const make = (
-  channels: ReadonlyArray<ChannelSettings>
-): Effect.Effect<Service, never, ChannelStore> =>
+export const make = (channels: ReadonlyArray<ChannelSettings>): Effect.Effect<Service, never, ChannelStore> =>
   Effect.gen(function* () {
     const store = yield* ChannelStore
     const settings = new Map<string, Resolved>(channels.map((c) => [c.name, resolve(c)]))
     const channelOf = (name: string) => {
       const s = settings.get(name)
-      return s === undefined || !s.enabled ? Effect.fail(new Errors.NotFound({ entity: "channel", id: name })) : Effect.succeed(s)
+      return s === undefined || !s.enabled
+        ? Effect.fail(new Errors.NotFound({ entity: "channel", id: name }))
+        : Effect.succeed(s)
     }
     const authorize = (caller: Caller.Caller, principal: string) => {
       const invalid = checkPrincipal(principal)
       if (invalid) return Effect.fail(invalid)
       return Caller.owns(caller, principal)
         ? Effect.void
-        : Effect.fail(new Errors.PermissionDenied({ message: "only an operator may pair an identity to another principal" }))
+        : Effect.fail(
+            new Errors.PermissionDenied({ message: "only an operator may pair an identity to another principal" })
+          )
     }
 
     const mint = Effect.fn("Pairing.mint")(function* (caller: Caller.Caller, request: MintRequest) {
@@ -118,7 +123,9 @@ export const make = (
         )
         if (put._tag === "Right") return { code, channel: channel.name, principal, expiresAt }
         if (put.left._tag !== "Conflict" || i >= 4) {
-          return yield* put.left._tag === "Conflict" ? new Errors.JournalError({ method: "Pairing.mint", message: "could not draw a free code" }) : put.left
+          return yield* put.left._tag === "Conflict"
+            ? new Errors.JournalError({ method: "Pairing.mint", message: "could not draw a free code" })
+            : put.left
         }
       }
     })
@@ -128,7 +135,9 @@ export const make = (
       bind: (caller, request) =>
         Effect.gen(function* () {
           if (!caller.operator) {
-            return yield* new Errors.PermissionDenied({ message: "binding an identity without a code needs an operator" })
+            return yield* new Errors.PermissionDenied({
+              message: "binding an identity without a code needs an operator"
+            })
           }
           yield* channelOf(request.identity.channel)
           yield* authorize(caller, request.principal)
@@ -157,8 +166,7 @@ export const make = (
           const revoked = yield* store.revokeBinding(identity, now)
           return Option.getOrElse(revoked, () => ({ ...current.value, revokedAt: now }))
         }),
-      list: (caller, filter = {}) =>
-        store.listBindings({ channel: filter.channel, principal: Caller.scope(caller) })
+      list: (caller, filter = {}) => store.listBindings({ channel: filter.channel, principal: Caller.scope(caller) })
     }
     return service
   })

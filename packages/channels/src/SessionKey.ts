@@ -27,13 +27,15 @@ export interface KeyParts {
 const PREFIX = "chan1"
 
 /** Escape one component so it holds no `/` or `:` (injective: `%` is escaped too). @since 0.1.0 @category Encoding */
-export const escape = (value: string): string => value.replace(/[%/:]/g, (c) => (c === "%" ? "%25" : c === "/" ? "%2F" : "%3A"))
+export const encodeComponent = (value: string): string =>
+  value.replace(/[%/:]/g, (c) => (c === "%" ? "%25" : c === "/" ? "%2F" : "%3A"))
 
-/** The inverse of `escape`. @since 0.1.0 @category Encoding */
-export const unescape = (value: string): string =>
+/** The inverse of `encodeComponent`. @since 0.1.0 @category Encoding */
+export const decodeComponent = (value: string): string =>
   value.replace(/%(25|2F|3A)/g, (_, hex: string) => (hex === "25" ? "%" : hex === "2F" ? "/" : ":"))
 
-const optional = (tag: string, value: string | undefined) => (value === undefined ? tag : `${tag}:${escape(value)}`)
+const optional = (tag: string, value: string | undefined) =>
+  value === undefined ? tag : `${tag}:${encodeComponent(value)}`
 
 /**
  * The session key of a conversation (and thread, and sender when isolated).
@@ -44,16 +46,16 @@ const optional = (tag: string, value: string | undefined) => (value === undefine
 export const make = (parts: KeyParts): string =>
   [
     PREFIX,
-    escape(parts.channel),
-    escape(parts.account),
-    escape(parts.conversation),
+    encodeComponent(parts.channel),
+    encodeComponent(parts.account),
+    encodeComponent(parts.conversation),
     optional("t", parts.thread),
     optional("s", parts.sender)
   ].join("/")
 
 const readOptional = (tag: string, segment: string): Option.Option<string | undefined> => {
   if (segment === tag) return Option.some(undefined)
-  return segment.startsWith(`${tag}:`) ? Option.some(unescape(segment.slice(tag.length + 1))) : Option.none()
+  return segment.startsWith(`${tag}:`) ? Option.some(decodeComponent(segment.slice(tag.length + 1))) : Option.none()
 }
 
 /**
@@ -70,9 +72,9 @@ export const parse = (key: string): Option.Option<KeyParts> => {
   const sender = readOptional("s", s)
   if (Option.isNone(thread) || Option.isNone(sender)) return Option.none()
   return Option.some({
-    channel: unescape(channel),
-    account: unescape(account),
-    conversation: unescape(conversation),
+    channel: decodeComponent(channel),
+    account: decodeComponent(account),
+    conversation: decodeComponent(conversation),
     ...(thread.value === undefined ? {} : { thread: thread.value }),
     ...(sender.value === undefined ? {} : { sender: sender.value })
   })
@@ -102,4 +104,4 @@ export const IDENTITY_PRINCIPAL_PREFIX = "channel:"
  * @category Constructors
  */
 export const identityPrincipal = (identity: Identity): string =>
-  `${IDENTITY_PRINCIPAL_PREFIX}${escape(identity.channel)}:${escape(identity.account)}:${escape(identity.senderId)}`
+  `${IDENTITY_PRINCIPAL_PREFIX}${encodeComponent(identity.channel)}:${encodeComponent(identity.account)}:${encodeComponent(identity.senderId)}`

@@ -365,13 +365,14 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       putWatch: (watch) => q("putWatch", () => void insertWatch.run(watch)),
       endWatch: (runId) => q("endWatch", () => void deleteWatch.run(runId)),
       listWatches: (channel) => q("listWatches", () => (selectWatches.all(channel) as Array<Row>).map(toWatch)),
-      recordRejection: (channel, reason, at) =>
-        q("recordRejection", () => void bumpRejection.run(channel, reason, at)),
+      recordRejection: (channel, reason, at) => q("recordRejection", () => void bumpRejection.run(channel, reason, at)),
       rejections: (channel) =>
         q("rejections", () =>
           (
             db
-              .prepare("SELECT * FROM rejections WHERE (@channel IS NULL OR channel = @channel) ORDER BY channel, reason")
+              .prepare(
+                "SELECT * FROM rejections WHERE (@channel IS NULL OR channel = @channel) ORDER BY channel, reason"
+              )
               .all({ channel: channel ?? null }) as Array<Row>
           ).map((r) => ({
             channel: str(r.channel),

@@ -44,10 +44,7 @@ describe("ChannelRouter: every rejection has its stable code and is counted", ()
       assert.strictEqual(yield* reason(first), "too_long")
       assert.strictEqual(yield* reason(first), "duplicate")
       assert.strictEqual(yield* reason(message({ text: "  \n " })), "empty")
-      assert.strictEqual(
-        yield* reason(message({ sender: { id: "1001", verified: false } })),
-        "unverified_sender"
-      )
+      assert.strictEqual(yield* reason(message({ sender: { id: "1001", verified: false } })), "unverified_sender")
       assert.strictEqual(yield* reason(message({ from: "666" })), "sender_denied")
       assert.strictEqual(
         yield* reason(message({ sender: { id: "5", handle: "Mallory", verified: true } })),
@@ -99,7 +96,11 @@ describe("ChannelRouter: every rejection has its stable code and is counted", ()
       // Rejected messages never reached the model: only the admitted ones did.
       assert.isFalse(model.prompts.some((p) => /x{51}|me@bot|@everyone hi|@here look/.test(JSON.stringify(p))))
       // Broadcasts are stripped from what the model sees under `mentionOnly`.
-      yield* eventually(Effect.sync(() => model.prompts.length), (n) => n >= 2, "two prompts")
+      yield* eventually(
+        Effect.sync(() => model.prompts.length),
+        (n) => n >= 2,
+        "two prompts"
+      )
       assert.isTrue(model.prompts.some((p) => lastUser(p) === "@bot hi"))
       assert.isFalse(model.prompts.some((p) => lastUser(p).includes("@everyone")))
     }).pipe(Effect.provide(channelsEnv({ channels, model, maxMessageChars: 10 })), Effect.scoped)
@@ -185,7 +186,10 @@ describe("ChannelRouter: pairing from a DM", () => {
         assert.notStrictEqual(a.principal, b.principal)
       }
       yield* eventually(texts(), (t) => t.length === 2, "two replies")
-    }).pipe(Effect.provide(channelsEnv({ channels: [{ name: "tg", dmPolicy: "allow", coalesce: off }], model })), Effect.scoped)
+    }).pipe(
+      Effect.provide(channelsEnv({ channels: [{ name: "tg", dmPolicy: "allow", coalesce: off }], model })),
+      Effect.scoped
+    )
   })
 })
 

@@ -10,10 +10,7 @@ type Make = Effect.Effect<ChannelStore.Service, unknown, Scope.Scope>
 
 const drivers: ReadonlyArray<readonly [string, Make]> = [
   ["memory", Effect.sync(ChannelStore.makeMemory)],
-  [
-    "sqlite",
-    Effect.flatMap(tempDir, (dir) => SqliteChannelStore.make({ filename: join(dir, "channels.sqlite") }))
-  ]
+  ["sqlite", Effect.flatMap(tempDir, (dir) => SqliteChannelStore.make({ filename: join(dir, "channels.sqlite") }))]
 ]
 
 const alice = { channel: "tg", account: "bot1", senderId: "1001" }
@@ -64,7 +61,9 @@ for (const [name, make] of drivers) {
         const dup = yield* Effect.either(store.putPairingCode(code("d1")))
         assert.isTrue(Either.isLeft(dup) && dup.left._tag === "Conflict")
         // wrong channel, unknown digest, expired: nothing changes
-        assert.isTrue(Option.isNone(yield* store.redeemPairingCode({ digest: "d1", identity: { ...alice, channel: "x" }, at: 5 })))
+        assert.isTrue(
+          Option.isNone(yield* store.redeemPairingCode({ digest: "d1", identity: { ...alice, channel: "x" }, at: 5 }))
+        )
         assert.isTrue(Option.isNone(yield* store.redeemPairingCode({ digest: "nope", identity: alice, at: 5 })))
         assert.isTrue(Option.isNone(yield* store.redeemPairingCode({ digest: "d2", identity: alice, at: 1000 })))
         const bound = yield* store.redeemPairingCode({ digest: "d1", identity: alice, at: 100 })
@@ -83,7 +82,14 @@ for (const [name, make] of drivers) {
     it.scoped("bindings: revocable, listed by channel and principal", () =>
       Effect.gen(function* () {
         const store = yield* make
-        yield* store.putBinding({ ...alice, principal: "alice", createdAt: 1, createdBy: "op", expiresAt: null, revokedAt: null })
+        yield* store.putBinding({
+          ...alice,
+          principal: "alice",
+          createdAt: 1,
+          createdBy: "op",
+          expiresAt: null,
+          revokedAt: null
+        })
         yield* store.putBinding({
           ...alice,
           senderId: "2",
@@ -94,7 +100,10 @@ for (const [name, make] of drivers) {
           revokedAt: null
         })
         assert.strictEqual((yield* store.listBindings({})).length, 2)
-        assert.deepStrictEqual((yield* store.listBindings({ principal: "bob" })).map((b) => b.senderId), ["2"])
+        assert.deepStrictEqual(
+          (yield* store.listBindings({ principal: "bob" })).map((b) => b.senderId),
+          ["2"]
+        )
         const revoked = yield* store.revokeBinding(alice, 50)
         assert.strictEqual(Option.getOrThrow(revoked).revokedAt, 50)
         assert.isTrue(Option.isNone(yield* store.getBinding(alice, 51)))
@@ -134,19 +143,37 @@ for (const [name, make] of drivers) {
           [true, true, true]
         )
         assert.deepStrictEqual(yield* store.enqueue([delivery("k1"), delivery("k3", 7, "other")]), [false, true])
-        assert.deepStrictEqual((yield* store.due("tg", 4, 10)).map((d) => d.key), ["k1"])
-        assert.deepStrictEqual((yield* store.due("tg", 10, 10)).map((d) => d.key), ["k1", "x1"])
-        assert.deepStrictEqual((yield* store.due("tg", 10, 1)).map((d) => d.key), ["k1"])
+        assert.deepStrictEqual(
+          (yield* store.due("tg", 4, 10)).map((d) => d.key),
+          ["k1"]
+        )
+        assert.deepStrictEqual(
+          (yield* store.due("tg", 10, 10)).map((d) => d.key),
+          ["k1", "x1"]
+        )
+        assert.deepStrictEqual(
+          (yield* store.due("tg", 10, 1)).map((d) => d.key),
+          ["k1"]
+        )
         // k1 rate limited until 2000: k2 waits behind it, c2 goes on
         yield* store.updateDelivery("k1", { state: "pending", nextAttemptAt: 2000, error: "rate limited" }, 11)
-        assert.deepStrictEqual((yield* store.due("tg", 100, 10)).map((d) => d.key), ["x1"])
+        assert.deepStrictEqual(
+          (yield* store.due("tg", 100, 10)).map((d) => d.key),
+          ["x1"]
+        )
         yield* store.updateDelivery("x1", { state: "sent", platformMessageId: "p", error: null }, 12)
         assert.deepStrictEqual(yield* store.due("tg", 100, 10), [])
         assert.strictEqual(Option.getOrThrow(yield* store.nextDueAt("tg")), 2000)
-        assert.deepStrictEqual((yield* store.due("tg", 2000, 10)).map((d) => d.key), ["k1"])
+        assert.deepStrictEqual(
+          (yield* store.due("tg", 2000, 10)).map((d) => d.key),
+          ["k1"]
+        )
         // in flight (unknown), then sent: k2 is next
         yield* store.updateDelivery("k1", { state: "unknown", attempts: 1 }, 2001)
-        assert.deepStrictEqual((yield* store.due("tg", 2001, 10)).map((d) => d.key), ["k2"])
+        assert.deepStrictEqual(
+          (yield* store.due("tg", 2001, 10)).map((d) => d.key),
+          ["k2"]
+        )
         yield* store.updateDelivery("k1", { state: "sent", platformMessageId: "pm1", error: null }, 2002)
         const [k1, k2] = yield* store.listDeliveries({ channel: "tg" })
         assert.strictEqual(k1!.state, "sent")
@@ -154,7 +181,10 @@ for (const [name, make] of drivers) {
         assert.strictEqual(k1!.platformMessageId, "pm1")
         assert.strictEqual(k1!.error, null)
         assert.strictEqual(k2!.text, "text k2")
-        assert.deepStrictEqual((yield* store.listDeliveries({ state: "sent" })).map((d) => d.key), ["k1", "x1"])
+        assert.deepStrictEqual(
+          (yield* store.listDeliveries({ state: "sent" })).map((d) => d.key),
+          ["k1", "x1"]
+        )
         assert.isTrue(Option.isNone(yield* store.nextDueAt("other")) === false)
         assert.isTrue(Option.isNone(yield* store.nextDueAt("nowhere")))
       })
@@ -163,7 +193,15 @@ for (const [name, make] of drivers) {
     it.scoped("approval codes: one per approval, a taken code conflicts", () =>
       Effect.gen(function* () {
         const store = yield* make
-        const a = { code: "ABC123", approvalId: "A1", channel: "tg", conversation: "c", principal: "p", createdAt: 0, expiresAt: 9 }
+        const a = {
+          code: "ABC123",
+          approvalId: "A1",
+          channel: "tg",
+          conversation: "c",
+          principal: "p",
+          createdAt: 0,
+          expiresAt: 9
+        }
         assert.strictEqual((yield* store.putApprovalCode(a)).code, "ABC123")
         assert.strictEqual((yield* store.putApprovalCode({ ...a, code: "ZZZ999" })).code, "ABC123")
         const taken = yield* Effect.either(store.putApprovalCode({ ...a, approvalId: "A2" }))
@@ -193,13 +231,10 @@ for (const [name, make] of drivers) {
         yield* store.recordRejection("tg", "not_paired", 2)
         yield* store.recordRejection("tg", "duplicate", 3)
         const counts = yield* store.rejections("tg")
-        assert.deepStrictEqual(
-          counts.map((c) => [c.reason, c.count]).sort(),
-          [
-            ["duplicate", 1],
-            ["not_paired", 2]
-          ]
-        )
+        assert.deepStrictEqual(counts.map((c) => [c.reason, c.count]).sort(), [
+          ["duplicate", 1],
+          ["not_paired", 2]
+        ])
       })
     )
   })
@@ -220,12 +255,16 @@ describe("SqliteChannelStore", () => {
       )
       const store = yield* SqliteChannelStore.make({ filename })
       assert.isFalse(yield* store.claimInbound("tg", "m1", 2))
-      assert.isTrue(Option.isSome(yield* store.redeemPairingCode({ digest: Codes.digest("ABCDEFGH"), identity: alice, at: 5 })))
+      assert.isTrue(
+        Option.isSome(yield* store.redeemPairingCode({ digest: Codes.digest("ABCDEFGH"), identity: alice, at: 5 }))
+      )
       assert.strictEqual((yield* store.listDeliveries({})).length, 1)
 
       const raw = new Database(filename, { readonly: true })
       assert.strictEqual(raw.pragma("journal_mode", { simple: true }), "wal")
-      const tables = raw.prepare("SELECT name, sql FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all() as Array<{
+      const tables = raw
+        .prepare("SELECT name, sql FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+        .all() as Array<{
         name: string
         sql: string
       }>

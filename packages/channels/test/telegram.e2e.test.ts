@@ -4,7 +4,7 @@ import { type Gateway, type ModelProvider, ScriptedModel, Tool } from "@palyra/c
 import { gatewayLayer } from "@palyra/core/testing"
 import Database from "better-sqlite3"
 import { Effect, Layer, Schema } from "effect"
-import { ChannelConfig, Channels, ChannelStore, Pairing, SqliteChannelStore } from "../src/index.js"
+import { ChannelConfig, ChannelStore, Channels, Pairing, SqliteChannelStore } from "../src/index.js"
 import { counts, eventually, operator } from "./support/env.js"
 import * as BotApi from "./support/TelegramBotApi.js"
 import { tempDir } from "./support/tmp.js"
@@ -142,7 +142,9 @@ describe("Telegram through grammY against a local Bot API server", () => {
           // every delivery is marked sent, with Telegram's message id
           const store = yield* ChannelStore.ChannelStore
           const deliveries = yield* store.listDeliveries({})
-          assert.isTrue(deliveries.length > 0 && deliveries.every((d) => d.state === "sent" && d.platformMessageId !== null))
+          assert.isTrue(
+            deliveries.length > 0 && deliveries.every((d) => d.state === "sent" && d.platformMessageId !== null)
+          )
         }).pipe(Effect.provide(channelsLayer(api, filename, model, {}, [write])))
 
         // the binding is durable: it is in the file after the layer closed
@@ -171,7 +173,10 @@ describe("Telegram through grammY against a local Bot API server", () => {
           const pairing = yield* Pairing.Pairing
           // Both senders act as one principal: only the per-sender session key separates them.
           for (const id of ["1", "2"]) {
-            yield* pairing.bind(operator, { identity: { channel: "tg", account: "4242", senderId: id }, principal: "team" })
+            yield* pairing.bind(operator, {
+              identity: { channel: "tg", account: "4242", senderId: id },
+              principal: "team"
+            })
           }
           const group = { id: -100123, type: "supergroup" as const, title: "Team" }
           const mention = (text: string) => ({ entities: [{ type: "mention", offset: 0, length: 16 }], text })

@@ -50,7 +50,7 @@ export interface Options {
 /** @since 0.1.0 @category Models */
 export interface SignedWebhookConnector extends Connector {
   /** The inbound URL the server listens on. */
-  readonly url: string
+  readonly inboundUrl: string
 }
 
 /**
@@ -192,7 +192,11 @@ export const make = (options: Options): Effect.Effect<SignedWebhookConnector, Co
     yield* Effect.acquireRelease(
       Effect.async<void, ConnectorError>((resume) => {
         server.once("error", (cause) =>
-          resume(Effect.fail(new ConnectorError({ channel: options.channel, message: `cannot listen: ${cause.message}`, cause })))
+          resume(
+            Effect.fail(
+              new ConnectorError({ channel: options.channel, message: `cannot listen: ${cause.message}`, cause })
+            )
+          )
         )
         server.listen(options.listen.port, options.listen.host ?? "127.0.0.1", () => resume(Effect.void))
       }),
@@ -272,7 +276,7 @@ export const make = (options: Options): Effect.Effect<SignedWebhookConnector, Co
       kind: "webhook",
       maxMessageLength: options.maxMessageLength ?? 4000,
       self: { mentionPatterns: [], mentionIds: [] },
-      url: `http://${host}:${address.port}${path}`,
+      inboundUrl: `http://${host}:${address.port}${path}`,
       start: (s) =>
         Effect.acquireRelease(
           Effect.sync(() => {

@@ -16,9 +16,9 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
+import { Deferred, Effect, FiberSet, Redacted, type Scope } from "effect"
 import { Bot, GrammyError, HttpError, webhookCallback } from "grammy"
 import type { Message, MessageEntity } from "grammy/types"
-import { Deferred, Effect, FiberSet, Redacted, type Scope } from "effect"
 import { type Connector, ConnectorError, RateLimited, SendFailed, type Sink } from "../Connector.js"
 import type * as Inbound from "../InboundMessage.js"
 
@@ -54,8 +54,6 @@ export interface Options {
 export interface TelegramConnector extends Connector {
   /** The bot, as `getMe` described it. */
   readonly bot: { readonly id: number; readonly username: string }
-  /** In webhook mode, the local URL the webhook server listens on. */
-  readonly webhookListenUrl: string | undefined
 }
 
 /** grammY's Node build types signals with the `abort-controller` shim; the native one works at runtime. */
@@ -300,7 +298,8 @@ export const make = (options: Options): Effect.Effect<TelegramConnector, Connect
 
     const send: Connector["send"] = (message) => {
       const chatId = /^-?\d+$/.test(message.conversation) ? Number(message.conversation) : message.conversation
-      const replyTo = message.replyTo === null ? undefined : Number(message.replyTo.slice(message.replyTo.lastIndexOf(":") + 1))
+      const replyTo =
+        message.replyTo === null ? undefined : Number(message.replyTo.slice(message.replyTo.lastIndexOf(":") + 1))
       const thread = message.thread === null ? undefined : Number(message.thread)
       return Effect.tryPromise({
         try: (signal) =>
@@ -326,7 +325,8 @@ export const make = (options: Options): Effect.Effect<TelegramConnector, Connect
       maxMessageLength: options.maxMessageLength ?? 4096,
       self: { mentionPatterns: [`@${me.username}`], mentionIds: [`@${me.username}`.toLowerCase(), account] },
       bot: { id: me.id, username: me.username },
-      get webhookListenUrl() {
+      /** In webhook mode, once started: the local URL the webhook server listens on. */
+      get inboundUrl() {
         return webhookListenUrl
       },
       start,

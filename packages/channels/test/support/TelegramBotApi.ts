@@ -73,7 +73,10 @@ export const make = (options: { readonly token: string; readonly bot: BotUser })
     let nextMessageId = 1
     let webhook: { url: string; secret: string | undefined } | undefined
     const waiters = new Set<() => void>()
-    const failures = new Map<string, Array<{ error_code: number; description: string; parameters?: Record<string, unknown> }>>()
+    const failures = new Map<
+      string,
+      Array<{ error_code: number; description: string; parameters?: Record<string, unknown> }>
+    >()
     const sent: Array<SentMessage> = []
     const calls: TelegramBotApi["calls"] = []
     const webhookAnswers: Array<number> = []
@@ -156,17 +159,26 @@ export const make = (options: { readonly token: string; readonly bot: BotUser })
           if (params.drop_pending_updates === true) pending.length = 0
           return ok(res, true)
         case "setWebhook":
-          if (typeof params.url !== "string") return error(res, { error_code: 400, description: "Bad Request: bad webhook: URL is empty" })
-          webhook = { url: params.url, secret: typeof params.secret_token === "string" ? params.secret_token : undefined }
+          if (typeof params.url !== "string")
+            return error(res, { error_code: 400, description: "Bad Request: bad webhook: URL is empty" })
+          webhook = {
+            url: params.url,
+            secret: typeof params.secret_token === "string" ? params.secret_token : undefined
+          }
           for (const update of pending.splice(0)) push(update)
           return ok(res, true)
         case "getWebhookInfo":
-          return ok(res, { url: webhook?.url ?? "", has_custom_certificate: false, pending_update_count: pending.length })
+          return ok(res, {
+            url: webhook?.url ?? "",
+            has_custom_certificate: false,
+            pending_update_count: pending.length
+          })
         case "getUpdates": {
           if (webhook !== undefined) {
             return error(res, {
               error_code: 409,
-              description: "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"
+              description:
+                "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"
             })
           }
           const offset = Number(params.offset ?? 0)
@@ -190,8 +202,10 @@ export const make = (options: { readonly token: string; readonly bot: BotUser })
         }
         case "sendMessage": {
           const text = typeof params.text === "string" ? params.text : ""
-          if (text.length === 0) return error(res, { error_code: 400, description: "Bad Request: message text is empty" })
-          if (text.length > 4096) return error(res, { error_code: 400, description: "Bad Request: message is too long" })
+          if (text.length === 0)
+            return error(res, { error_code: 400, description: "Bad Request: message text is empty" })
+          if (text.length > 4096)
+            return error(res, { error_code: 400, description: "Bad Request: message is too long" })
           const chatId = params.chat_id as number | string
           const reply = params.reply_parameters as { message_id?: number } | undefined
           const message: SentMessage = {

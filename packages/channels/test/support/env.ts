@@ -1,7 +1,15 @@
 import { Caller, type Errors, type Gateway, type ScriptedModel, type Tool } from "@palyra/core"
 import { gatewayLayer } from "@palyra/core/testing"
 import { Effect, Layer, Schedule } from "effect"
-import { ChannelRouter, ChannelStore, type Connector, type InboundMessage, Outbox, Pairing, type Settings } from "../../src/index.js"
+import {
+  ChannelRouter,
+  ChannelStore,
+  type Connector,
+  type InboundMessage,
+  Outbox,
+  Pairing,
+  type Settings
+} from "../../src/index.js"
 
 export interface EnvOptions {
   readonly channels: ReadonlyArray<Settings.ChannelSettings>
@@ -67,9 +75,13 @@ export const texts = (
   conversation?: string
 ): Effect.Effect<Array<string>, Errors.JournalError, ChannelStore.ChannelStore> =>
   Effect.map(ChannelStore.ChannelStore, (store) =>
-    store.listDeliveries({}).pipe(
-      Effect.map((ds) => ds.filter((d) => conversation === undefined || d.conversation === conversation).map((d) => d.text))
-    )
+    store
+      .listDeliveries({})
+      .pipe(
+        Effect.map((ds) =>
+          ds.filter((d) => conversation === undefined || d.conversation === conversation).map((d) => d.text)
+        )
+      )
   ).pipe(Effect.flatten)
 
 /** Rejection counts as a plain record. */
