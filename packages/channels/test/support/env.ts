@@ -1,4 +1,4 @@
-import { Caller, type Errors, type Gateway, type ScriptedModel, type Tool } from "@palyra/core"
+import { Caller, type Errors, type Gateway, type Journal, type ScriptedModel, type Tool } from "@palyra/core"
 import { gatewayLayer } from "@palyra/core/testing"
 import { Effect, Layer, Schedule } from "effect"
 import {
@@ -18,6 +18,7 @@ export interface EnvOptions {
   readonly store?: Layer.Layer<ChannelStore.ChannelStore, unknown>
   readonly connectors?: ReadonlyArray<Connector.Connector>
   readonly maxMessageChars?: number
+  readonly journal?: Layer.Layer<Journal.Journal, unknown>
 }
 
 /** The real kernel (scripted model, in-memory journal) + a channel store + outbox + router + pairing. */
@@ -25,6 +26,7 @@ export const channelsEnv = (options: EnvOptions) => {
   const kernel = gatewayLayer({
     model: options.model,
     tools: options.tools ?? [],
+    ...(options.journal === undefined ? {} : { journal: options.journal }),
     ...(options.maxMessageChars === undefined ? {} : { maxMessageChars: options.maxMessageChars })
   }) as Layer.Layer<Gateway.Gateway>
   const base = Layer.merge(kernel, options.store ?? ChannelStore.layerMemory)
