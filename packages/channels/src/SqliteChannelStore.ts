@@ -212,6 +212,16 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
     )
     const deleteWatch = stmt("DELETE FROM watches WHERE run_id = ?")
     const selectWatches = stmt("SELECT * FROM watches WHERE channel = ? ORDER BY created_at, run_id")
+    const selectBindings = stmt(
+      "SELECT * FROM bindings WHERE (@channel IS NULL OR channel = @channel) AND (@principal IS NULL OR principal = @principal) ORDER BY created_at"
+    )
+    const selectDeliveries = stmt(
+      `SELECT * FROM outbox WHERE (@channel IS NULL OR channel = @channel) AND (@state IS NULL OR state = @state)
+       AND (@sessionId IS NULL OR session_id = @sessionId) ORDER BY seq`
+    )
+    const selectRejections = stmt(
+      "SELECT * FROM rejections WHERE (@channel IS NULL OR channel = @channel) ORDER BY channel, reason"
+    )
     const bumpRejection = stmt(
       `INSERT INTO rejections (channel, reason, count, last_at) VALUES (?, ?, 1, ?)
        ON CONFLICT (channel, reason) DO UPDATE SET count = count + 1, last_at = excluded.last_at`
@@ -300,11 +310,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       listBindings: (filter) =>
         q("listBindings", () =>
           (
-            db
-              .prepare(
-                "SELECT * FROM bindings WHERE (@channel IS NULL OR channel = @channel) AND (@principal IS NULL OR principal = @principal) ORDER BY created_at"
-              )
-              .all({ channel: filter.channel ?? null, principal: filter.principal ?? null }) as Array<Row>
+            selectBindings.all({ channel: filter.channel ?? null, principal: filter.principal ?? null }) as Array<Row>
           ).map(toBinding)
         ),
       getAttempts: (i) =>
@@ -339,16 +345,11 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       listDeliveries: (filter) =>
         q("listDeliveries", () =>
           (
-            db
-              .prepare(
-                `SELECT * FROM outbox WHERE (@channel IS NULL OR channel = @channel) AND (@state IS NULL OR state = @state)
-                 AND (@sessionId IS NULL OR session_id = @sessionId) ORDER BY seq`
-              )
-              .all({
-                channel: filter.channel ?? null,
-                state: filter.state ?? null,
-                sessionId: filter.sessionId ?? null
-              }) as Array<Row>
+            selectDeliveries.all({
+              channel: filter.channel ?? null,
+              state: filter.state ?? null,
+              sessionId: filter.sessionId ?? null
+            }) as Array<Row>
           ).map(toDelivery)
         ),
       putApprovalCode: (code) =>
@@ -368,13 +369,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       recordRejection: (channel, reason, at) => q("recordRejection", () => void bumpRejection.run(channel, reason, at)),
       rejections: (channel) =>
         q("rejections", () =>
-          (
-            db
-              .prepare(
-                "SELECT * FROM rejections WHERE (@channel IS NULL OR channel = @channel) ORDER BY channel, reason"
-              )
-              .all({ channel: channel ?? null }) as Array<Row>
-          ).map((r) => ({
+          (selectRejections.all({ channel: channel ?? null }) as Array<Row>).map((r) => ({
             channel: str(r.channel),
             reason: str(r.reason) as Reason,
             count: num(r.count),

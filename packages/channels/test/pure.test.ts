@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Option } from "effect"
+import { Effect, Either, Option, Schema } from "effect"
 import * as fc from "fast-check"
-import { Codes, InboundMessage, Mentions, Outbox, SessionKey } from "../src/index.js"
+import { ChannelConfig, Codes, InboundMessage, Mentions, Outbox, SessionKey } from "../src/index.js"
 
 describe("SessionKey", () => {
   const component = fc.oneof(
@@ -181,4 +181,48 @@ describe("InboundMessage", () => {
       }
     })
   )
+})
+
+describe("ChannelConfig", () => {
+  const decode = Schema.decodeUnknownEither(ChannelConfig.Entries)
+  const telegram = { kind: "telegram", name: "tg", bot_token: "123:abcdefghijklmnopqrstuvwxyz" }
+  const webhook = { kind: "webhook", name: "hooks", signing_secret: "s".repeat(32), listen_port: 7430 }
+
+  it("decodes [[channels]] entries with defaults and lists every secret for redaction", () => {
+    const entries = Either.getOrThrow(
+      decode([
+        { ...telegram, mode: "webhook", webhook_secret: "tg-secret-0123456789", listen_port: 8443, dm_policy: "allow" },
+        { ...webhook, coalesce_ms: 0 }
+      ])
+    )
+    assert.deepStrictEqual(ChannelConfig.secrets(entries), [
+      "123:abcdefghijklmnopqrstuvwxyz",
+      "tg-secret-0123456789",
+      "s".repeat(32)
+    ])
+    const settings = ChannelConfig.toSettings(entries[0]!)
+    assert.strictEqual(settings.dmPolicy, "allow")
+    assert.strictEqual(settings.enabled, true)
+    const options = ChannelConfig.telegramOptions(entries[0] as ChannelConfig.TelegramEntry)
+    assert.strictEqual(options.mode?._tag, "webhook")
+    // secrets travel as Redacted values: printing the options does not show them
+    assert.notInclude(String(options.token), "abcdefghij")
+  })
+
+  it("refuses bad entries with a message naming the problem", () => {
+    const bad: ReadonlyArray<readonly [unknown, RegExp]> = [
+      [[telegram, { ...telegram }], /used twice/],
+      [[{ ...telegram, bot_token: "nope" }], /Telegram bot token/],
+      [[{ ...telegram, mode: "webhook" }], /webhook mode needs/],
+      [[{ ...webhook, signing_secret: "short" }], /at least 32/],
+      [[{ ...webhook, name: "Bad Name" }], /channel name/],
+      [[{ ...webhook, callback_url: "ftp://x" }], /http\(s\) URL/],
+      [[{ ...webhook, kind: "slack" }], /kind/]
+    ]
+    for (const [input, message] of bad) {
+      const result = decode(input)
+      assert.isTrue(Either.isLeft(result), JSON.stringify(input))
+      if (Either.isLeft(result)) assert.match(String(result.left), message)
+    }
+  })
 })
