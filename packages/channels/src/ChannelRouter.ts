@@ -249,15 +249,19 @@ export const make = (
     const callerOf = (principal: string, identity: SessionKey.Identity) =>
       Caller.user(principal, { channel: identity.channel, account: identity.account, senderId: identity.senderId })
 
-    const runAdmission = (item: Admission) =>
-      Effect.scoped(
+    /**
+     * Hand an admission to the Gateway and record the watch: once the Gateway has the run, its reply
+     * is owed and the watch says so (a restart follows it), so nothing after `sendMessage` may be
+     * interrupted. `sendMessage` itself runs interruptibly — explicitly, also inside a finalizer —
+     * because the run fiber the Gateway forks inherits its interruptibility.
+     */
+    const admit = (item: Admission, caller: Caller.Caller) =>
+      Effect.uninterruptible(
         Effect.gen(function* () {
-          const caller = callerOf(item.principal, item.identity)
-          // The conversation is an approval channel while the run lives: registered before the run
-          // is admitted, so an approval it asks for at once still finds someone to ask.
-          yield* gateway.registerApprover(caller)
           const sent = yield* Effect.either(
-            gateway.sendMessage(caller, { key: item.sessionKey, channel: item.settings.name, text: item.text })
+            Effect.interruptible(
+              gateway.sendMessage(caller, { key: item.sessionKey, channel: item.settings.name, text: item.text })
+            )
           )
           if (Either.isLeft(sent)) {
             const wire = Errors.toWire(sent.left)
@@ -274,10 +278,9 @@ export const make = (
               "refused",
               `${item.settings.responsePrefix}Sorry, I could not take that message (${wire.code}: ${wire.message}).`
             )
-            return
+            return Option.none<Watch>()
           }
           item.counters.admitted++
-          const now = yield* Clock.currentTimeMillis
           const watch: Watch = {
             ...item.identity,
             runId: sent.right.run.id,
@@ -286,10 +289,22 @@ export const make = (
             conversation: item.conversation,
             thread: item.thread,
             replyTo: item.replyTo,
-            createdAt: now
+            createdAt: yield* Clock.currentTimeMillis
           }
           yield* store.putWatch(watch)
-          yield* follow(watch, item.settings, caller)
+          return Option.some(watch)
+        })
+      )
+
+    const runAdmission = (item: Admission) =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const caller = callerOf(item.principal, item.identity)
+          // The conversation is an approval channel while the run lives: registered before the run
+          // is admitted, so an approval it asks for at once still finds someone to ask.
+          yield* gateway.registerApprover(caller)
+          const watch = yield* admit(item, caller)
+          if (Option.isSome(watch)) yield* follow(watch.value, item.settings, caller)
         })
       )
 
@@ -355,6 +370,21 @@ export const make = (
         )
       }
     }
+
+    // At shutdown (this finalizer runs before the workers are interrupted), messages still buffered
+    // or queued were already claimed for dedupe: hand them to the Gateway now, so the next process
+    // follows their runs instead of losing them.
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach(
+        lanes.values(),
+        (lane) =>
+          Effect.gen(function* () {
+            const waiting = [...(yield* lane.coalescer.drain), ...(yield* Queue.takeAll(lane.queue))]
+            for (const item of waiting) yield* admit(item, callerOf(item.principal, item.identity))
+          }),
+        { discard: true }
+      ).pipe(logged("could not hand over waiting channel messages at shutdown"))
+    )
 
     // ---- pairing (an unpaired sender in a DM) -----------------------------------------------------
     const pairingCandidate = (text: string): string | undefined => {

@@ -43,6 +43,8 @@ export interface Coalescer<A> {
   readonly flush: (key: string) => Effect.Effect<void>
   /** Emit everything buffered now. */
   readonly flushAll: Effect.Effect<void>
+  /** Take everything buffered (merged per key) without emitting it, e.g. to hand it on at shutdown. */
+  readonly drain: Effect.Effect<ReadonlyArray<A>>
 }
 
 interface Buffer<A> {
@@ -112,6 +114,12 @@ export const make = <A>(options: Options<A>): Effect.Effect<Coalescer<A>, never,
       flushAll: Effect.gen(function* () {
         yield* FiberMap.clear(timers)
         for (const key of [...buffers.keys()]) yield* release(key)
+      }),
+      drain: Effect.gen(function* () {
+        yield* FiberMap.clear(timers)
+        const items = [...buffers.values()].map((b) => (b.items.length === 1 ? b.items[0] : options.merge(b.items)))
+        buffers.clear()
+        return items
       })
     }
   })

@@ -64,4 +64,43 @@ describe("ChannelRouter across a restart", () => {
       }).pipe(Effect.provide(env(ScriptedModel.make([{ text: "Noted." }]))), Effect.scoped)
     }).pipe(Effect.scoped)
   )
+
+  it.live("a message still in the coalescer at shutdown is handed to the Gateway, and answered once after", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const files = { journal: join(dir, "journal.db"), channels: join(dir, "channels.db") }
+      const env = (model: ScriptedModel.ScriptedModel) =>
+        channelsEnv({
+          channels: [{ name: "tg", coalesce: { window: "1 hour" } }],
+          model,
+          journal: SqliteJournal.layer({ filename: files.journal }),
+          store: SqliteChannelStore.layer({ filename: files.channels })
+        })
+      const m = message({ text: "are you there" })
+      yield* Effect.gen(function* () {
+        yield* Effect.flatMap(Pairing.Pairing, (p) =>
+          p.bind(operator, { identity: { channel: "tg", account: "bot1", senderId: "1001" }, principal: "alice" })
+        )
+        const router = yield* ChannelRouter.ChannelRouter
+        const outcome = yield* router.handle(m)
+        assert.isTrue(outcome._tag === "Admitted" && outcome.buffered)
+        // stop now: the message is still in the 1-hour window
+      }).pipe(
+        Effect.provide(env(ScriptedModel.make(() => ({ text: ["never", "done"], delayPerDelta: "1 hour" })))),
+        Effect.scoped
+      )
+      yield* Effect.gen(function* () {
+        const router = yield* ChannelRouter.ChannelRouter
+        // a platform retry after the restart is still a duplicate
+        assert.deepStrictEqual(yield* router.handle(m), { _tag: "Rejected", reason: "duplicate" })
+        const store = yield* ChannelStore.ChannelStore
+        yield* eventually(store.listWatches("tg"), (w) => w.length === 0, "the owed run to be answered")
+        const answers = yield* texts()
+        // Either the run had not started (it resumes and answers) or it was in progress when the
+        // process stopped (it is failed as interrupted, and the chat is told): one answer either way.
+        assert.strictEqual(answers.length, 1)
+        assert.include(["you there? yes.", "Sorry, that did not work (interrupted)."], answers[0])
+      }).pipe(Effect.provide(env(ScriptedModel.make([{ text: "you there? yes." }]))), Effect.scoped)
+    }).pipe(Effect.scoped)
+  )
 })
