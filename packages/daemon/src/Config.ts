@@ -5,9 +5,11 @@
  *
  * @since 0.1.0
  */
+
 import { existsSync, readFileSync } from "node:fs"
 import { validateHeaderName, validateHeaderValue } from "node:http"
 import { dirname, isAbsolute, join, resolve } from "node:path"
+import { ChannelConfig } from "@palyra/channels"
 import { Data, Effect, Either, ParseResult, Schema } from "effect"
 import { parse as parseToml } from "smol-toml"
 
@@ -165,6 +167,8 @@ export const ConfigFile = Schema.Struct({
     }),
     { default: () => ({ format: "auto" as const, level: "info" as const }) }
   ),
+  /** Chat platforms in front of the Gateway (`[[channels]]`: telegram, webhook). */
+  channels: Schema.optionalWith(ChannelConfig.Entries, { default: () => [] }),
   telemetry: Schema.optionalWith(TelemetrySection, {
     default: () => ({ service_name: "palyrad", headers: {}, sample_ratio: 1 })
   }),

@@ -8,6 +8,7 @@
 import { randomBytes } from "node:crypto"
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
+import { ChannelConfig, Channels } from "@palyra/channels"
 import { type Auth, Journal, Kernel, Metrics, PolicyEngine } from "@palyra/core"
 import { CedarPolicy } from "@palyra/core/cedar"
 import { Models } from "@palyra/core/models"
@@ -160,7 +161,8 @@ export const run = (
         ...envSecrets(env),
         admin.token,
         ...config.auth.tokens.map((t) => t.token),
-        ...Object.values(config.telemetry.headers).filter((v) => v.length >= 8)
+        ...Object.values(config.telemetry.headers).filter((v) => v.length >= 8),
+        ...ChannelConfig.secrets(config.channels)
       ]
     }
     const kernel = Kernel.layer({
@@ -207,6 +209,12 @@ export const run = (
       })
       if (config.policiesDir) yield* CedarPolicy.watchDirectory(engine, config.policiesDir)
       yield* Metrics.monitorEventLoop()
+      // Chat platforms (when configured): their router reaches the Gateway as each paired principal.
+      if (config.channels.length > 0) {
+        yield* Layer.build(
+          Channels.layer({ channels: config.channels, store: { filename: join(config.dataDir, "channels.sqlite") } })
+        )
+      }
       const journalService = yield* Journal.Journal
       const interrupted = yield* journalService.listRuns({ states: ["WaitingForApproval"] })
       yield* Effect.logInfo("palyrad ready").pipe(

@@ -3,8 +3,11 @@
  * through the real palyra CLI. Runs from the TypeScript sources (tsx), so no build is needed.
  */
 import { type ChildProcess, spawn } from "node:child_process"
+import { createHmac } from "node:crypto"
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
+import { createServer } from "node:http"
 import { createRequire } from "node:module"
+import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -277,4 +280,70 @@ describe("palyrad end to end", () => {
     )
     expect(badModel?.stderr).toMatch(/OPENAI_API_KEY/)
   }, 60_000)
+
+  it("a [[channels]] signed webhook reaches the agent and its answer comes back signed", async () => {
+    const secret = "s".repeat(16) + "3cr3t-0123456789abcdef"
+    const replies: Array<{ body: Json; signature: string | undefined }> = []
+    const receiver = createServer((req, res) => {
+      let body = ""
+      req.on("data", (c) => (body += c))
+      req.on("end", () => {
+        replies.push({ body: JSON.parse(body), signature: req.headers["x-palyra-signature"] as string | undefined })
+        res.writeHead(200, { "content-type": "application/json" }).end('{"id":"r1"}')
+      })
+    })
+    await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", () => r()))
+    const port = await freePort()
+    const dir = fresh()
+    writeFileSync(
+      join(dir, "palyra.toml"),
+      `[[channels]]\nkind = "webhook"\nname = "hooks"\nsigning_secret = "${secret}"\nlisten_port = ${port}\n` +
+        `dm_policy = "allow"\ncallback_url = "http://127.0.0.1:${(receiver.address() as AddressInfo).port}/reply"\n`
+    )
+    try {
+      await startDaemon(dir)
+      const body = JSON.stringify({
+        channel: "hooks",
+        account: "acct",
+        conversation: "dm-1",
+        sender: { id: "user-7", verified: true },
+        platformMessageId: "m-1",
+        text: "what time is it",
+        attachments: [],
+        isDirect: true,
+        mentions: [],
+        receivedAt: Date.now()
+      })
+      const ts = Math.floor(Date.now() / 1000)
+      const sign = (t: number) => `v1=${createHmac("sha256", secret).update(`${t}.`).update(body).digest("hex")}`
+      const post = (signature: string) =>
+        fetch(`http://127.0.0.1:${port}/inbound`, {
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            "x-palyra-timestamp": String(ts),
+            "x-palyra-signature": signature
+          },
+          body
+        })
+      expect((await post(sign(ts + 1))).status).toBe(401)
+      expect((await post(sign(ts))).status).toBe(202)
+      const reply = await waitFor(async () => replies[0], "a reply on the callback")
+      expect(reply.signature).toMatch(/^v1=[0-9a-f]{64}$/)
+      // The demo agent called time.now (a low-risk tool, allowed by the default Cedar policies).
+      expect(reply.body).toMatchObject({ channel: "hooks", conversation: "dm-1", replyTo: "m-1" })
+      expect(reply.body.text).toMatch(/time\.now returned:[\s\S]*"iso":"\d{4}-\d{2}-\d{2}T/)
+    } finally {
+      receiver.close()
+    }
+  })
 })
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const probe = createServer()
+    probe.listen(0, "127.0.0.1", () => {
+      const { port } = probe.address() as AddressInfo
+      probe.close(() => resolve(port))
+    })
+  })
