@@ -257,6 +257,49 @@ export const BranchPayload = Schema.Struct({
 }).annotations({ identifier: "BranchRequest" })
 
 /** @since 0.1.0 @category Payloads */
+export const RestorePayload = Schema.Struct({
+  checkpointId: Schema.String.pipe(Schema.pattern(/^[0-9A-HJKMNP-TV-Z]{26}$/))
+}).annotations({ identifier: "RestoreRequest" })
+
+/** A compaction, applied or previewed. @since 0.1.0 @category Records */
+export const Compaction = Schema.Struct({
+  applied: Schema.Boolean,
+  sessionId: Schema.String,
+  fromSeq: Schema.Number,
+  toSeq: Schema.Number,
+  summary: Schema.String,
+  strategy: Schema.String,
+  summarizer: Schema.Literal("model", "extractive"),
+  rejected: Schema.optional(Schema.String),
+  tokensBefore: Schema.Number,
+  tokensAfter: Schema.Number,
+  checkpointId: Schema.optional(Schema.String)
+}).annotations({ identifier: "Compaction" })
+
+/** A checkpoint: what a compaction covered and how to restore it. @since 0.1.0 @category Records */
+export const CheckpointInfo = Schema.Struct({
+  id: Schema.String,
+  sessionId: Schema.String,
+  fromSeq: Schema.Number,
+  toSeq: Schema.Number,
+  summary: Schema.String,
+  createdAt: Schema.Number,
+  strategy: Schema.String,
+  summarizer: Schema.Literal("model", "extractive"),
+  historyFromSeq: Schema.Number,
+  resetGeneration: Schema.Number,
+  restoredSeq: Schema.Number,
+  tokensBefore: Schema.Number,
+  tokensAfter: Schema.Number,
+  pinnedNotes: Schema.Number
+}).annotations({ identifier: "Checkpoint" })
+
+/** @since 0.1.0 @category Records */
+export const Restored = Schema.Struct({ session: Session, event: TapeEventRecord }).annotations({
+  identifier: "Restored"
+})
+
+/** @since 0.1.0 @category Payloads */
 export const ApprovalPayload = Schema.Struct({
   decision: Schema.Literal("approve", "deny"),
   scope: Schema.optional(Schema.Literal("once", "session", "always")),
@@ -468,6 +511,28 @@ export class SessionsGroup extends HttpApiGroup.make("sessions")
       .setPath(SessionPath)
       .setUrlParams(Schema.Struct({ after: Schema.optional(SeqParam), limit: Schema.optional(StrictInt(1, 5000)) }))
       .addSuccess(Schema.Array(TapeEventRecord))
+  )
+  .add(
+    HttpApiEndpoint.post("compact", "/v1/sessions/:id/compact")
+      .setPath(SessionPath)
+      .setUrlParams(Schema.Struct({ preview: Schema.optional(BooleanParam) }))
+      .addSuccess(Compaction)
+      .annotate(
+        OpenApi.Summary,
+        "Compact the session's history now (?preview=true: compute the summary, append nothing); needs the context engine"
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("checkpoints", "/v1/sessions/:id/checkpoints")
+      .setPath(SessionPath)
+      .addSuccess(Schema.Array(CheckpointInfo))
+  )
+  .add(
+    HttpApiEndpoint.post("restore", "/v1/sessions/:id/restore")
+      .setPath(SessionPath)
+      .setPayload(RestorePayload)
+      .addSuccess(Restored)
+      .annotate(OpenApi.Summary, "Put the session's prompt back as it was before a checkpoint's compaction")
   )
   .add(
     HttpApiEndpoint.get("events", "/v1/sessions/:id/events")

@@ -156,6 +156,11 @@ describe("the OpenAPI document", () => {
       "journal.verify": () => call("GET", "/v1/journal/verify", { headers: OPERATOR }),
       "sessions.branch": () => call("POST", `/v1/sessions/${sessionId}/branch`, { body: { atSeq: 1, title: "b" } }),
       "sessions.reset": () => call("POST", `/v1/sessions/${sessionId}/reset`),
+      // This server has no context engine: compaction answers its documented 409.
+      "sessions.compact": () => call("POST", `/v1/sessions/${sessionId}/compact?preview=true`),
+      "sessions.checkpoints": () => call("GET", `/v1/sessions/${sessionId}/checkpoints`),
+      "sessions.restore": () =>
+        call("POST", `/v1/sessions/${sessionId}/restore`, { body: { checkpointId: "01KA0000000000000000000000" } }),
       "runs.cancel": () => call("POST", `/v1/runs/${runId}/cancel`),
       "openai.chatCompletions": () =>
         call("POST", "/v1/chat/completions", {

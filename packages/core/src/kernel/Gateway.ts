@@ -33,6 +33,13 @@ import {
 import { CurrentRedactor } from "../domain/Redaction.js"
 import { isTerminal } from "../domain/RunState.js"
 import type { TapeEvent } from "../domain/TapeEvent.js"
+import {
+  type CheckpointInfo,
+  type Compaction,
+  Compactor,
+  type Service as CompactorService,
+  type Restored
+} from "../ports/Compactor.js"
 import { Journal, requireRun, type VerifyResult } from "../ports/Journal.js"
 import { ModelProvider } from "../ports/ModelProvider.js"
 import { PolicyEngine } from "../ports/PolicyEngine.js"
@@ -217,6 +224,26 @@ export interface Service {
     sessionId: SessionId,
     options: { readonly afterSeq: number; readonly limit?: number | undefined }
   ) => Effect.Effect<ReadonlyArray<TapeEvent>, GatewayError>
+  /**
+   * Compact the session's history now (`preview`: compute the summary and token counts, append
+   * nothing). Needs a context engine (`@palyra/core/context`) as the kernel's prompt assembler.
+   */
+  readonly compactSession: (
+    caller: Caller.Caller,
+    sessionId: SessionId,
+    options?: { readonly preview?: boolean | undefined }
+  ) => Effect.Effect<Compaction, GatewayError>
+  /** The session's checkpoints (one per compaction), oldest first. */
+  readonly listCheckpoints: (
+    caller: Caller.Caller,
+    sessionId: SessionId
+  ) => Effect.Effect<ReadonlyArray<CheckpointInfo>, GatewayError>
+  /** Put the session's prompt back as it was before a checkpoint's compaction (journaled; nothing is deleted). */
+  readonly restoreCheckpoint: (
+    caller: Caller.Caller,
+    sessionId: SessionId,
+    checkpointId: string
+  ) => Effect.Effect<Restored, GatewayError>
   /** Recompute the journal's tamper-evidence chain (operators only). */
   readonly verifyJournal: (caller: Caller.Caller) => Effect.Effect<VerifyResult, GatewayError>
 }
@@ -458,6 +485,19 @@ export const make = (
         ])
       ).pipe(Effect.catchAll((e) => Effect.logError("could not record a grant change", e)))
 
+    // Compaction is the context engine's (when the prompt assembler is one); the Gateway checks access.
+    const compactor = yield* Effect.serviceOption(Compactor)
+    const withCompactor = <A>(f: (c: CompactorService) => Effect.Effect<A, GatewayError>) =>
+      Option.match(compactor, {
+        onNone: () =>
+          Effect.fail(
+            new Conflict({
+              message: "compaction needs a context engine: use ContextEngine.layer from @palyra/core/context"
+            })
+          ),
+        onSome: f
+      })
+
     yield* syncGrants
     yield* recover(journal, tape, scheduler, options.onInterruptedRuns ?? "fail")
 
@@ -547,6 +587,21 @@ export const make = (
         Effect.zipRight(
           session(caller, sessionId),
           journal.readTape(sessionId, { afterSeq: o.afterSeq, limit: o.limit })
+        ),
+      compactSession: (caller, id, o = {}) =>
+        Effect.zipRight(
+          session(caller, id),
+          withCompactor((c) => c.compact(id, { preview: o.preview, runId: null }))
+        ),
+      listCheckpoints: (caller, id) =>
+        Effect.zipRight(
+          session(caller, id),
+          withCompactor((c) => c.listCheckpoints(id))
+        ),
+      restoreCheckpoint: (caller, id, checkpointId) =>
+        Effect.zipRight(
+          session(caller, id),
+          withCompactor((c) => c.restore(id, checkpointId, { by: caller.principal }))
         ),
       verifyJournal: (caller) =>
         caller.operator

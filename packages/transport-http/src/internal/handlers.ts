@@ -16,6 +16,7 @@ import {
   MessagePayload,
   MetricsAuthentication,
   OpenAiAuthentication,
+  RestorePayload,
   SessionPayload
 } from "../Api.js"
 import { readJson } from "./body.js"
@@ -104,6 +105,37 @@ const sessions = (options: HandlerOptions) =>
             Effect.flatMap(CurrentCaller, (caller) =>
               gateway.readTape(caller, path.id, { afterSeq: urlParams.after ?? 0, limit: urlParams.limit ?? 500 })
             )
+          )
+        )
+        .handle("compact", ({ path, urlParams }) =>
+          answer(
+            Effect.flatMap(CurrentCaller, (caller) =>
+              Effect.map(gateway.compactSession(caller, path.id, { preview: urlParams.preview }), (c) => ({
+                applied: c.applied,
+                sessionId: c.sessionId,
+                fromSeq: c.fromSeq,
+                toSeq: c.toSeq,
+                summary: c.summary,
+                strategy: c.strategy,
+                summarizer: c.summarizer,
+                rejected: c.rejected,
+                tokensBefore: c.tokensBefore,
+                tokensAfter: c.tokensAfter,
+                checkpointId: c.checkpointId
+              }))
+            )
+          )
+        )
+        .handle("checkpoints", ({ path }) =>
+          answer(Effect.flatMap(CurrentCaller, (caller) => gateway.listCheckpoints(caller, path.id)))
+        )
+        .handleRaw("restore", ({ path }) =>
+          answer(
+            Effect.gen(function* () {
+              const caller = yield* CurrentCaller
+              const body = yield* readJson(RestorePayload, options.limits)
+              return yield* gateway.restoreCheckpoint(caller, path.id, body.checkpointId)
+            })
           )
         )
         .handleRaw("events", ({ path, urlParams, headers }) =>
