@@ -295,6 +295,14 @@ const prepare = (dir: string, options: Options) =>
     return { manifestFile: file, manifest, digest, moduleFile, module, memoryPages, timeoutMs } satisfies Prepared
   })
 
+/** A thrown value's message (errors from Extism's worker arrive as plain `{ message }` objects). */
+const describe = (cause: unknown): string =>
+  cause instanceof Error
+    ? cause.message
+    : typeof cause === "object" && cause !== null && "message" in cause
+      ? String(cause.message)
+      : String(cause)
+
 /** Decode `bytes` as UTF-8, refusing invalid sequences. */
 const utf8 = (bytes: Uint8Array): string | undefined => {
   try {
@@ -427,7 +435,7 @@ const asTool = (prepared: Prepared, options: Options): LoadedPlugin => {
         Effect.tryPromise({
           try: () =>
             createPlugin(
-              { wasm: [{ module: prepared.module as unknown as WebAssembly.Module, name: manifest.name }] },
+              { wasm: [{ module: prepared.module as unknown as WebAssembly.Module, name: "main" }] },
               {
                 runInWorker: true,
                 useWasi: false,
@@ -447,7 +455,7 @@ const asTool = (prepared: Prepared, options: Options): LoadedPlugin => {
                 nodeWorkerArgs: { env: {}, execArgv: ["--disable-warning=ExperimentalWarning"] }
               }
             ),
-          catch: (cause) => failure("failed", `could not start the plugin: ${String(cause)}`, cause)
+          catch: (cause) => failure("failed", `could not start the plugin: ${describe(cause)}`, cause)
         }),
         (plugin: Plugin) =>
           Effect.sync(() => controller.abort()).pipe(Effect.zipRight(Effect.promise(() => plugin.close())))
@@ -456,7 +464,7 @@ const asTool = (prepared: Prepared, options: Options): LoadedPlugin => {
       const output = yield* Effect.tryPromise({
         try: () => plugin.call(manifest.export, JSON.stringify(args)),
         catch: (cause) => {
-          const message = cause instanceof Error ? cause.message : String(cause)
+          const message = describe(cause)
           return /timeout/i.test(message)
             ? failure("timeout", `the plugin ran past its ${prepared.timeoutMs} ms limit`, cause)
             : failure("failed", `the plugin failed: ${message}`, cause)
