@@ -211,7 +211,12 @@ const manifestFile = (dir: string) =>
       ["plugin.toml", "toml"]
     ] as const) {
       const file = join(dir, name)
-      const exists = yield* Effect.promise(() => stat(file).then((s) => s.isFile(), () => false))
+      const exists = yield* Effect.promise(() =>
+        stat(file).then(
+          (s) => s.isFile(),
+          () => false
+        )
+      )
       if (exists) found.push({ file, format })
     }
     if (found.length === 0) {
@@ -584,4 +589,3 @@ export const loadPlugins = (dir: string, options: Options): Effect.Effect<Array<
  */
 export const loadDirectory = (dir: string, options: Options): Effect.Effect<Array<Tool.AnyTool>, PluginLoadError> =>
   Effect.map(loadPlugins(dir, options), (plugins) => plugins.map((p) => p.tool))
-

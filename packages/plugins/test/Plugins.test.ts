@@ -23,7 +23,9 @@ describe("the word-count example", () => {
       const { workspace } = yield* sandboxDirs
       writeFileSync(join(workspace, "poem.txt"), "two roads diverged\nin a yellow wood\n")
       const plugin = yield* Plugins.load(exampleDir("word-count"), { workspace })
-      const digest = createHash("sha256").update(readFileSync(wasmOf("examples", "word-count"))).digest("hex")
+      const digest = createHash("sha256")
+        .update(readFileSync(wasmOf("examples", "word-count")))
+        .digest("hex")
       assert.strictEqual(plugin.digest, digest)
       assert.strictEqual(plugin.tool.name, `plugin.word-count@${digest.slice(0, 16)}`)
       assert.strictEqual(plugin.tool.risk, "low")
@@ -66,7 +68,13 @@ describe("confinement: a plugin reads nothing outside the workspace", () => {
         writePlugin(plugins, "reader", probeManifest("reader", "read", { capabilities: ["fs.read"] }), probe),
         { workspace }
       )
-      for (const path of ["../outside/canary.txt", "../../../../../../etc/passwd", canary, "/etc/passwd", "link/canary.txt"]) {
+      for (const path of [
+        "../outside/canary.txt",
+        "../../../../../../etc/passwd",
+        canary,
+        "/etc/passwd",
+        "link/canary.txt"
+      ]) {
         const result = resultOf(yield* callTool(plugin.tool, { path }))
         const output = result.output as { ok: boolean; text: string }
         assert.isFalse(output.ok, path)
@@ -125,7 +133,12 @@ describe("network: only through palyra_http_fetch, with the capability and the a
       })
       // Extism's own `http_request`, even for a plugin that has the capability: off.
       const native = yield* Plugins.load(
-        writePlugin(plugins, "b", { ...probeManifest("b", "get_native"), capabilities: ["http.fetch"] }, wasmOf("examples", "http-get")),
+        writePlugin(
+          plugins,
+          "b",
+          { ...probeManifest("b", "get_native"), capabilities: ["http.fetch"] },
+          wasmOf("examples", "http-get")
+        ),
         { workspace, http }
       )
       const nativeError = yield* Effect.flip(callTool(native.tool, { url }))
@@ -169,10 +182,9 @@ describe("limits: memory and time, and the host stays healthy", () => {
     Effect.gen(function* () {
       const { workspace, plugins } = yield* sandboxDirs
       const limits = { memory_pages: 64 }
-      const grow = yield* Plugins.load(
-        writePlugin(plugins, "grow", probeManifest("grow", "grow", { limits }), probe),
-        { workspace }
-      )
+      const grow = yield* Plugins.load(writePlugin(plugins, "grow", probeManifest("grow", "grow", { limits }), probe), {
+        workspace
+      })
       const small = resultOf(yield* callTool(grow.tool, { pages: "8" }))
       assert.isAbove((small.output as { pages: number }).pages, 8)
       const error = yield* Effect.flip(callTool(grow.tool, { pages: "100" }))
@@ -186,7 +198,12 @@ describe("limits: memory and time, and the host stays healthy", () => {
       assert.isAbove((resultOf(yield* callTool(roomy.tool, { pages: "100" })).output as { pages: number }).pages, 100)
       // A runtime allocating until it gives up is stopped by the same ceiling, well before its time limit.
       const hog = yield* Plugins.load(
-        writePlugin(plugins, "hog", probeManifest("hog", "hog", { limits: { memory_pages: 64, timeout_ms: 20_000 } }), probe),
+        writePlugin(
+          plugins,
+          "hog",
+          probeManifest("hog", "hog", { limits: { memory_pages: 64, timeout_ms: 20_000 } }),
+          probe
+        ),
         { workspace }
       )
       const started = Date.now()

@@ -4,7 +4,7 @@ import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { type Ids, Tool } from "@palyra/core"
+import { type Errors, type Ids, Tool } from "@palyra/core"
 import { Effect } from "effect"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
@@ -66,7 +66,7 @@ export const withCustomSection = (wasm: string, note: string): Uint8Array => {
 }
 
 /** Run one tool through the real `ToolRuntime` (decode, timeout, render). */
-export const callTool = (tool: Tool.AnyTool, args: unknown) =>
+export const callTool = (tool: Tool.AnyTool, args: unknown): Effect.Effect<Tool.ToolOutcome, Errors.ToolError> =>
   Tool.makeRuntime([tool]).execute(tool, args, {
     sessionId: "01J00000000000000000000000" as Ids.SessionId,
     runId: "01J00000000000000000000001" as Ids.RunId,
@@ -95,10 +95,11 @@ export const canaryServer = Effect.acquireRelease(
       connections++
     })
     server.listen(0, "127.0.0.1", () =>
-      resume(
-        Effect.succeed({ server, port: (server.address() as AddressInfo).port, connections: () => connections })
-      )
+      resume(Effect.succeed({ server, port: (server.address() as AddressInfo).port, connections: () => connections }))
     )
   }),
-  ({ server }) => Effect.async<void>((resume) => server.close(() => resume(Effect.void)))
+  ({ server }) =>
+    Effect.async<void>((resume) => {
+      server.close(() => resume(Effect.void))
+    })
 )

@@ -35,8 +35,15 @@ export function count(): i32 {
     }
   }
   output(
-    '{"path":' + quote(path) + ',"lines":' + lines.toString() + ',"words":' + words.toString() + ',"bytes":' +
-      bytes.length.toString() + "}"
+    '{"path":' +
+      quote(path) +
+      ',"lines":' +
+      lines.toString() +
+      ',"words":' +
+      words.toString() +
+      ',"bytes":' +
+      bytes.length.toString() +
+      "}"
   )
   return 0
 }
