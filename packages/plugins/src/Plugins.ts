@@ -537,7 +537,7 @@ export const load = (dir: string, options: Options): Effect.Effect<LoadedPlugin,
         // `Tool.fromJsonSchema` refuses a parameters schema Ajv rejects (strict mode).
         catch: (cause) =>
           new PluginLoadError({
-            file: join(dir, "plugin manifest"),
+            file: prepared.manifestFile,
             detail: cause instanceof Error ? cause.message : String(cause)
           })
       })
@@ -546,8 +546,8 @@ export const load = (dir: string, options: Options): Effect.Effect<LoadedPlugin,
   )
 
 /**
- * Load every plugin folder in `dir` (each sub-folder with a manifest; other entries and folders
- * whose name starts with `.` are ignored), in name order. The first plugin that does not load
+ * Load every plugin folder in `dir` (each sub-folder with a manifest; files, folders whose name
+ * starts with `.` and folders with no manifest (logged) are skipped), in name order. The first plugin that does not load
  * fails the whole directory, naming its file: a plugins folder is configuration, and a daemon
  * that silently runs without a tool its operator installed is worse than one that says why it
  * cannot start. Two plugins with the same name fail too.
@@ -568,6 +568,15 @@ export const loadPlugins = (dir: string, options: Options): Effect.Effect<Array<
       .sort()
     const loaded: Array<LoadedPlugin> = []
     for (const folder of folders) {
+      const hasManifest = yield* Effect.promise(() =>
+        Promise.all(
+          ["plugin.json", "plugin.toml"].map((name) => stat(join(dir, folder, name)).then(() => true, () => false))
+        ).then((found) => found.some(Boolean))
+      )
+      if (!hasManifest) {
+        yield* Effect.logWarning(`plugins: ${join(dir, folder)} has no plugin.json or plugin.toml; not a plugin, skipped`)
+        continue
+      }
       const plugin = yield* load(join(dir, folder), options)
       const twin = loaded.find((p) => p.manifest.name === plugin.manifest.name)
       if (twin !== undefined) {

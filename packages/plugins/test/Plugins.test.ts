@@ -264,3 +264,80 @@ describe("limits: memory and time, and the host stays healthy", () => {
     })
   )
 })
+
+describe("loading: a bad plugin fails with one message naming its file", () => {
+  const wasiImporter = new Uint8Array([
+    ...[0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00],
+    ...[0x01, 0x09, 0x01, 0x60, 0x04, 0x7f, 0x7f, 0x7f, 0x7f, 0x01, 0x7f],
+    ...[0x02, 0x23, 0x01, 0x16, ...new TextEncoder().encode("wasi_snapshot_preview1")],
+    ...[0x08, ...new TextEncoder().encode("fd_write"), 0x00, 0x00]
+  ])
+
+  it.scopedLive("bad manifests, modules that are not wasm or do not compile, WASI imports, escapes", () =>
+    Effect.gen(function* () {
+      const { workspace, plugins } = yield* sandboxDirs
+      const good = probeManifest("good", "echo")
+      const failure = (dir: string, options: Partial<Plugins.Options> = {}) =>
+        Effect.flip(Plugins.load(dir, { workspace, ...options })).pipe(Effect.map((e) => e.message))
+
+      const syntax = writePlugin(plugins, "syntax", good, probe)
+      writeFileSync(join(syntax, "plugin.json"), "{ not json")
+      assert.match(yield* failure(syntax), /syntax\/plugin\.json: not valid JSON/)
+
+      const fields = writePlugin(plugins, "fields", { ...good, name: "Bad Name", description: undefined }, probe)
+      const fieldsMessage = yield* failure(fields)
+      assert.match(fieldsMessage, /fields\/plugin\.json: /)
+      assert.match(fieldsMessage, /\["name"\]/)
+      assert.match(fieldsMessage, /\["description"\]/)
+
+      const schema = writePlugin(plugins, "schema", { ...good, parameters: { type: "object", bogus: 1 } }, probe)
+      assert.match(yield* failure(schema), /schema\/plugin\.json: .*invalid parameters schema/)
+
+      const notWasm = writePlugin(plugins, "notwasm", good, new TextEncoder().encode("MZ not a module"))
+      assert.match(yield* failure(notWasm), /notwasm\/plugin\.wasm: not a WebAssembly module/)
+
+      const broken = readFileSync(probe).subarray(0, 8)
+      const garbage = writePlugin(plugins, "garbage", good, new Uint8Array([...broken, 0x01, 0x03, 0xff, 0xff, 0xff]))
+      assert.match(yield* failure(garbage), /garbage\/plugin\.wasm: does not compile/)
+
+      const wasi = writePlugin(plugins, "wasi", good, wasiImporter)
+      assert.match(
+        yield* failure(wasi),
+        /wasi\/plugin\.wasm: imports function wasi_snapshot_preview1\.fd_write; plugins get only/
+      )
+
+      const escape = writePlugin(plugins, "escape", { ...good, module: "../syntax/plugin.wasm" }, probe)
+      assert.match(yield* failure(escape), /escape\/plugin\.json: module: .*outside the workspace/)
+
+      const noExport = writePlugin(plugins, "noexport", { ...good, export: "missing" }, probe)
+      assert.match(yield* failure(noExport), /noexport\/plugin\.wasm: exports no function "missing"/)
+
+      const greedy = writePlugin(plugins, "greedy", { ...good, limits: { memory_pages: 512 } }, probe)
+      assert.match(yield* failure(greedy), /limits\.memory_pages is 512; this host allows at most 256/)
+    })
+  )
+
+  it.scopedLive("a directory loads in name order, skips folders that are not plugins, refuses twin names", () =>
+    Effect.gen(function* () {
+      const { workspace, plugins } = yield* sandboxDirs
+      writePlugin(plugins, "b-echo", probeManifest("echo", "echo"), probe)
+      writePlugin(plugins, "a-spin", probeManifest("spin", "spin"), probe)
+      mkdirSync(join(plugins, "notes"))
+      writePlugin(plugins, ".hidden", { bad: true }, probe)
+      const tools = yield* Plugins.loadDirectory(plugins, { workspace })
+      assert.deepStrictEqual(
+        tools.map((t) => t.name.split("@")[0]),
+        ["plugin.spin", "plugin.echo"]
+      )
+      writePlugin(plugins, "c-echo", probeManifest("echo", "grow"), probe)
+      const twin = yield* Effect.flip(Plugins.loadDirectory(plugins, { workspace }))
+      assert.match(twin.message, /c-echo: another plugin is already named echo/)
+      // The shipped examples folder is itself a plugins directory.
+      const examples = yield* Plugins.loadPlugins(join(exampleDir("word-count"), ".."), { workspace })
+      assert.deepStrictEqual(
+        examples.map((p) => p.manifest.name),
+        ["http-get", "word-count"]
+      )
+    })
+  )
+})
