@@ -84,6 +84,12 @@ export const parse = (text: string, format: "json" | "toml"): Effect.Effect<Mani
     catch: (cause) => `not valid ${format.toUpperCase()}: ${cause instanceof Error ? cause.message : String(cause)}`
   }).pipe(
     Effect.flatMap((raw) =>
-      decode(raw).pipe(Effect.mapError((error) => ParseResult.TreeFormatter.formatErrorSync(error)))
+      decode(raw).pipe(
+        Effect.mapError((error) =>
+          ParseResult.ArrayFormatter.formatErrorSync(error)
+            .map((issue) => `${issue.path.join(".") || "(root)"}: ${issue.message}`)
+            .join("; ")
+        )
+      )
     )
   )

@@ -287,8 +287,8 @@ describe("loading: a bad plugin fails with one message naming its file", () => {
       const fields = writePlugin(plugins, "fields", { ...good, name: "Bad Name", description: undefined }, probe)
       const fieldsMessage = yield* failure(fields)
       assert.match(fieldsMessage, /fields\/plugin\.json: /)
-      assert.match(fieldsMessage, /\["name"\]/)
-      assert.match(fieldsMessage, /\["description"\]/)
+      assert.match(fieldsMessage, /name: a name is 1 to 32 lower-case letters/)
+      assert.match(fieldsMessage, /description: is missing/)
 
       const schema = writePlugin(plugins, "schema", { ...good, parameters: { type: "object", bogus: 1 } }, probe)
       assert.match(yield* failure(schema), /schema\/plugin\.json: .*invalid parameters schema/)
