@@ -570,11 +570,18 @@ export const loadPlugins = (dir: string, options: Options): Effect.Effect<Array<
     for (const folder of folders) {
       const hasManifest = yield* Effect.promise(() =>
         Promise.all(
-          ["plugin.json", "plugin.toml"].map((name) => stat(join(dir, folder, name)).then(() => true, () => false))
+          ["plugin.json", "plugin.toml"].map((name) =>
+            stat(join(dir, folder, name)).then(
+              () => true,
+              () => false
+            )
+          )
         ).then((found) => found.some(Boolean))
       )
       if (!hasManifest) {
-        yield* Effect.logWarning(`plugins: ${join(dir, folder)} has no plugin.json or plugin.toml; not a plugin, skipped`)
+        yield* Effect.logWarning(
+          `plugins: ${join(dir, folder)} has no plugin.json or plugin.toml; not a plugin, skipped`
+        )
         continue
       }
       const plugin = yield* load(join(dir, folder), options)
