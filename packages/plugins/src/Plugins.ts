@@ -27,7 +27,7 @@
 import { createHash } from "node:crypto"
 import { readdir, readFile, stat } from "node:fs/promises"
 import { basename, join } from "node:path"
-import createPlugin, { type CallContext, type Plugin } from "@extism/extism"
+import createPlugin, { type CallContext, type ManifestLike, type Plugin } from "@extism/extism"
 import { Errors, Tool } from "@palyra/core"
 import { BuiltinTools, NetGuard } from "@palyra/core/tools"
 import { Duration, Effect, Option, Runtime, Schema } from "effect"
@@ -261,7 +261,9 @@ const prepare = (dir: string, options: Options) =>
     }
     // The module must be inside the plugin's folder (no `..`, absolute path or symlink out of it).
     const moduleFile = yield* BuiltinTools.confine("plugin", dir, manifest.module).pipe(
-      Effect.mapError((e) => new PluginLoadError({ file, detail: `module: ${e.message}` }))
+      Effect.mapError(
+        (e) => new PluginLoadError({ file, detail: `module: ${e.message} (it must be in the plugin folder)` })
+      )
     )
     const bytes = yield* readLimited(moduleFile, maxModuleBytes)
     const digest = createHash("sha256").update(bytes).digest("hex")
@@ -439,27 +441,24 @@ const asTool = (prepared: Prepared, options: Options): LoadedPlugin => {
       const plugin = yield* Effect.acquireRelease(
         Effect.tryPromise({
           try: () =>
-            createPlugin(
-              { wasm: [{ module: prepared.module as unknown as WebAssembly.Module, name: "main" }] },
-              {
-                runInWorker: true,
-                useWasi: false,
-                allowedPaths: {},
-                allowedHosts: [],
-                fetch: refusingFetch,
-                config: {},
-                logger: quiet,
-                functions: makeHost(prepared, options, runtime, state),
-                timeoutMs: prepared.timeoutMs,
-                memory: {
-                  maxPages: prepared.memoryPages,
-                  maxHttpResponseBytes: 0,
-                  maxVarBytes: 64 * 1024
-                },
-                // Nothing of the daemon's environment (tokens, keys) reaches the worker.
-                nodeWorkerArgs: { env: {}, execArgv: ["--disable-warning=ExperimentalWarning"] }
-              }
-            ),
+            createPlugin({ wasm: [{ module: prepared.module, name: "main" }] } as unknown as ManifestLike, {
+              runInWorker: true,
+              useWasi: false,
+              allowedPaths: {},
+              allowedHosts: [],
+              fetch: refusingFetch,
+              config: {},
+              logger: quiet,
+              functions: makeHost(prepared, options, runtime, state),
+              timeoutMs: prepared.timeoutMs,
+              memory: {
+                maxPages: prepared.memoryPages,
+                maxHttpResponseBytes: 0,
+                maxVarBytes: 64 * 1024
+              },
+              // Nothing of the daemon's environment (tokens, keys) reaches the worker.
+              nodeWorkerArgs: { env: {}, execArgv: ["--disable-warning=ExperimentalWarning"] }
+            }),
           catch: (cause) => failure("failed", `could not start the plugin: ${describe(cause)}`, cause)
         }),
         (plugin: Plugin) =>

@@ -306,8 +306,8 @@ describe("loading: a bad plugin fails with one message naming its file", () => {
         /wasi\/plugin\.wasm: imports function wasi_snapshot_preview1\.fd_write; plugins get only/
       )
 
-      const escape = writePlugin(plugins, "escape", { ...good, module: "../syntax/plugin.wasm" }, probe)
-      assert.match(yield* failure(escape), /escape\/plugin\.json: module: .*outside the workspace/)
+      const escaping = writePlugin(plugins, "escape", { ...good, module: "../syntax/plugin.wasm" }, probe)
+      assert.match(yield* failure(escaping), /escape\/plugin\.json: module: .*outside the workspace/)
 
       const noExport = writePlugin(plugins, "noexport", { ...good, export: "missing" }, probe)
       assert.match(yield* failure(noExport), /noexport\/plugin\.wasm: exports no function "missing"/)
