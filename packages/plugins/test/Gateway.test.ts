@@ -202,4 +202,33 @@ describe("plugins through the real Gateway", () => {
       )
     })
   )
+
+  it.scopedLive("Cedar sees the digest: a policy naming the vetted module permits it and not a changed one", () =>
+    Effect.gen(function* () {
+      const { workspace, plugins } = yield* sandboxDirs
+      const manifest = { ...wordCount, risk: "sensitive" }
+      const vetted = yield* Plugins.load(writePlugin(plugins, "v1", manifest, wasmOf("examples", "word-count")), {
+        workspace
+      })
+      const changed = yield* Plugins.load(
+        writePlugin(plugins, "v2", manifest, withCustomSection(wasmOf("examples", "word-count"), "v2")),
+        { workspace }
+      )
+      const engine = yield* CedarPolicy.make({
+        policies: `@id("vetted-word-count")
+permit (principal, action == Palyra::Action::"tool.execute", resource == Palyra::Tool::"${vetted.tool.name}");`
+      })
+      const decide = (plugin: Plugins.LoadedPlugin) =>
+        engine.decide({
+          principal: "alice",
+          sessionId: "01J00000000000000000000000" as Ids.SessionId,
+          channel: null,
+          tool: { name: plugin.tool.name, risk: plugin.tool.risk, category: plugin.tool.category },
+          args: { path: "a.txt" }
+        })
+      const allowed = yield* decide(vetted)
+      assert.deepStrictEqual([allowed.decision, allowed.policyIds], ["allow", ["vetted-word-count"]])
+      assert.strictEqual((yield* decide(changed)).decision, "deny")
+    })
+  )
 })
