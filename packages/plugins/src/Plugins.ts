@@ -465,11 +465,14 @@ const asTool = (prepared: Prepared, options: Options): LoadedPlugin => {
           Effect.sync(() => controller.abort()).pipe(Effect.zipRight(Effect.promise(() => plugin.close())))
       )
       invocations++
+      const calledAt = Date.now()
       const output = yield* Effect.tryPromise({
         try: () => plugin.call(manifest.export, JSON.stringify(args)),
         catch: (cause) => {
           const message = describe(cause)
-          return /timeout/i.test(message)
+          // Extism ends an over-time call by ending its worker; how that surfaces varies with timing,
+          // so a failure at or past the limit is the limit.
+          return /timeout/i.test(message) || Date.now() - calledAt >= prepared.timeoutMs
             ? failure("timeout", `the plugin ran past its ${prepared.timeoutMs} ms limit`, cause)
             : failure("failed", `the plugin failed: ${message}`, cause)
         }

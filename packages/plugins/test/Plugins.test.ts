@@ -254,7 +254,11 @@ describe("limits: memory and time, and the host stays healthy", () => {
       const ports = () => process.getActiveResourcesInfo().filter((r) => r === "MessagePort").length
       const baseline = ports()
       const fiber = yield* Effect.fork(callTool(spin.tool, {}))
-      yield* Effect.sleep("300 millis").pipe(Effect.repeat({ until: () => ports() > baseline }))
+      // Wait until the call itself runs (starting a worker takes a while on a busy machine).
+      yield* Effect.sleep("50 millis").pipe(
+        Effect.repeat({ until: () => ports() > baseline && spin.invocations() === 1, times: 200 })
+      )
+      yield* Effect.sleep("100 millis")
       const started = Date.now()
       yield* Fiber.interrupt(fiber)
       assert.isBelow(Date.now() - started, 1_000)
