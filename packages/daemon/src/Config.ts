@@ -151,6 +151,8 @@ export const ConfigFile = Schema.Struct({
   }),
   instructions: Schema.optional(Schema.String),
   policies_dir: Schema.optional(Schema.String),
+  /** A folder of WebAssembly plugin tools (`@palyra/plugins`): one sub-folder per plugin. */
+  plugins_dir: Schema.optional(Schema.String),
   server: Schema.optionalWith(
     Schema.Struct({
       host: Schema.optionalWith(Schema.String, { default: () => "127.0.0.1" }),
@@ -245,6 +247,7 @@ export interface Config extends ConfigFile {
   readonly dataDir: string
   readonly workspaceDir: string
   readonly policiesDir: string | undefined
+  readonly pluginsDir: string | undefined
   readonly models: ReadonlyArray<string>
   /** The journal anchor's signing key (default `<data_dir>/anchor.key`). */
   readonly anchorKeyFile: string
@@ -341,6 +344,7 @@ export const load = (
       [["workspace"], env.PALYRA_WORKSPACE, false],
       [["model"], env.PALYRA_MODEL, false],
       [["policies_dir"], env.PALYRA_POLICIES_DIR, false],
+      [["plugins_dir"], env.PALYRA_PLUGINS_DIR, false],
       [["instructions"], env.PALYRA_INSTRUCTIONS, false],
       [["server", "host"], env.PALYRA_HOST, false],
       [["server", "http_port"], env.PALYRA_HTTP_PORT, true],
@@ -400,6 +404,7 @@ export const load = (
         cfg.anchor.witness_file === undefined ? join(dataDir, "journal.anchor") : abs(cfg.anchor.witness_file),
       workspaceDir: abs(cfg.workspace),
       policiesDir: cfg.policies_dir === undefined ? undefined : abs(cfg.policies_dir),
+      pluginsDir: cfg.plugins_dir === undefined ? undefined : abs(cfg.plugins_dir),
       models
     }
   })

@@ -156,6 +156,29 @@ export const run = (
         }
       }
     })
+    // WebAssembly plugin tools, when configured (loaded lazily: Extism only when there are plugins).
+    // A plugin that does not load stops start-up with one message naming its file.
+    const pluginTools = config.pluginsDir
+      ? yield* Effect.promise(() => import("@palyra/plugins")).pipe(
+          Effect.flatMap(({ Plugins }) =>
+            Plugins.loadDirectory(config.pluginsDir!, {
+              workspace: config.workspaceDir,
+              http: {
+                allowHosts: config.http_fetch.allow_hosts,
+                allowPrivateNetworks: config.http_fetch.allow_private_networks
+              }
+            })
+          ),
+          Effect.tap((loaded) =>
+            Effect.logInfo("plugins loaded").pipe(
+              Effect.annotateLogs(
+                "tools",
+                loaded.map((t) => t.name)
+              )
+            )
+          )
+        )
+      : []
     const redaction = {
       literals: [
         ...envSecrets(env),
@@ -167,7 +190,7 @@ export const run = (
     }
     const kernel = Kernel.layer({
       model,
-      tools,
+      tools: [...tools, ...pluginTools],
       // Signed anchors of the journal's chain heads (a witness file beside it, and the log); the
       // anchor writes its last checkpoint at shutdown, before the journal closes.
       journal: Anchor.layer({

@@ -4,7 +4,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { createHmac } from "node:crypto"
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
+import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs"
 import { createServer } from "node:http"
 import { createRequire } from "node:module"
 import type { AddressInfo } from "node:net"
@@ -28,6 +28,7 @@ interface Daemon {
   readonly token: string
   readonly proc: ChildProcess
   readonly stderr: () => string
+  readonly stdout: () => string
   readonly exited: Promise<number | null>
 }
 const running: Array<Daemon> = []
@@ -43,15 +44,18 @@ const startDaemon = (dir: string, args: ReadonlyArray<string> = [], env: Record<
       stdio: ["ignore", "pipe", "pipe"]
     })
     let err = ""
+    let out = ""
     const exited = new Promise<number | null>((r) => proc.on("exit", (code) => r(code)))
-    proc.stdout!.on("data", () => {})
+    proc.stdout!.on("data", (d) => {
+      out += d
+    })
     proc.stderr!.on("data", (d) => {
       err += d
       const m = /listening on (http:\/\/[^\s]+)/.exec(err)
       const g = /Connect \(HTTP\/2\): (http:\/\/[^\s]+)/.exec(err)
       if (m && g) {
         const token = readFileSync(join(dir, ".palyra", "admin.token"), "utf8").trim()
-        const daemon = { url: m[1]!, grpcUrl: g[1]!, token, proc, stderr: () => err, exited }
+        const daemon = { url: m[1]!, grpcUrl: g[1]!, token, proc, stderr: () => err, stdout: () => out, exited }
         running.push(daemon)
         resolve(daemon)
       }
@@ -347,6 +351,24 @@ describe("palyrad end to end", () => {
     )
     expect(unknownTool?.stderr).toMatch(/agent a: unknown tool \\?"time\.later\\?"/)
   }, 90_000)
+
+  it("plugins_dir: plugins load at start-up (logged with their digests); a bad one stops it, naming the file", async () => {
+    const dir = fresh()
+    const example = fileURLToPath(new URL("../../plugins/examples/word-count", import.meta.url))
+    cpSync(example, join(dir, "plugins", "word-count"), { recursive: true })
+    writeFileSync(join(dir, "palyra.toml"), `plugins_dir = "plugins"\n`)
+    const daemon = await startDaemon(dir)
+    expect(daemon.stdout()).toMatch(/plugins loaded.*plugin\.word-count@[0-9a-f]{16}/)
+    daemon.proc.kill("SIGTERM")
+    expect(await daemon.exited).toBe(0)
+    writeFileSync(join(dir, "plugins", "word-count", "plugin.json"), `{ "name": "word-count" }`)
+    const failure = await startDaemon(dir).then(
+      () => undefined,
+      (e: { code: number; stderr: string }) => e
+    )
+    expect(failure?.code).toBe(1)
+    expect(failure?.stderr).toMatch(/palyrad: plugin .*plugins\/word-count\/plugin\.json: .*description/)
+  }, 60_000)
 
   it("a [[channels]] signed webhook reaches the agent and its answer comes back signed", async () => {
     const secret = "s".repeat(16) + "3cr3t-0123456789abcdef"
