@@ -11,7 +11,7 @@ import { Models } from "@palyra/core/models"
 import { Duration, Effect } from "effect"
 import type { AgentEntry, BudgetsSection } from "../Config.js"
 
-/** `[budgets]` (snake_case, seconds) as kernel budgets. @internal */
+/** `[budgets]` (snake_case, seconds) as kernel budgets. @since 0.1.0 @category Constructors @internal */
 export const budgetsOf = (b: BudgetsSection): Agents.Budgets => ({
   maxModelTurns: b.max_model_turns,
   maxToolCalls: b.max_tool_calls,
@@ -30,7 +30,13 @@ const models = (
     (spec) => Models.fromSpec(spec, env)
   )
 
-/** The configured agents, their models built (a missing key or package fails here, naming it). @internal */
+/**
+ * The configured agents, their models built (a missing key or package fails here, naming it).
+ *
+ * @since 0.1.0
+ * @category Constructors
+ * @internal
+ */
 export const agentsOf = (
   entries: ReadonlyArray<AgentEntry>,
   env: Record<string, string | undefined>
