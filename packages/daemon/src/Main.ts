@@ -30,6 +30,7 @@ import {
   Tracer
 } from "effect"
 import type { Config } from "./Config.js"
+import { agentsOf, budgetsOf } from "./internal/agents.js"
 
 /** The admin token: from config, or generated once and kept (mode 0600) in the data dir. @since 0.1.0 @category Auth */
 export const ensureAdminToken = (config: Config) =>
@@ -178,7 +179,6 @@ export const run = (
           )
         )
       : []
-    const b = config.budgets
     const redaction = {
       literals: [
         ...envSecrets(env),
@@ -203,14 +203,9 @@ export const run = (
       policy: Layer.succeed(PolicyEngine.PolicyEngine, engine),
       instructions: config.instructions,
       approvalTimeout: Duration.seconds(config.approvals.timeout_seconds),
-      budgets: {
-        maxModelTurns: b.max_model_turns,
-        maxToolCalls: b.max_tool_calls,
-        maxEventsPerTurn: b.max_events_per_turn,
-        wallClock: b.wall_clock_seconds === undefined ? undefined : Duration.seconds(b.wall_clock_seconds),
-        maxTokensPerRun: b.max_tokens_per_run,
-        maxTokensPerSession: b.max_tokens_per_session
-      }
+      budgets: budgetsOf(config.budgets),
+      agents: yield* agentsOf(config.agents, env),
+      bindings: config.bindings
     })
 
     const tokens: ReadonlyArray<Auth.TokenGrant> = [

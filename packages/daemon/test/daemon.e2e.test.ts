@@ -285,6 +285,73 @@ describe("palyrad end to end", () => {
     expect(badModel?.stderr).toMatch(/OPENAI_API_KEY/)
   }, 60_000)
 
+  it("[[agents]] and [[bindings]]: each agent answers with its own tools; a bad agent config refuses to start", async () => {
+    const dir = fresh()
+    writeFileSync(
+      join(dir, "palyra.toml"),
+      [
+        "[[agents]]",
+        'id = "clock"',
+        'description = "Tells the time"',
+        'tools = ["time.now"]',
+        "[agents.budgets]",
+        "max_model_turns = 4",
+        "[agents.routing]",
+        "threshold = 0.5",
+        'model = ["demo:scripted"]',
+        "[[agents]]",
+        'id = "lister"',
+        'tools = ["fs.list"]',
+        "[[bindings]]",
+        'channel = "ops-desk"',
+        'agent = "lister"'
+      ].join("\n")
+    )
+    const d = await startDaemon(dir)
+    const agents: Array<Json> = await api(d).get("/v1/agents")
+    expect(agents.map((a) => [a.id, a.tools, a.routingThreshold])).toEqual([
+      ["default", expect.arrayContaining(["time.now", "fs.list", "fs.write", "shell.exec"]), null],
+      ["clock", ["time.now"], 0.5],
+      ["lister", ["fs.list"], null]
+    ])
+    // The clock agent has time.now: the demo model calls it.
+    const streamed = await api(d).post("/v1/runs?stream=true", { text: "what time is it", agent: "clock" })
+    const seen: Array<Json> = []
+    for await (const { event } of sse(streamed)) {
+      seen.push(event)
+      if (event._tag === "RunStateChanged" && ["Done", "Failed"].includes(event.to)) break
+    }
+    const request = seen.find((e) => e._tag === "ModelRequest")
+    expect(request.tools).toEqual(["time.now"])
+    expect(request.routing).toMatchObject({ agent: "clock", rule: "primary", candidates: ["demo:scripted"] })
+    expect(seen.find((e) => e._tag === "ToolResult")).toMatchObject({ tool: "time.now", status: "ok" })
+    // A message on the bound channel names no agent: the binding gives it the lister, which has no clock.
+    const accepted = await api(d).post("/v1/runs", { text: "what time is it", channel: "ops-desk" })
+    expect(accepted.status).toBe(202)
+    const { sessionId, runId } = (await accepted.json()) as Json
+    await waitFor(async () => ((await api(d).get(`/v1/runs/${runId}`)).state === "Done" ? true : undefined), "run")
+    expect((await api(d).get(`/v1/sessions/${sessionId}`)).agentId).toBe("lister")
+    const tape: Array<Json> = await api(d).get(`/v1/sessions/${sessionId}/tape`)
+    expect(tape.find((e) => e._tag === "ModelRequest").tools).toEqual(["fs.list"])
+    expect(tape.some((e) => e._tag === "ToolProposed")).toBe(false)
+    expect((await api(d).get("/v1/journal/verify")).ok).toBe(true)
+
+    const bad = fresh()
+    writeFileSync(join(bad, "palyra.toml"), '[[bindings]]\nchannel = "x"\nagent = "ghost"\n')
+    const unbound = await startDaemon(bad).then(
+      () => undefined,
+      (e: { code: number; stderr: string }) => e
+    )
+    expect(unbound?.code).toBe(2)
+    expect(unbound?.stderr).toMatch(/bindings\.0\.agent: no agent ghost/)
+    writeFileSync(join(bad, "palyra.toml"), '[[agents]]\nid = "a"\ntools = ["time.later"]\n')
+    const unknownTool = await startDaemon(bad).then(
+      () => undefined,
+      (e: { stderr: string }) => e
+    )
+    expect(unknownTool?.stderr).toMatch(/agent a: unknown tool \\?"time\.later\\?"/)
+  }, 90_000)
+
   it("plugins_dir: plugins load at start-up (logged with their digests); a bad one stops it, naming the file", async () => {
     const dir = fresh()
     const example = fileURLToPath(new URL("../../plugins/examples/word-count", import.meta.url))

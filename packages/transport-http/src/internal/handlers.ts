@@ -39,7 +39,8 @@ const runs = (options: HandlerOptions) =>
                 text: body.text,
                 sessionId: body.sessionId,
                 key: body.sessionKey,
-                channel: body.channel
+                channel: body.channel,
+                agent: body.agent
               }
               if (urlParams.stream === true) {
                 const started = yield* gateway.startRun(caller, request)
@@ -80,7 +81,8 @@ const sessions = (options: HandlerOptions) =>
               return yield* gateway.resolveSession(caller, {
                 key: body.sessionKey,
                 title: body.title,
-                channel: body.channel
+                channel: body.channel,
+                agent: body.agent
               })
             })
           )
@@ -151,6 +153,13 @@ const sessions = (options: HandlerOptions) =>
         )
     })
   )
+
+const agents = HttpApiBuilder.group(Api, "agents", (handlers) =>
+  Effect.gen(function* () {
+    const gateway = yield* Gateway.Gateway
+    return handlers.handle("list", () => answer(Effect.flatMap(CurrentCaller, (caller) => gateway.listAgents(caller))))
+  })
+)
 
 const approvals = (options: HandlerOptions) =>
   HttpApiBuilder.group(Api, "approvals", (handlers) =>
@@ -273,6 +282,7 @@ export const handlers = (options: HandlerOptions) =>
   Layer.mergeAll(
     runs(options),
     sessions(options),
+    agents,
     approvals(options),
     grants,
     journal,
