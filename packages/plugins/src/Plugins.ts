@@ -461,7 +461,11 @@ const asTool = (prepared: Prepared, options: Options): LoadedPlugin => {
               // Nothing of the daemon's environment (tokens, keys) reaches the worker.
               nodeWorkerArgs: { env: {}, execArgv: ["--disable-warning=ExperimentalWarning"] }
             }),
-          catch: (cause) => failure("failed", `could not start the plugin: ${describe(cause)}`, cause)
+          // Extism's limit covers instantiation too: a start that runs out of time is the limit.
+          catch: (cause) =>
+            /time(d)? ?out/i.test(describe(cause))
+              ? failure("timeout", `the plugin ran past its ${prepared.timeoutMs} ms limit (while starting)`, cause)
+              : failure("failed", `could not start the plugin: ${describe(cause)}`, cause)
         }),
         (plugin: Plugin) =>
           Effect.sync(() => controller.abort()).pipe(Effect.zipRight(Effect.promise(() => plugin.close())))
