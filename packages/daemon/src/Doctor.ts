@@ -221,7 +221,10 @@ const journalCheck = (
         `${db}: chains intact (${journal.checked} tape rows) but the anchors FAILED (${anchor.reason}): ${anchor.detail}`,
         fixBroken
       )
-    return ok(name, `${db}: chains intact (${journal.checked} tape rows); ${anchor.anchors} signed anchors verified`)
+    return ok(
+      name,
+      `${db}: chains intact (${journal.checked} tape rows); ${anchor.anchors} signed anchor${anchor.anchors === 1 ? "" : "s"} verified`
+    )
   })
 
 // =============================================================================

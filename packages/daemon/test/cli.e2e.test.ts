@@ -21,8 +21,7 @@ beforeAll(async () => {
 afterAll(stopDaemons)
 
 /** stdout must be exactly one JSON document (nothing before or after), decoded with the contract's schema. */
-const parsed = <A, I>(schema: Schema.Schema<A, I>, out: string): A =>
-  Schema.decodeUnknownSync(schema)(JSON.parse(out))
+const parsed = <A, I>(schema: Schema.Schema<A, I>, out: string): A => Schema.decodeUnknownSync(schema)(JSON.parse(out))
 
 describe("palyra --json", () => {
   it("status, sessions list/show, journal tail/verify: one JSON document each, in the API's shape", async () => {
