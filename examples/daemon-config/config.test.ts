@@ -11,6 +11,10 @@ it("the example configuration and its policies are valid", async () => {
   const config = await Effect.runPromise(Config.load({ config: join(here, "palyra.toml") }, {}))
   expect(config.server.grpc_port).toBe(7421)
   expect(config.http_fetch.allow_hosts).toContain("api.github.com")
+  expect(config.agents.map((a) => [a.id, a.tools, a.routing?.threshold])).toEqual([
+    ["reader", ["fs.list", "fs.read"], 0.8]
+  ])
+  expect(config.bindings).toEqual([{ channel: "hooks", agent: "reader" }])
   const text = await Effect.runPromise(CedarPolicy.readPolicyDirectory(config.policiesDir!))
   const engine = await Effect.runPromise(CedarPolicy.make({ policies: text }))
   const guest = await Effect.runPromise(

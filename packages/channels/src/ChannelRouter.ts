@@ -260,7 +260,14 @@ export const make = (
         Effect.gen(function* () {
           const sent = yield* Effect.either(
             Effect.interruptible(
-              gateway.sendMessage(caller, { key: item.sessionKey, channel: item.settings.name, text: item.text })
+              // (channel, account, conversation) picks a new session's agent through the bindings.
+              gateway.sendMessage(caller, {
+                key: item.sessionKey,
+                channel: item.settings.name,
+                account: item.identity.account,
+                conversation: item.conversation,
+                text: item.text
+              })
             )
           )
           if (Either.isLeft(sent)) {

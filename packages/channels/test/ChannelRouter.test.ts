@@ -239,6 +239,33 @@ describe("ChannelRouter: isolation", () => {
   })
 })
 
+describe("ChannelRouter: agents", () => {
+  it.live("bindings pick the agent of a conversation's new session; each agent answers with its own model", () => {
+    const model = echo()
+    const ops = ScriptedModel.make(() => ({ text: "ops here" }), { name: "ops" })
+    const channels = [{ name: "tg", dmPolicy: "allow" as const, coalesce: off }]
+    const kernel = {
+      agents: [{ id: "ops", model: ops, instructions: "You run operations." }],
+      bindings: [{ channel: "tg", conversation: "ops-room", agent: "ops" }]
+    }
+    return Effect.gen(function* () {
+      const r = yield* router
+      yield* r.handle(message({ from: "1", conversation: "ops-room", text: "status?" }))
+      yield* r.handle(message({ from: "2", text: "hello" }))
+      yield* eventually(texts("ops-room"), (t) => t.length === 1, "the ops reply")
+      yield* eventually(texts("dm-2"), (t) => t.length === 1, "the default reply")
+      assert.deepStrictEqual(yield* texts("ops-room"), ["ops here"])
+      assert.deepStrictEqual(yield* texts("dm-2"), ["echo: hello"])
+      const sessions = yield* Effect.flatMap(Gateway.Gateway, (g) => g.listSessions(operator))
+      assert.deepStrictEqual(sessions.map((s) => s.agentId).sort(), ["default", "ops"])
+      assert.deepStrictEqual(
+        ops.prompts.map((p) => p.instructions),
+        ["You run operations."]
+      )
+    }).pipe(Effect.provide(channelsEnv({ channels, model, kernel })), Effect.scoped)
+  })
+})
+
 describe("ChannelRouter: replies, commands and approvals", () => {
   it.live("one answer per message, with the prefix, split at the channel's limit, even when delivered twice", () => {
     const long = `${"word ".repeat(1000)}end`

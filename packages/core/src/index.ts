@@ -5,8 +5,8 @@
  * - `domain/`: schemas and pure functions (ids, run state machine, tape events, records, errors);
  * - `ports/`: the services the kernel needs and adapters provide (`Journal`, `ModelProvider`,
  *   `ToolRuntime`, `PolicyEngine`, `PromptAssembler`);
- * - `kernel/`: the Gateway, the agent loop, approvals, access control and the one assembly
- *   (`Palyra.layer`) that wires them;
+ * - `kernel/`: the Gateway, the agent loop, the agent registry, approvals, access control and the
+ *   one assembly (`Kernel.layer`) that wires them;
  * - `adapters/`: implementations of the ports, each behind its own entry point so its dependencies
  *   load only when used — `@palyra/core/cedar`, `@palyra/core/ai-sdk`, `@palyra/core/models`,
  *   `@palyra/core/tools` (the in-memory journal and the scripted model are light and stay here);
@@ -18,6 +18,7 @@
 
 export * as MemoryJournal from "./adapters/MemoryJournal.js"
 export * as ScriptedModel from "./adapters/ScriptedModel.js"
+export * as Agent from "./domain/Agent.js"
 export * as Caller from "./domain/Caller.js"
 export * as Canonical from "./domain/Canonical.js"
 export * as Errors from "./domain/Errors.js"
@@ -27,6 +28,7 @@ export * as Records from "./domain/Records.js"
 export * as Redaction from "./domain/Redaction.js"
 export * as RunState from "./domain/RunState.js"
 export * as TapeEvent from "./domain/TapeEvent.js"
+export * as Agents from "./kernel/Agents.js"
 export * as Approvals from "./kernel/Approvals.js"
 export * as Auth from "./kernel/Auth.js"
 export * as Gateway from "./kernel/Gateway.js"
@@ -34,6 +36,7 @@ export * as Kernel from "./kernel/Kernel.js"
 export * as Metrics from "./kernel/Metrics.js"
 export * as PromptAssembler from "./kernel/PromptAssembler.js"
 export * as RunView from "./kernel/RunView.js"
+export * as Compactor from "./ports/Compactor.js"
 export * as Journal from "./ports/Journal.js"
 export * as ModelProvider from "./ports/ModelProvider.js"
 export * as PolicyEngine from "./ports/PolicyEngine.js"

@@ -10,6 +10,7 @@ import { existsSync, readFileSync } from "node:fs"
 import { validateHeaderName, validateHeaderValue } from "node:http"
 import { dirname, isAbsolute, join, resolve } from "node:path"
 import { ChannelConfig } from "@palyra/channels"
+import { Agent } from "@palyra/core"
 import { Data, Effect, Either, ParseResult, Schema } from "effect"
 import { parse as parseToml } from "smol-toml"
 
@@ -82,6 +83,65 @@ export const TelemetrySection = Schema.Struct({
 /** @since 0.1.0 @category Schema */
 export type TelemetrySection = typeof TelemetrySection.Type
 
+const ModelSpecs = Schema.Union(Schema.String, Schema.Array(Schema.String))
+
+/** `[budgets]`, and each agent's `[agents.budgets]`. @since 0.1.0 @category Schema */
+export const BudgetsSection = Schema.Struct({
+  max_model_turns: Schema.optional(Positive),
+  max_tool_calls: Schema.optional(Positive),
+  max_events_per_turn: Schema.optional(Positive),
+  wall_clock_seconds: Schema.optional(Positive),
+  max_tokens_per_run: Schema.optional(Positive),
+  max_tokens_per_session: Schema.optional(Positive)
+})
+/** @since 0.1.0 @category Schema */
+export type BudgetsSection = typeof BudgetsSection.Type
+
+/**
+ * `[[agents]]`: an agent with its own instructions, model (a spec, or a list that fails over in
+ * order), tools (names, `ns.*` or `*`; default all), budgets (over `[budgets]`) and an optional
+ * usage rule (`[agents.routing]`: past `threshold` of the session token budget, `model` answers).
+ * An agent with id `default` replaces the top-level `model`/`instructions` for sessions that name none.
+ *
+ * @since 0.1.0
+ * @category Schema
+ */
+export const AgentEntry = Schema.Struct({
+  id: Agent.AgentId,
+  description: Schema.optional(Schema.String),
+  instructions: Schema.optional(Schema.String),
+  model: Schema.optional(ModelSpecs),
+  tools: Schema.optional(Schema.Array(Schema.String)),
+  budgets: Schema.optional(BudgetsSection),
+  routing: Schema.optional(
+    Schema.Struct({
+      threshold: Schema.Number.pipe(
+        Schema.greaterThan(0, { message: () => "must be a share of the token budget, above 0 and at most 1" }),
+        Schema.lessThanOrEqualTo(1, { message: () => "must be a share of the token budget, above 0 and at most 1" })
+      ),
+      model: ModelSpecs
+    })
+  )
+})
+/** @since 0.1.0 @category Schema */
+export type AgentEntry = typeof AgentEntry.Type
+
+/**
+ * `[[bindings]]`: new sessions of a channel's conversations (optionally only one `account` or one
+ * `conversation`) are answered by `agent` when the message names none. The most specific wins.
+ *
+ * @since 0.1.0
+ * @category Schema
+ */
+export const BindingEntry = Schema.Struct({
+  channel: Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" })),
+  account: Schema.optional(Schema.String),
+  conversation: Schema.optional(Schema.String),
+  agent: Agent.AgentId
+})
+/** @since 0.1.0 @category Schema */
+export type BindingEntry = typeof BindingEntry.Type
+
 /** The configuration file's shape (snake_case keys, as written in TOML). @since 0.1.0 @category Schema */
 export const ConfigFile = Schema.Struct({
   data_dir: Schema.optionalWith(Schema.String, { default: () => ".palyra" }),
@@ -91,6 +151,8 @@ export const ConfigFile = Schema.Struct({
   }),
   instructions: Schema.optional(Schema.String),
   policies_dir: Schema.optional(Schema.String),
+  /** A folder of WebAssembly plugin tools (`@palyra/plugins`): one sub-folder per plugin. */
+  plugins_dir: Schema.optional(Schema.String),
   server: Schema.optionalWith(
     Schema.Struct({
       host: Schema.optionalWith(Schema.String, { default: () => "127.0.0.1" }),
@@ -113,17 +175,10 @@ export const ConfigFile = Schema.Struct({
     Schema.Struct({ timeout_seconds: Schema.optionalWith(Positive, { default: () => 600 }) }),
     { default: () => ({ timeout_seconds: 600 }) }
   ),
-  budgets: Schema.optionalWith(
-    Schema.Struct({
-      max_model_turns: Schema.optional(Positive),
-      max_tool_calls: Schema.optional(Positive),
-      max_events_per_turn: Schema.optional(Positive),
-      wall_clock_seconds: Schema.optional(Positive),
-      max_tokens_per_run: Schema.optional(Positive),
-      max_tokens_per_session: Schema.optional(Positive)
-    }),
-    { default: () => ({}) }
-  ),
+  budgets: Schema.optionalWith(BudgetsSection, { default: () => ({}) }),
+  /** Agents sessions can be bound to (`[[agents]]`), and which agent a channel conversation gets. */
+  agents: Schema.optionalWith(Schema.Array(AgentEntry), { default: () => [] }),
+  bindings: Schema.optionalWith(Schema.Array(BindingEntry), { default: () => [] }),
   http_fetch: Schema.optionalWith(
     Schema.Struct({
       allow_hosts: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
@@ -192,6 +247,7 @@ export interface Config extends ConfigFile {
   readonly dataDir: string
   readonly workspaceDir: string
   readonly policiesDir: string | undefined
+  readonly pluginsDir: string | undefined
   readonly models: ReadonlyArray<string>
   /** The journal anchor's signing key (default `<data_dir>/anchor.key`). */
   readonly anchorKeyFile: string
@@ -288,6 +344,7 @@ export const load = (
       [["workspace"], env.PALYRA_WORKSPACE, false],
       [["model"], env.PALYRA_MODEL, false],
       [["policies_dir"], env.PALYRA_POLICIES_DIR, false],
+      [["plugins_dir"], env.PALYRA_PLUGINS_DIR, false],
       [["instructions"], env.PALYRA_INSTRUCTIONS, false],
       [["server", "host"], env.PALYRA_HOST, false],
       [["server", "http_port"], env.PALYRA_HTTP_PORT, true],
@@ -325,6 +382,18 @@ export const load = (
       .map((m) => m.trim())
       .filter(Boolean)
     if (models.length === 0) return yield* new ConfigError({ message: "model: must name at least one model" })
+    const ids = new Set<string>()
+    for (const [i, a] of cfg.agents.entries()) {
+      if (ids.has(a.id)) return yield* new ConfigError({ message: `agents.${i}.id: agent ${a.id} is configured twice` })
+      ids.add(a.id)
+    }
+    ids.add("default")
+    const unbound = cfg.bindings.findIndex((b) => !ids.has(b.agent))
+    if (unbound >= 0) {
+      return yield* new ConfigError({
+        message: `bindings.${unbound}.agent: no agent ${cfg.bindings[unbound]!.agent} (configure it under [[agents]])`
+      })
+    }
     const dataDir = abs(cfg.data_dir)
     return {
       ...cfg,
@@ -335,6 +404,7 @@ export const load = (
         cfg.anchor.witness_file === undefined ? join(dataDir, "journal.anchor") : abs(cfg.anchor.witness_file),
       workspaceDir: abs(cfg.workspace),
       policiesDir: cfg.policies_dir === undefined ? undefined : abs(cfg.policies_dir),
+      pluginsDir: cfg.plugins_dir === undefined ? undefined : abs(cfg.plugins_dir),
       models
     }
   })

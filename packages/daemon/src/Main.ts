@@ -30,6 +30,7 @@ import {
   Tracer
 } from "effect"
 import type { Config } from "./Config.js"
+import { agentsOf, budgetsOf } from "./internal/agents.js"
 
 /** The admin token: from config, or generated once and kept (mode 0600) in the data dir. @since 0.1.0 @category Auth */
 export const ensureAdminToken = (config: Config) =>
@@ -155,7 +156,29 @@ export const run = (
         }
       }
     })
-    const b = config.budgets
+    // WebAssembly plugin tools, when configured (loaded lazily: Extism only when there are plugins).
+    // A plugin that does not load stops start-up with one message naming its file.
+    const pluginTools = config.pluginsDir
+      ? yield* Effect.promise(() => import("@palyra/plugins")).pipe(
+          Effect.flatMap(({ Plugins }) =>
+            Plugins.loadDirectory(config.pluginsDir!, {
+              workspace: config.workspaceDir,
+              http: {
+                allowHosts: config.http_fetch.allow_hosts,
+                allowPrivateNetworks: config.http_fetch.allow_private_networks
+              }
+            })
+          ),
+          Effect.tap((loaded) =>
+            Effect.logInfo("plugins loaded").pipe(
+              Effect.annotateLogs(
+                "tools",
+                loaded.map((t) => t.name)
+              )
+            )
+          )
+        )
+      : []
     const redaction = {
       literals: [
         ...envSecrets(env),
@@ -167,7 +190,7 @@ export const run = (
     }
     const kernel = Kernel.layer({
       model,
-      tools,
+      tools: [...tools, ...pluginTools],
       // Signed anchors of the journal's chain heads (a witness file beside it, and the log); the
       // anchor writes its last checkpoint at shutdown, before the journal closes.
       journal: Anchor.layer({
@@ -180,14 +203,9 @@ export const run = (
       policy: Layer.succeed(PolicyEngine.PolicyEngine, engine),
       instructions: config.instructions,
       approvalTimeout: Duration.seconds(config.approvals.timeout_seconds),
-      budgets: {
-        maxModelTurns: b.max_model_turns,
-        maxToolCalls: b.max_tool_calls,
-        maxEventsPerTurn: b.max_events_per_turn,
-        wallClock: b.wall_clock_seconds === undefined ? undefined : Duration.seconds(b.wall_clock_seconds),
-        maxTokensPerRun: b.max_tokens_per_run,
-        maxTokensPerSession: b.max_tokens_per_session
-      }
+      budgets: budgetsOf(config.budgets),
+      agents: yield* agentsOf(config.agents, env),
+      bindings: config.bindings
     })
 
     const tokens: ReadonlyArray<Auth.TokenGrant> = [

@@ -4,7 +4,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { createHmac } from "node:crypto"
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
+import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs"
 import { createServer } from "node:http"
 import { createRequire } from "node:module"
 import type { AddressInfo } from "node:net"
@@ -28,6 +28,7 @@ interface Daemon {
   readonly token: string
   readonly proc: ChildProcess
   readonly stderr: () => string
+  readonly stdout: () => string
   readonly exited: Promise<number | null>
 }
 const running: Array<Daemon> = []
@@ -43,15 +44,18 @@ const startDaemon = (dir: string, args: ReadonlyArray<string> = [], env: Record<
       stdio: ["ignore", "pipe", "pipe"]
     })
     let err = ""
+    let out = ""
     const exited = new Promise<number | null>((r) => proc.on("exit", (code) => r(code)))
-    proc.stdout!.on("data", () => {})
+    proc.stdout!.on("data", (d) => {
+      out += d
+    })
     proc.stderr!.on("data", (d) => {
       err += d
       const m = /listening on (http:\/\/[^\s]+)/.exec(err)
       const g = /Connect \(HTTP\/2\): (http:\/\/[^\s]+)/.exec(err)
       if (m && g) {
         const token = readFileSync(join(dir, ".palyra", "admin.token"), "utf8").trim()
-        const daemon = { url: m[1]!, grpcUrl: g[1]!, token, proc, stderr: () => err, exited }
+        const daemon = { url: m[1]!, grpcUrl: g[1]!, token, proc, stderr: () => err, stdout: () => out, exited }
         running.push(daemon)
         resolve(daemon)
       }
@@ -279,6 +283,91 @@ describe("palyrad end to end", () => {
       (e: { stderr: string }) => e
     )
     expect(badModel?.stderr).toMatch(/OPENAI_API_KEY/)
+  }, 60_000)
+
+  it("[[agents]] and [[bindings]]: each agent answers with its own tools; a bad agent config refuses to start", async () => {
+    const dir = fresh()
+    writeFileSync(
+      join(dir, "palyra.toml"),
+      [
+        "[[agents]]",
+        'id = "clock"',
+        'description = "Tells the time"',
+        'tools = ["time.now"]',
+        "[agents.budgets]",
+        "max_model_turns = 4",
+        "[agents.routing]",
+        "threshold = 0.5",
+        'model = ["demo:scripted"]',
+        "[[agents]]",
+        'id = "lister"',
+        'tools = ["fs.list"]',
+        "[[bindings]]",
+        'channel = "ops-desk"',
+        'agent = "lister"'
+      ].join("\n")
+    )
+    const d = await startDaemon(dir)
+    const agents: Array<Json> = await api(d).get("/v1/agents")
+    expect(agents.map((a) => [a.id, a.tools, a.routingThreshold])).toEqual([
+      ["default", expect.arrayContaining(["time.now", "fs.list", "fs.write", "shell.exec"]), null],
+      ["clock", ["time.now"], 0.5],
+      ["lister", ["fs.list"], null]
+    ])
+    // The clock agent has time.now: the demo model calls it.
+    const streamed = await api(d).post("/v1/runs?stream=true", { text: "what time is it", agent: "clock" })
+    const seen: Array<Json> = []
+    for await (const { event } of sse(streamed)) {
+      seen.push(event)
+      if (event._tag === "RunStateChanged" && ["Done", "Failed"].includes(event.to)) break
+    }
+    const request = seen.find((e) => e._tag === "ModelRequest")
+    expect(request.tools).toEqual(["time.now"])
+    expect(request.routing).toMatchObject({ agent: "clock", rule: "primary", candidates: ["demo:scripted"] })
+    expect(seen.find((e) => e._tag === "ToolResult")).toMatchObject({ tool: "time.now", status: "ok" })
+    // A message on the bound channel names no agent: the binding gives it the lister, which has no clock.
+    const accepted = await api(d).post("/v1/runs", { text: "what time is it", channel: "ops-desk" })
+    expect(accepted.status).toBe(202)
+    const { sessionId, runId } = (await accepted.json()) as Json
+    await waitFor(async () => ((await api(d).get(`/v1/runs/${runId}`)).state === "Done" ? true : undefined), "run")
+    expect((await api(d).get(`/v1/sessions/${sessionId}`)).agentId).toBe("lister")
+    const tape: Array<Json> = await api(d).get(`/v1/sessions/${sessionId}/tape`)
+    expect(tape.find((e) => e._tag === "ModelRequest").tools).toEqual(["fs.list"])
+    expect(tape.some((e) => e._tag === "ToolProposed")).toBe(false)
+    expect((await api(d).get("/v1/journal/verify")).ok).toBe(true)
+
+    const bad = fresh()
+    writeFileSync(join(bad, "palyra.toml"), '[[bindings]]\nchannel = "x"\nagent = "ghost"\n')
+    const unbound = await startDaemon(bad).then(
+      () => undefined,
+      (e: { code: number; stderr: string }) => e
+    )
+    expect(unbound?.code).toBe(2)
+    expect(unbound?.stderr).toMatch(/bindings\.0\.agent: no agent ghost/)
+    writeFileSync(join(bad, "palyra.toml"), '[[agents]]\nid = "a"\ntools = ["time.later"]\n')
+    const unknownTool = await startDaemon(bad).then(
+      () => undefined,
+      (e: { stderr: string }) => e
+    )
+    expect(unknownTool?.stderr).toMatch(/agent a: unknown tool \\?"time\.later\\?"/)
+  }, 90_000)
+
+  it("plugins_dir: plugins load at start-up (logged with their digests); a bad one stops it, naming the file", async () => {
+    const dir = fresh()
+    const example = fileURLToPath(new URL("../../plugins/examples/word-count", import.meta.url))
+    cpSync(example, join(dir, "plugins", "word-count"), { recursive: true })
+    writeFileSync(join(dir, "palyra.toml"), `plugins_dir = "plugins"\n`)
+    const daemon = await startDaemon(dir)
+    expect(daemon.stdout()).toMatch(/plugins loaded.*plugin\.word-count@[0-9a-f]{16}/)
+    daemon.proc.kill("SIGTERM")
+    expect(await daemon.exited).toBe(0)
+    writeFileSync(join(dir, "plugins", "word-count", "plugin.json"), `{ "name": "word-count" }`)
+    const failure = await startDaemon(dir).then(
+      () => undefined,
+      (e: { code: number; stderr: string }) => e
+    )
+    expect(failure?.code).toBe(1)
+    expect(failure?.stderr).toMatch(/palyrad: plugin .*plugins\/word-count\/plugin\.json: .*description/)
   }, 60_000)
 
   it("a [[channels]] signed webhook reaches the agent and its answer comes back signed", async () => {

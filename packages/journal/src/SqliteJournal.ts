@@ -193,7 +193,8 @@ const toSession = (r: Record<string, unknown>): Records.Session => ({
   tokensUsed: r.tokens_used as number,
   archived: r.archived === 1,
   createdAt: r.created_at as number,
-  updatedAt: r.updated_at as number
+  updatedAt: r.updated_at as number,
+  agentId: r.agent_id as string
 })
 
 const toRun = (r: Record<string, unknown>): Records.Run => ({
@@ -243,7 +244,8 @@ const toCheckpoint = (r: Record<string, unknown>): Journal.Checkpoint => ({
 const journalError = (method: string) => (cause: unknown) =>
   new Errors.JournalError({ method, message: cause instanceof Error ? cause.message : String(cause), cause })
 
-const LATEST_MIGRATION = Object.keys(migrations).length
+// Migration ids are numbered, not dense (a branch may add 0007 before 0006 lands).
+const LATEST_MIGRATION = Math.max(...Object.keys(migrations).map((id) => Number(id.slice(0, 4))))
 
 /** A read-only journal cannot migrate: it must already be at this version's schema. */
 const requireSchema = (db: Database.Database) =>
@@ -322,8 +324,8 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       sessionByKey: db.prepare("SELECT * FROM sessions WHERE principal = ? AND key_digest = ? AND archived = 0"),
       insertSession: db.prepare(
         `INSERT INTO sessions (id, principal, key, key_digest, channel, title, parent_id, parent_seq, reset_generation,
-          history_from_seq, tokens_used, archived, head_seq, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)`
+          history_from_seq, tokens_used, archived, head_seq, created_at, updated_at, agent_id)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)`
       ),
       // A session read back carries its redacted key: writing that same text back keeps the digest.
       updateSession: db.prepare(
@@ -724,7 +726,12 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       createSession: (s) =>
         Effect.flatMap(
           sync("createSession", () => {
-            const refused = secretIn("createSession", { id: s.id, principal: s.principal, "parent id": s.parentId })
+            const refused = secretIn("createSession", {
+              id: s.id,
+              principal: s.principal,
+              "parent id": s.parentId,
+              agent: s.agentId
+            })
             if (refused) return refused
             if (st.session.get(s.id)) return new Errors.Conflict({ message: `session ${s.id} exists` })
             const digest = s.key === null ? null : sessionKeyDigest(s.principal, s.key)
@@ -745,7 +752,8 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
               s.tokensUsed,
               s.archived ? 1 : 0,
               s.createdAt,
-              s.updatedAt
+              s.updatedAt,
+              s.agentId
             ])
             return undefined
           }),

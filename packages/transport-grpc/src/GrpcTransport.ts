@@ -30,7 +30,15 @@ import { Auth, type Caller as CallerT, Errors, Gateway, Ids, Metrics, TapeEvent 
 import { Cause, Effect, Exit, Layer, Option, Runtime, type Schema, type Scope, Stream, type Tracer } from "effect"
 import { Health, HealthCheckResponse_ServingStatus, HealthCheckResponseSchema } from "./gen/grpc/health/v1/health_pb.js"
 import * as pb from "./gen/palyra/v1/gateway_pb.js"
-import { scopeFromPb, statusFromPb, toPbApproval, toPbEvent, toPbRun, toPbSession } from "./internal/convert.js"
+import {
+  scopeFromPb,
+  statusFromPb,
+  toPbAgent,
+  toPbApproval,
+  toPbEvent,
+  toPbRun,
+  toPbSession
+} from "./internal/convert.js"
 
 /** @since 0.1.0 @category Models */
 export type TokenGrant = Auth.TokenGrant
@@ -75,6 +83,15 @@ const optional = <A>(f: (v: string) => Effect.Effect<A, Errors.InvalidArgument>,
   value === "" ? Effect.succeed(undefined) : f(value)
 
 // W3C ids: lowercase hex, not all zeros (the b3 reader checks nothing, so ids are checked here).
+/** A wire `SessionTarget` as the Gateway takes it (empty strings mean "not given"). */
+const targetOf = (target: pb.SessionTarget | undefined) =>
+  Effect.map(optional(sessionIdOf, target?.sessionId ?? ""), (sessionId) => ({
+    sessionId,
+    key: target?.sessionKey || undefined,
+    channel: target?.channel || undefined,
+    agent: target?.agent || undefined
+  }))
+
 const traceIdPattern = /^(?!0{32}$)[0-9a-f]{32}$/
 const spanIdPattern = /^(?!0{16}$)[0-9a-f]{16}$/
 
@@ -143,12 +160,9 @@ export const routes = (runtime: Runtime.Runtime<Gateway.Gateway>) => {
       routeMessage: (req, ctx) =>
         run(ctx, (g, caller) =>
           Effect.gen(function* () {
-            const sessionId = yield* optional(sessionIdOf, req.target?.sessionId ?? "")
             const { session, run } = yield* g.sendMessage(caller, {
               text: req.text,
-              sessionId,
-              key: req.target?.sessionKey || undefined,
-              channel: req.target?.channel || undefined
+              ...(yield* targetOf(req.target))
             })
             return create(pb.RouteMessageResponseSchema, { runId: run.id, sessionId: session.id })
           })
@@ -198,9 +212,7 @@ export const routes = (runtime: Runtime.Runtime<Gateway.Gateway>) => {
         run(ctx, (g, caller) =>
           Effect.gen(function* () {
             const s = yield* g.resolveSession(caller, {
-              sessionId: yield* optional(sessionIdOf, req.target?.sessionId ?? ""),
-              key: req.target?.sessionKey || undefined,
-              channel: req.target?.channel || undefined,
+              ...(yield* targetOf(req.target)),
               title: req.title || undefined
             })
             return create(pb.ResolveSessionResponseSchema, { session: toPbSession(s) })
@@ -240,6 +252,15 @@ export const routes = (runtime: Runtime.Runtime<Gateway.Gateway>) => {
             })
             return create(pb.BranchSessionResponseSchema, { session: toPbSession(s) })
           })
+        )
+    })
+
+    router.service(pb.AgentsService, {
+      listAgents: (_req, ctx) =>
+        run(ctx, (g, caller) =>
+          Effect.map(g.listAgents(caller), (agents) =>
+            create(pb.ListAgentsResponseSchema, { agents: agents.map(toPbAgent) })
+          )
         )
     })
 
@@ -315,14 +336,8 @@ async function* runStream(
   if (action.case === "start") {
     const started = await run(ctx, (g, caller) =>
       Effect.gen(function* () {
-        const target = action.value.target
         // startRun (not sendMessage): this stream is the run's approval channel from the first event.
-        return yield* g.startRun(caller, {
-          text: action.value.text,
-          sessionId: yield* optional(sessionIdOf, target?.sessionId ?? ""),
-          key: target?.sessionKey || undefined,
-          channel: target?.channel || undefined
-        })
+        return yield* g.startRun(caller, { text: action.value.text, ...(yield* targetOf(action.value.target)) })
       })
     )
     sessionId = started.session.id

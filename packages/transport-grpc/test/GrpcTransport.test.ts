@@ -37,8 +37,16 @@ const model = ScriptedModel.make((request) => {
   return { text: ["Hello ", "over ", "gRPC."] }
 })
 
+// A second agent, with its own model, instructions and no tools.
+const terseModel = ScriptedModel.make(() => ({ text: "k." }), { name: "terse-model" })
 const runtime = ManagedRuntime.make(
-  gatewayLayer({ model, tools: [write, slow] }) as Layer.Layer<Gateway.Gateway | Journal.Journal>
+  gatewayLayer({
+    model,
+    tools: [write, slow],
+    agents: [
+      { id: "terse", description: "Answers in one word", instructions: "Be terse.", model: terseModel, tools: [] }
+    ]
+  }) as Layer.Layer<Gateway.Gateway | Journal.Journal>
 )
 let scope: Scope.CloseableScope
 let url = ""
@@ -230,6 +238,77 @@ describe("gRPC transport with the Connect client (HTTP/2, gRPC protocol)", () =>
       expect(last.kind.case === "runStateChanged" && last.kind.value.to).toBe(Proto.RunState.DONE)
     }
   }, 60_000)
+})
+
+describe("agents over gRPC", () => {
+  const untilDone = async (runId: string) => {
+    for (let i = 0; i < 200; i++) {
+      if ((await gateway().getRun({ runId })).run?.state === Proto.RunState.DONE) return
+      await new Promise((r) => setTimeout(r, 20))
+    }
+    throw new Error(`run ${runId} did not finish`)
+  }
+  const codeOf = (p: Promise<unknown>) =>
+    p.then(
+      () => "ok",
+      (e: unknown) => Code[ConnectError.from(e).code]
+    )
+
+  it("RouteMessage and RunStream start runs for a named agent, which the tape's routing names", async () => {
+    const prompts = terseModel.prompts.length
+    const g = gateway()
+    const sent = await g.routeMessage({ target: { sessionKey: "agent-route", agent: "terse" }, text: "hi" })
+    await untilDone(sent.runId)
+    const session = await createClient(Proto.SessionsService, transport()).getSession({ sessionId: sent.sessionId })
+    expect(session.session?.agentId).toBe("terse")
+    const tape = await createClient(Proto.JournalService, transport()).readTape({ sessionId: sent.sessionId })
+    const request = tape.events.find((e) => e.kind.case === "modelRequest")?.kind.value as Proto.ModelRequest
+    expect(request.model).toBe("terse-model")
+    expect(request.tools).toEqual([])
+    expect(request.routing).toMatchObject({ agent: "terse", rule: "primary", candidates: ["terse-model"], attempt: 0 })
+    expect(request.routing?.thresholdTokens).toBeUndefined()
+
+    const q = requestQueue()
+    q.push(
+      req({ case: "start", value: { target: { sessionKey: "agent-stream", agent: "terse" }, text: "yo" } as never })
+    )
+    q.end()
+    const evs = events(await collect(g.runStream(q.iterable)))
+    const streamed = evs.find((e) => e.kind.case === "modelRequest")?.kind.value as Proto.ModelRequest
+    expect(streamed.routing?.agent).toBe("terse")
+    const answer = evs.find((e) => e.kind.case === "assistantMessage")?.kind.value as Proto.AssistantMessage
+    expect(answer.text).toBe("k.")
+    expect(terseModel.prompts.slice(prompts).map((p) => p.instructions)).toEqual(["Be terse.", "Be terse."])
+  })
+
+  it("an unknown agent is INVALID_ARGUMENT; another agent on an existing session is FAILED_PRECONDITION", async () => {
+    const g = gateway()
+    expect(await codeOf(g.routeMessage({ target: { sessionKey: "ghostly", agent: "ghost" }, text: "hi" }))).toBe(
+      "InvalidArgument"
+    )
+    const q = requestQueue()
+    q.push(req({ case: "start", value: { target: { agent: "ghost" }, text: "hi" } as never }))
+    q.end()
+    expect(await codeOf(collect(g.runStream(q.iterable)))).toBe("InvalidArgument")
+    const sessions = createClient(Proto.SessionsService, transport())
+    const made = await sessions.resolveSession({ target: { sessionKey: "agent-fixed", agent: "terse" } })
+    expect(made.session?.agentId).toBe("terse")
+    expect(await codeOf(sessions.resolveSession({ target: { sessionKey: "agent-fixed", agent: "default" } }))).toBe(
+      "FailedPrecondition"
+    )
+    expect((await sessions.resolveSession({ target: { sessionKey: "agent-fixed" } })).session?.agentId).toBe("terse")
+  })
+
+  it("ListAgents lists every agent with its tools and models", async () => {
+    const { agents } = await createClient(Proto.AgentsService, transport(BOB)).listAgents({})
+    expect(agents.map((a) => [a.id, a.description, a.tools, a.models])).toEqual([
+      ["default", "", ["fs.write", "slow.op"], ["scripted"]],
+      ["terse", "Answers in one word", [], ["terse-model"]]
+    ])
+    await expect(
+      createClient(Proto.AgentsService, createGrpcTransport({ baseUrl: url })).listAgents({})
+    ).rejects.toMatchObject({ code: Code.Unauthenticated })
+  })
 })
 
 describe("an independent client: @grpc/grpc-js + @grpc/proto-loader on the .proto files", () => {

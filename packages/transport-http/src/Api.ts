@@ -9,7 +9,7 @@
  * const client = yield* HttpApiClient.make(Api.Api, { baseUrl: "http://127.0.0.1:7070" })
  * ```
  *
- * Groups: `runs`, `sessions`, `approvals`, `grants`, `journal` (bearer token; each answers through
+ * Groups: `runs`, `sessions`, `agents`, `approvals`, `grants`, `journal` (bearer token; each answers through
  * one Gateway call), `health` (open), `meta` (`/openapi.json`, `/metrics`) and `openai` (an
  * OpenAI-compatible `POST /v1/chat/completions` with OpenAI-shaped errors).
  *
@@ -24,7 +24,7 @@ import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
 import * as OpenApi from "@effect/platform/OpenApi"
-import { type Caller, Errors, Ids, Records, RunState, TapeEvent } from "@palyra/core"
+import { Agent, type Caller, Errors, Ids, Records, RunState, TapeEvent } from "@palyra/core"
 import { Context, Schema } from "effect"
 
 // =============================================================================
@@ -181,6 +181,8 @@ export const Grant = Schema.extend(
   Records.ApprovalRecord,
   Schema.Struct({ policy: Schema.NullOr(Schema.String) })
 ).annotations({ identifier: "Grant" })
+/** An agent sessions can be bound to: what it is for, its tools and models. @since 0.1.0 @category Records */
+export const AgentInfo = Agent.AgentInfo
 /** @since 0.1.0 @category Records */
 export const TapeEventRecord = TapeEvent.TapeEvent.annotations({ identifier: "TapeEvent" })
 
@@ -235,19 +237,29 @@ const Key = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(512))
 const Channel = Schema.String.pipe(Schema.maxLength(128))
 const Title = Schema.String.pipe(Schema.maxLength(1000))
 
+/**
+ * The agent that answers: a new session is bound to it; an existing session keeps its own, and
+ * naming another is 409 `conflict`; an unknown agent is 400 `invalid_argument`.
+ */
+const AgentField = Schema.optional(
+  Agent.AgentId.annotations({ description: "The agent that answers (default: the session's, else `default`)" })
+)
+
 /** @since 0.1.0 @category Payloads */
 export const MessagePayload = Schema.Struct({
   text: Schema.String.pipe(Schema.minLength(1)),
   sessionId: Schema.optional(Ids.SessionId),
   sessionKey: Schema.optional(Key),
-  channel: Schema.optional(Channel)
+  channel: Schema.optional(Channel),
+  agent: AgentField
 }).annotations({ identifier: "MessageRequest" })
 
 /** @since 0.1.0 @category Payloads */
 export const SessionPayload = Schema.Struct({
   sessionKey: Schema.optional(Key),
   title: Schema.optional(Title),
-  channel: Schema.optional(Channel)
+  channel: Schema.optional(Channel),
+  agent: AgentField
 }).annotations({ identifier: "SessionRequest" })
 
 /** @since 0.1.0 @category Payloads */
@@ -255,6 +267,49 @@ export const BranchPayload = Schema.Struct({
   atSeq: Schema.optional(Schema.Int.pipe(Schema.between(0, Number.MAX_SAFE_INTEGER))),
   title: Schema.optional(Title)
 }).annotations({ identifier: "BranchRequest" })
+
+/** @since 0.1.0 @category Payloads */
+export const RestorePayload = Schema.Struct({
+  checkpointId: Schema.String.pipe(Schema.pattern(/^[0-9A-HJKMNP-TV-Z]{26}$/))
+}).annotations({ identifier: "RestoreRequest" })
+
+/** A compaction, applied or previewed. @since 0.1.0 @category Records */
+export const Compaction = Schema.Struct({
+  applied: Schema.Boolean,
+  sessionId: Schema.String,
+  fromSeq: Schema.Number,
+  toSeq: Schema.Number,
+  summary: Schema.String,
+  strategy: Schema.String,
+  summarizer: Schema.Literal("model", "extractive"),
+  rejected: Schema.optional(Schema.String),
+  tokensBefore: Schema.Number,
+  tokensAfter: Schema.Number,
+  checkpointId: Schema.optional(Schema.String)
+}).annotations({ identifier: "Compaction" })
+
+/** A checkpoint: what a compaction covered and how to restore it. @since 0.1.0 @category Records */
+export const CheckpointInfo = Schema.Struct({
+  id: Schema.String,
+  sessionId: Schema.String,
+  fromSeq: Schema.Number,
+  toSeq: Schema.Number,
+  summary: Schema.String,
+  createdAt: Schema.Number,
+  strategy: Schema.String,
+  summarizer: Schema.Literal("model", "extractive"),
+  historyFromSeq: Schema.Number,
+  resetGeneration: Schema.Number,
+  restoredSeq: Schema.Number,
+  tokensBefore: Schema.Number,
+  tokensAfter: Schema.Number,
+  pinnedNotes: Schema.Number
+}).annotations({ identifier: "Checkpoint" })
+
+/** @since 0.1.0 @category Records */
+export const Restored = Schema.Struct({ session: Session, event: TapeEventRecord }).annotations({
+  identifier: "Restored"
+})
 
 /** @since 0.1.0 @category Payloads */
 export const ApprovalPayload = Schema.Struct({
@@ -331,9 +386,9 @@ export const ChatMessage = Schema.Struct(
 ).annotations({ identifier: "ChatMessage" })
 
 /**
- * A Chat Completions request. `model` names the agent; until agents land every name selects the
- * default agent (the name is recorded as the session's channel detail). Other OpenAI parameters
- * are accepted and ignored.
+ * A Chat Completions request. `model` names the agent when it is one (see `GET /v1/agents`); any
+ * other name selects the session's (or the default) agent. The name is recorded as the session's
+ * channel detail. Other OpenAI parameters are accepted and ignored.
  *
  * @since 0.1.0
  * @category OpenAI
@@ -470,6 +525,28 @@ export class SessionsGroup extends HttpApiGroup.make("sessions")
       .addSuccess(Schema.Array(TapeEventRecord))
   )
   .add(
+    HttpApiEndpoint.post("compact", "/v1/sessions/:id/compact")
+      .setPath(SessionPath)
+      .setUrlParams(Schema.Struct({ preview: Schema.optional(BooleanParam) }))
+      .addSuccess(Compaction)
+      .annotate(
+        OpenApi.Summary,
+        "Compact the session's history now (?preview=true: compute the summary, append nothing); needs the context engine"
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("checkpoints", "/v1/sessions/:id/checkpoints")
+      .setPath(SessionPath)
+      .addSuccess(Schema.Array(CheckpointInfo))
+  )
+  .add(
+    HttpApiEndpoint.post("restore", "/v1/sessions/:id/restore")
+      .setPath(SessionPath)
+      .setPayload(RestorePayload)
+      .addSuccess(Restored)
+      .annotate(OpenApi.Summary, "Put the session's prompt back as it was before a checkpoint's compaction")
+  )
+  .add(
     HttpApiEndpoint.get("events", "/v1/sessions/:id/events")
       .setPath(SessionPath)
       .setUrlParams(Schema.Struct({ after: Schema.optional(SeqParam) }))
@@ -479,6 +556,16 @@ export class SessionsGroup extends HttpApiGroup.make("sessions")
         OpenApi.Summary,
         "Replay the session's tape after Last-Event-ID (or ?after), then follow it live, as SSE; the listener counts as an approval channel"
       )
+  )
+  .addError(ApiError)
+  .middleware(Authentication) {}
+
+/** @since 0.1.0 @category Groups */
+export class AgentsGroup extends HttpApiGroup.make("agents")
+  .add(
+    HttpApiEndpoint.get("list", "/v1/agents")
+      .addSuccess(Schema.Array(AgentInfo))
+      .annotate(OpenApi.Summary, "The agents sessions can be bound to: id, description, tools and models")
   )
   .addError(ApiError)
   .middleware(Authentication) {}
@@ -573,7 +660,8 @@ export class OpenAiGroup extends HttpApiGroup.make("openai")
             "last user message is sent (history comes from the session) unless `x-palyra-stateless: true`, which " +
             "uses a fresh session and passes the earlier messages as context text. Tools run inside Palyra under " +
             "its policy; an approval wait streams a notice and the answer continues once the approval is resolved " +
-            "over `POST /v1/approvals/{id}`. `model` is recorded; it selects the default agent until agents land.",
+            "over `POST /v1/approvals/{id}`. `model` selects the agent when it names one (`GET /v1/agents`), " +
+            "else the session's or the default agent; it is recorded as the session's channel detail.",
           // The streamed form shares status 200 with the JSON form.
           transform: (operation) => {
             const ok = operation.responses?.["200"]
@@ -663,6 +751,7 @@ const asServed = <S extends object>(document: S): S => {
 export class Api extends HttpApi.make("palyra")
   .add(RunsGroup)
   .add(SessionsGroup)
+  .add(AgentsGroup)
   .add(ApprovalsGroup)
   .add(GrantsGroup)
   .add(JournalGroup)

@@ -38,7 +38,11 @@ let resolved: Json
 
 beforeAll(async () => {
   // Approvals wait without a connected channel here, so a pending one can be resolved over REST.
-  server = await startServer({ model, tools: [write], gateway: { requireApprovalChannel: false } })
+  server = await startServer({
+    model,
+    tools: [write],
+    gateway: { requireApprovalChannel: false, agents: [{ id: "other", tools: [] }] }
+  })
   document = await (await fetch(`${server.base}/openapi.json`, { headers: ALICE })).json()
   resolved = await dereference(structuredClone(document))
 })
@@ -144,6 +148,7 @@ describe("the OpenAPI document", () => {
       "runs.get": () => call("GET", `/v1/runs/${runId}`),
       "sessions.list": () => call("GET", "/v1/sessions?limit=10&archived=false"),
       "sessions.create": () => call("POST", "/v1/sessions", { body: { sessionKey: "made", title: "Made" } }),
+      "agents.list": () => call("GET", "/v1/agents"),
       "sessions.get": () => call("GET", `/v1/sessions/${sessionId}`),
       "sessions.tape": () => call("GET", `/v1/sessions/${sessionId}/tape?after=0&limit=100`),
       "sessions.events": () => call("GET", `/v1/sessions/${sessionId}/events`, { headers: { "last-event-id": "2" } }),
@@ -156,6 +161,11 @@ describe("the OpenAPI document", () => {
       "journal.verify": () => call("GET", "/v1/journal/verify", { headers: OPERATOR }),
       "sessions.branch": () => call("POST", `/v1/sessions/${sessionId}/branch`, { body: { atSeq: 1, title: "b" } }),
       "sessions.reset": () => call("POST", `/v1/sessions/${sessionId}/reset`),
+      // This server has no context engine: compaction answers its documented 409.
+      "sessions.compact": () => call("POST", `/v1/sessions/${sessionId}/compact?preview=true`),
+      "sessions.checkpoints": () => call("GET", `/v1/sessions/${sessionId}/checkpoints`),
+      "sessions.restore": () =>
+        call("POST", `/v1/sessions/${sessionId}/restore`, { body: { checkpointId: "01KA0000000000000000000000" } }),
       "runs.cancel": () => call("POST", `/v1/runs/${runId}/cancel`),
       "openai.chatCompletions": () =>
         call("POST", "/v1/chat/completions", {
@@ -197,6 +207,13 @@ describe("the OpenAPI document", () => {
     await conforms("journal.verify", await call("GET", "/v1/journal/verify"))
     await conforms("grants.revoke", await call("POST", `/v1/grants/${approvalId}/revoke`))
     await conforms("sessions.list", await call("GET", "/v1/sessions?limit=0x10"))
+    // Agents: an unknown one, a malformed one, and another agent on an existing session.
+    await conforms("runs.create", await call("POST", "/v1/runs", { body: { text: "hi", agent: "ghost" } }))
+    await conforms("sessions.create", await call("POST", "/v1/sessions", { body: { agent: "no spaces allowed" } }))
+    await conforms(
+      "runs.create",
+      await call("POST", "/v1/runs", { body: { text: "hi", sessionKey: "contract", agent: "other" } })
+    )
 
     // Every documented success status was produced at least once.
     expect(checked).toEqual(expect.arrayContaining(["runs.create 202", "runs.create 200", "sessions.create 201"]))

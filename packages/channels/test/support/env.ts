@@ -1,5 +1,5 @@
 import { Caller, type Errors, type Gateway, type Journal, type ScriptedModel, type Tool } from "@palyra/core"
-import { gatewayLayer } from "@palyra/core/testing"
+import { type GatewayLayerOptions, gatewayLayer } from "@palyra/core/testing"
 import { Effect, Layer, Schedule } from "effect"
 import {
   ChannelRouter,
@@ -19,11 +19,13 @@ export interface EnvOptions {
   readonly connectors?: ReadonlyArray<Connector.Connector>
   readonly maxMessageChars?: number
   readonly journal?: Layer.Layer<Journal.Journal, unknown>
+  readonly kernel?: Pick<GatewayLayerOptions, "agents" | "bindings">
 }
 
 /** The real kernel (scripted model, in-memory journal) + a channel store + outbox + router + pairing. */
 export const channelsEnv = (options: EnvOptions) => {
   const kernel = gatewayLayer({
+    ...options.kernel,
     model: options.model,
     tools: options.tools ?? [],
     ...(options.journal === undefined ? {} : { journal: options.journal }),

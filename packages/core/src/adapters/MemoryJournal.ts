@@ -139,8 +139,8 @@ export const make = (options: MemoryOptions = {}): Effect.Effect<Service> =>
           Effect.suspend(() => {
             const current = sessions.get(session.id)
             if (current === undefined) return Effect.fail(new NotFound({ entity: "session", id: session.id }))
-            // The token counter is owned by appends; never roll it back.
-            sessions.set(session.id, { ...session, tokensUsed: current.tokensUsed })
+            // The token counter is owned by appends (never rolled back); the agent is fixed at creation.
+            sessions.set(session.id, { ...session, tokensUsed: current.tokensUsed, agentId: current.agentId })
             return Effect.void
           })
         ),

@@ -4,13 +4,15 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
+import { DEFAULT_AGENT } from "./Agent.js"
 import { ApprovalId, RunId, SessionId, ToolCallId } from "./Ids.js"
 import { RunState } from "./RunState.js"
 import { ApprovalScope, Risk } from "./TapeEvent.js"
 
 /**
- * A conversation bound to one principal. `historyFromSeq` moves forward on reset (older tape stays,
- * but is no longer part of the prompt); a branch starts from its parent's tape up to `parentSeq`.
+ * A conversation bound to one principal and answered by one agent (`agentId`). `historyFromSeq`
+ * moves forward on reset (older tape stays, but is no longer part of the prompt); a branch starts
+ * from its parent's tape up to `parentSeq`.
  *
  * @since 0.1.0
  * @category Records
@@ -28,7 +30,9 @@ export const Session = Schema.Struct({
   tokensUsed: Schema.Number,
   archived: Schema.Boolean,
   createdAt: Schema.Number,
-  updatedAt: Schema.Number
+  updatedAt: Schema.Number,
+  /** The agent that answers this session; fixed when the session is created. */
+  agentId: Schema.optionalWith(Schema.String, { default: () => DEFAULT_AGENT })
 })
 /** @since 0.1.0 @category Records */
 export type Session = typeof Session.Type
@@ -133,6 +137,7 @@ export const makeSession = (
   historyFromSeq: 0,
   tokensUsed: 0,
   archived: false,
+  agentId: DEFAULT_AGENT,
   createdAt: fields.createdAt ?? 1,
   updatedAt: fields.updatedAt ?? fields.createdAt ?? 1,
   ...fields

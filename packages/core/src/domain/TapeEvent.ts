@@ -39,14 +39,44 @@ export const RunAccepted = Schema.TaggedStruct("RunAccepted", {
 })
 /** @since 0.1.0 @category Events */
 export const UserMessage = Schema.TaggedStruct("UserMessage", { ...envelope, text: Schema.String })
-/** A model call is about to be made. @since 0.1.0 @category Events */
+/**
+ * Why a model call went to the model it did: the session's agent, the rule that picked the list of
+ * candidates (`primary`: the agent's models; `usage`: the session had used at least
+ * `thresholdTokens` of its `budgetTokens`, so the agent's routed — e.g. cheaper — models answer), the
+ * candidates in fail-over order, and which of them this call is (`attempt` > 0: the earlier ones
+ * failed before answering).
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const UsageRoutingPlan = Schema.Struct({
+  agent: Schema.String,
+  rule: Schema.Literal("primary", "usage"),
+  /** A readable account of the choice, e.g. `session used 8200 of 10000 tokens (threshold 8000)`. */
+  reason: Schema.String,
+  /** Tokens the session had used before this call. */
+  usedTokens: Schema.Number,
+  /** The session's token budget (`maxTokensPerSession`) the threshold is a share of. */
+  budgetTokens: Schema.Number,
+  /** The threshold in tokens; `null` when the agent has no usage rule. */
+  thresholdTokens: Schema.NullOr(Schema.Number),
+  /** Model names in fail-over order. */
+  candidates: Schema.Array(Schema.String),
+  /** Index into `candidates` of the model this call uses. */
+  attempt: Schema.Number
+})
+/** @since 0.1.0 @category Models */
+export type UsageRoutingPlan = typeof UsageRoutingPlan.Type
+
+/** A model call is about to be made (and, with `routing`, why this model). @since 0.1.0 @category Events */
 export const ModelRequest = Schema.TaggedStruct("ModelRequest", {
   ...envelope,
   turn: Schema.Number,
   model: Schema.String,
   messages: Schema.Number,
   estimatedTokens: Schema.Number,
-  tools: Schema.Array(Schema.String)
+  tools: Schema.Array(Schema.String),
+  routing: Schema.optional(UsageRoutingPlan)
 })
 /** Coalesced streamed text (several tokens per event). @since 0.1.0 @category Events */
 export const AssistantDelta = Schema.TaggedStruct("AssistantDelta", {

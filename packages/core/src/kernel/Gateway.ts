@@ -11,6 +11,7 @@
  * @since 0.1.0
  */
 import { Clock, Context, Duration, Effect, Exit, Layer, Option, Scope, Stream, type Tracer } from "effect"
+import { type AgentInfo, DEFAULT_AGENT } from "../domain/Agent.js"
 import * as Caller from "../domain/Caller.js"
 import {
   Conflict,
@@ -33,39 +34,35 @@ import {
 import { CurrentRedactor } from "../domain/Redaction.js"
 import { isTerminal } from "../domain/RunState.js"
 import type { TapeEvent } from "../domain/TapeEvent.js"
+import {
+  type CheckpointInfo,
+  type Compaction,
+  Compactor,
+  type Service as CompactorService,
+  type Restored
+} from "../ports/Compactor.js"
 import { Journal, requireRun, type VerifyResult } from "../ports/Journal.js"
 import { ModelProvider } from "../ports/ModelProvider.js"
 import { PolicyEngine } from "../ports/PolicyEngine.js"
 import { ToolRuntime } from "../ports/Tool.js"
+import * as Agents from "./Agents.js"
 import { Approvals } from "./Approvals.js"
 import { makeApprovers } from "./internal/approvers.js"
-import { type ResolvedBudgets, runLoop } from "./internal/loop.js"
+import { runLoop } from "./internal/loop.js"
 import { recover } from "./internal/recovery.js"
 import { makeScheduler } from "./internal/scheduler.js"
 import { makeTape } from "./internal/tape.js"
 import { recordTransition } from "./internal/transition.js"
 import { PromptAssembler } from "./PromptAssembler.js"
 
-/** Budgets that end a run. Every field has a safe default. @since 0.1.0 @category Models */
-export interface Budgets {
-  /** Model calls per run (default 24). */
-  readonly maxModelTurns?: number | undefined
-  /** Tool executions per run (default 64). */
-  readonly maxToolCalls?: number | undefined
-  /** Tape entries one model response may produce (default 4,000). */
-  readonly maxEventsPerTurn?: number | undefined
-  /** Wall-clock limit per run (default 30 minutes). */
-  readonly wallClock?: Duration.DurationInput | undefined
-  /** Tokens per run, checked before each model call with an estimate of the prompt (default 1,000,000). */
-  readonly maxTokensPerRun?: number | undefined
-  /** Tokens per session, checked the same way (default 10,000,000). */
-  readonly maxTokensPerSession?: number | undefined
-}
+/** Budgets that end a run (see `Agents.Budgets`). @since 0.1.0 @category Models */
+export type Budgets = Agents.Budgets
 
 /** @since 0.1.0 @category Models */
 export interface Options {
-  /** System instructions sent with every model call. */
+  /** System instructions of the default agent (see `Agents`). */
   readonly instructions?: string | undefined
+  /** Budgets of the default agent, and of every agent that does not set its own. */
   readonly budgets?: Budgets | undefined
   /** How long an approval may stay pending before the call is denied (default 10 minutes). */
   readonly approvalTimeout?: Duration.DurationInput | undefined
@@ -88,7 +85,13 @@ export interface Options {
   readonly maxMessageChars?: number | undefined
 }
 
-/** Where a message or session goes: a session by id, or the caller's session with a key (created when new). @since 0.1.0 @category Models */
+/**
+ * Where a message or session goes: a session by id, or the caller's session with a key (created
+ * when new), answered by an agent.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
 export interface SessionTarget {
   /** Reuse this session (it must be the caller's, unless the caller is an operator). */
   readonly sessionId?: SessionId | undefined
@@ -96,6 +99,18 @@ export interface SessionTarget {
   readonly key?: string | undefined
   readonly channel?: string | undefined
   readonly title?: string | undefined
+  /**
+   * The agent that answers (an unknown one is `InvalidArgument`). A new session is bound to it; an
+   * existing session keeps its own agent, and naming another is `Conflict`.
+   */
+  readonly agent?: string | undefined
+  /**
+   * Where the message came from inside `channel` (a chat platform's bot account and conversation):
+   * when no `agent` is named, a new session gets the agent the bindings give this (channel,
+   * account, conversation), else `default`. An existing session is never re-bound.
+   */
+  readonly account?: string | undefined
+  readonly conversation?: string | undefined
 }
 
 /** @since 0.1.0 @category Models */
@@ -147,6 +162,8 @@ export type GatewayError =
 
 /** @since 0.1.0 @category Models */
 export interface Service {
+  /** The agents sessions can be bound to (what they are for, their tools and models), `default` first. */
+  readonly listAgents: (caller: Caller.Caller) => Effect.Effect<ReadonlyArray<AgentInfo>>
   readonly resolveSession: (caller: Caller.Caller, target: SessionTarget) => Effect.Effect<Session, GatewayError>
   readonly getSession: (caller: Caller.Caller, sessionId: SessionId) => Effect.Effect<Session, GatewayError>
   /** The caller's sessions (every principal's for operators, narrowed by `principal` if given). */
@@ -217,21 +234,32 @@ export interface Service {
     sessionId: SessionId,
     options: { readonly afterSeq: number; readonly limit?: number | undefined }
   ) => Effect.Effect<ReadonlyArray<TapeEvent>, GatewayError>
+  /**
+   * Compact the session's history now (`preview`: compute the summary and token counts, append
+   * nothing). Needs a context engine (`@palyra/core/context`) as the kernel's prompt assembler.
+   */
+  readonly compactSession: (
+    caller: Caller.Caller,
+    sessionId: SessionId,
+    options?: { readonly preview?: boolean | undefined }
+  ) => Effect.Effect<Compaction, GatewayError>
+  /** The session's checkpoints (one per compaction), oldest first. */
+  readonly listCheckpoints: (
+    caller: Caller.Caller,
+    sessionId: SessionId
+  ) => Effect.Effect<ReadonlyArray<CheckpointInfo>, GatewayError>
+  /** Put the session's prompt back as it was before a checkpoint's compaction (journaled; nothing is deleted). */
+  readonly restoreCheckpoint: (
+    caller: Caller.Caller,
+    sessionId: SessionId,
+    checkpointId: string
+  ) => Effect.Effect<Restored, GatewayError>
   /** Recompute the journal's tamper-evidence chain (operators only). */
   readonly verifyJournal: (caller: Caller.Caller) => Effect.Effect<VerifyResult, GatewayError>
 }
 
 /** @since 0.1.0 @category Tags */
 export class Gateway extends Context.Tag("@palyra/core/Gateway")<Gateway, Service>() {}
-
-const resolveBudgets = (b: Budgets = {}): ResolvedBudgets => ({
-  maxModelTurns: b.maxModelTurns ?? 24,
-  maxToolCalls: b.maxToolCalls ?? 64,
-  maxEventsPerTurn: b.maxEventsPerTurn ?? 4_000,
-  wallClock: Duration.decode(b.wallClock ?? "30 minutes"),
-  maxTokensPerRun: b.maxTokensPerRun ?? 1_000_000,
-  maxTokensPerSession: b.maxTokensPerSession ?? 10_000_000
-})
 
 /** What the caller may not see answers like what does not exist. */
 const visible = <A extends { readonly principal: string }>(
@@ -246,7 +274,9 @@ const visible = <A extends { readonly principal: string }>(
 
 /**
  * Build a Gateway. Runs live in the returned scope: closing it parks them (their state stays on the
- * tape) so a later Gateway over the same journal picks them up.
+ * tape) so a later Gateway over the same journal picks them up. Its agents are the context's
+ * `AgentRegistry` when there is one (`Kernel.layer` provides it), else just the default agent: the
+ * context's model and tools with `options.instructions` and `options.budgets`.
  *
  * @since 0.1.0
  * @category Constructors
@@ -255,7 +285,7 @@ export const make = (
   options: Options = {}
 ): Effect.Effect<
   Service,
-  JournalError,
+  JournalError | InvalidArgument,
   Journal | ModelProvider | ToolRuntime | PolicyEngine | Approvals | PromptAssembler | Scope.Scope
 > =>
   Effect.gen(function* () {
@@ -265,6 +295,19 @@ export const make = (
     const tape = yield* makeTape(journal)
     const approvers = yield* makeApprovers
     const maxMessageChars = options.maxMessageChars ?? 100_000
+    const agents = yield* Effect.serviceOption(Agents.AgentRegistry).pipe(
+      Effect.flatMap(
+        Option.match({
+          onSome: Effect.succeed,
+          onNone: () =>
+            Effect.flatMap(Effect.all({ model: ModelProvider, tools: ToolRuntime }), ({ model, tools }) =>
+              Agents.make({
+                defaults: { model, tools: tools.specs, instructions: options.instructions, budgets: options.budgets }
+              })
+            )
+        })
+      )
+    )
 
     // Standing grants are evaluated by the policy engine when it can.
     const syncGrants: Effect.Effect<void> = policy.setGrants
@@ -277,14 +320,12 @@ export const make = (
     const deps = {
       journal,
       tape,
-      model: yield* ModelProvider,
+      agents,
       tools: yield* ToolRuntime,
       policy,
       approvals,
       prompt: yield* PromptAssembler,
       redactor: yield* CurrentRedactor,
-      instructions: options.instructions,
-      budgets: resolveBudgets(options.budgets),
       approvalTimeout: Duration.decode(options.approvalTimeout ?? "10 minutes"),
       requireApprovalChannel: options.requireApprovalChannel ?? true,
       coalesceChars: options.coalesceChars ?? 48,
@@ -323,6 +364,14 @@ export const make = (
         return created
       })
 
+    /** An existing session keeps its agent: naming another one is a conflict. */
+    const keepsAgent = (found: Session, agent: string | undefined) =>
+      agent === undefined || agent === found.agentId
+        ? Effect.succeed(found)
+        : Effect.fail(
+            new Conflict({ message: `session ${found.id} is answered by agent ${found.agentId}, not ${agent}` })
+          )
+
     const resolveSession: Service["resolveSession"] = Effect.fn("Gateway.resolveSession")(function* (
       caller: Caller.Caller,
       target: SessionTarget
@@ -330,20 +379,28 @@ export const make = (
       if (caller.principal.length === 0) {
         return yield* new InvalidArgument({ message: "principal must not be empty", field: "principal" })
       }
+      if (target.agent !== undefined && Option.isNone(agents.get(target.agent))) {
+        return yield* new InvalidArgument({ message: `unknown agent ${target.agent}`, field: "agent" })
+      }
       if (target.sessionId !== undefined) {
         const found = yield* session(caller, target.sessionId)
         if (found.archived) return yield* new Conflict({ message: `session ${found.id} is archived` })
-        return found
+        return yield* keepsAgent(found, target.agent)
       }
       if (target.key !== undefined) {
         const existing = yield* journal.findSessionByKey(caller.principal, target.key)
-        if (Option.isSome(existing)) return existing.value
+        if (Option.isSome(existing)) return yield* keepsAgent(existing.value, target.agent)
       }
+      const bound =
+        target.agent === undefined && target.channel !== undefined
+          ? agents.bindingFor(target.channel, target.account, target.conversation)
+          : Option.none()
       return yield* newSession({
         principal: caller.principal,
         key: target.key ?? null,
         channel: target.channel ?? null,
-        title: target.title ?? null
+        title: target.title ?? null,
+        agentId: target.agent ?? Option.getOrElse(bound, () => DEFAULT_AGENT)
       }).pipe(
         // Two concurrent creations with one key: the loser reuses the winner's session.
         Effect.catchTag("Conflict", (e) =>
@@ -351,7 +408,11 @@ export const make = (
             ? Effect.fail(e)
             : journal
                 .findSessionByKey(caller.principal, target.key)
-                .pipe(Effect.flatMap(Option.match({ onNone: () => Effect.fail(e), onSome: Effect.succeed })))
+                .pipe(
+                  Effect.flatMap(
+                    Option.match({ onNone: () => Effect.fail(e), onSome: (found) => keepsAgent(found, target.agent) })
+                  )
+                )
         )
       )
     })
@@ -374,6 +435,11 @@ export const make = (
         })
       }
       const target = yield* resolveSession(caller, request)
+      if (Option.isNone(agents.get(target.agentId))) {
+        return yield* new Conflict({
+          message: `session ${target.id} is bound to agent ${target.agentId}, which is no longer configured`
+        })
+      }
       const runId = yield* makeRunId
       yield* Effect.annotateCurrentSpan({ sessionId: target.id, runId })
       const at = yield* Clock.currentTimeMillis
@@ -458,10 +524,24 @@ export const make = (
         ])
       ).pipe(Effect.catchAll((e) => Effect.logError("could not record a grant change", e)))
 
+    // Compaction is the context engine's (when the prompt assembler is one); the Gateway checks access.
+    const compactor = yield* Effect.serviceOption(Compactor)
+    const withCompactor = <A>(f: (c: CompactorService) => Effect.Effect<A, GatewayError>) =>
+      Option.match(compactor, {
+        onNone: () =>
+          Effect.fail(
+            new Conflict({
+              message: "compaction needs a context engine: use ContextEngine.layer from @palyra/core/context"
+            })
+          ),
+        onSome: f
+      })
+
     yield* syncGrants
     yield* recover(journal, tape, scheduler, options.onInterruptedRuns ?? "fail")
 
     const service: Service = {
+      listAgents: () => Effect.succeed(agents.list.map(Agents.info)),
       resolveSession,
       getSession: session,
       listSessions: (caller, filter = {}) =>
@@ -489,7 +569,8 @@ export const make = (
             channel: parent.channel,
             title: o.title ?? (parent.title === null ? null : `${parent.title} (branch)`),
             parentId: parent.id,
-            parentSeq: atSeq
+            parentSeq: atSeq,
+            agentId: parent.agentId
           })
         }),
       archiveSession: (caller, id) => Effect.flatMap(session(caller, id), (s) => updateSession(s, { archived: true })),
@@ -548,6 +629,21 @@ export const make = (
           session(caller, sessionId),
           journal.readTape(sessionId, { afterSeq: o.afterSeq, limit: o.limit })
         ),
+      compactSession: (caller, id, o = {}) =>
+        Effect.zipRight(
+          session(caller, id),
+          withCompactor((c) => c.compact(id, { preview: o.preview, runId: null }))
+        ),
+      listCheckpoints: (caller, id) =>
+        Effect.zipRight(
+          session(caller, id),
+          withCompactor((c) => c.listCheckpoints(id))
+        ),
+      restoreCheckpoint: (caller, id, checkpointId) =>
+        Effect.zipRight(
+          session(caller, id),
+          withCompactor((c) => c.restore(id, checkpointId, { by: caller.principal }))
+        ),
       verifyJournal: (caller) =>
         caller.operator
           ? journal.verify
@@ -561,6 +657,6 @@ export const layer = (
   options: Options = {}
 ): Layer.Layer<
   Gateway,
-  JournalError,
+  JournalError | InvalidArgument,
   Journal | ModelProvider | ToolRuntime | PolicyEngine | Approvals | PromptAssembler
 > => Layer.scoped(Gateway, make(options))

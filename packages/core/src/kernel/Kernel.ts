@@ -7,24 +7,33 @@
  * const kernel = Kernel.layer({ model, tools, journal: SqliteJournal.layer({ filename }), policy: CedarPolicy.layer() })
  * ```
  *
+ * With `agents` (and `bindings`), sessions are answered by the agent they are bound to; `model`,
+ * `instructions`, `budgets` and all `tools` make the `default` agent (see `Agents`).
+ *
  * @since 0.1.0
  */
 import { Layer } from "effect"
 import * as MemoryJournal from "../adapters/MemoryJournal.js"
-import type { JournalError } from "../domain/Errors.js"
+import { DEFAULT_AGENT } from "../domain/Agent.js"
+import { InvalidArgument, type JournalError } from "../domain/Errors.js"
 import * as Redaction from "../domain/Redaction.js"
 import type { Journal } from "../ports/Journal.js"
 import { ModelProvider, type Service as ModelService } from "../ports/ModelProvider.js"
 import * as PolicyEngine from "../ports/PolicyEngine.js"
 import * as Tool from "../ports/Tool.js"
+import * as Agents from "./Agents.js"
 import * as Approvals from "./Approvals.js"
 import * as Gateway from "./Gateway.js"
 import * as PromptAssembler from "./PromptAssembler.js"
 
 /** @since 0.1.0 @category Models */
-export interface Options<EJ = never, EP = never, EA = never> extends Gateway.Options {
-  /** The model: a `ModelProvider` service, or a layer that builds one. */
-  readonly model: ModelService | Layer.Layer<ModelProvider, unknown>
+export interface Options<EJ = never, EP = never, EA = never> extends Gateway.Options, Agents.Options {
+  /**
+   * The default agent's model: a `ModelProvider` service, or a layer that builds one. It may be left
+   * out when an agent with id `default` names its own model.
+   */
+  readonly model?: ModelService | Layer.Layer<ModelProvider, unknown> | undefined
+  /** The tool catalog; each agent uses the ones its `tools` list names (the default agent: all). */
   readonly tools?: ReadonlyArray<Tool.AnyTool> | undefined
   /** The journal (default: a fresh in-memory journal). */
   readonly journal?: Layer.Layer<Journal, EJ> | undefined
@@ -45,9 +54,29 @@ export interface Options<EJ = never, EP = never, EA = never> extends Gateway.Opt
   readonly promptAssembler?: Layer.Layer<PromptAssembler.PromptAssembler, EA, Journal | ModelProvider> | undefined
 }
 
+/** The kernel's model: `model`, else the first model of the agent configured as `default`. */
+const modelLayer = (options: Options<unknown, unknown, unknown>): Layer.Layer<ModelProvider, InvalidArgument> => {
+  if (options.model !== undefined) {
+    return Layer.isLayer(options.model)
+      ? (options.model as Layer.Layer<ModelProvider>)
+      : Layer.succeed(ModelProvider, options.model as ModelService)
+  }
+  const own = options.agents?.find((a) => a.id === DEFAULT_AGENT)?.model
+  const first = own === undefined ? undefined : Array.isArray(own) ? own[0] : (own as ModelService)
+  return first === undefined
+    ? Layer.fail(
+        new InvalidArgument({
+          message: 'no model: give the kernel a model, or configure an agent with id "default" and a model',
+          field: "model"
+        })
+      )
+    : Layer.succeed(ModelProvider, first as ModelService)
+}
+
 /** Everything the kernel provides: the Gateway and the services it runs on, for inspection. @since 0.1.0 @category Models */
 export type Services =
   | Gateway.Gateway
+  | Agents.AgentRegistry
   | Journal
   | ModelProvider
   | Tool.ToolRuntime
@@ -63,10 +92,8 @@ export type Services =
  */
 export const layer = <EJ = never, EP = never, EA = never>(
   options: Options<EJ, EP, EA>
-): Layer.Layer<Services, JournalError | EJ | EP | EA> => {
-  const model: Layer.Layer<ModelProvider> = Layer.isLayer(options.model)
-    ? (options.model as Layer.Layer<ModelProvider>)
-    : Layer.succeed(ModelProvider, options.model as ModelService)
+): Layer.Layer<Services, JournalError | InvalidArgument | EJ | EP | EA> => {
+  const model = modelLayer(options)
   const journal = options.journal ?? (MemoryJournal.layer() as Layer.Layer<Journal, EJ>)
   const services = Layer.mergeAll(
     model,
@@ -74,7 +101,14 @@ export const layer = <EJ = never, EP = never, EA = never>(
     options.policy ?? PolicyEngine.layerRules(options.rules ?? PolicyEngine.defaultRules),
     (options.promptAssembler ?? PromptAssembler.layer).pipe(Layer.provide(model)),
     Approvals.layer
-  ).pipe(Layer.provideMerge(journal))
+  ).pipe(Layer.provideMerge(journal), (base) =>
+    Agents.layer({
+      agents: options.agents,
+      bindings: options.bindings,
+      instructions: options.instructions,
+      budgets: options.budgets
+    }).pipe(Layer.provideMerge(base))
+  )
   const gateway = Gateway.layer(options).pipe(Layer.provideMerge(services))
   return options.redaction === undefined
     ? gateway

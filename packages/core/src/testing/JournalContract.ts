@@ -334,6 +334,24 @@ export const journalContract = (name: string, make: () => Layer.Layer<Journal, u
     )
 
     test(
+      "sessions: the agent a session is bound to is stored, and updates never re-bind it",
+      Effect.gen(function* () {
+        const j = yield* Journal
+        const plain = session("alice", "plain")
+        const bound = { ...session("alice", "bound"), agentId: "support" }
+        yield* j.createSession(plain)
+        yield* j.createSession(bound)
+        assert.strictEqual(Option.getOrThrow(yield* j.getSession(plain.id)).agentId, "default")
+        assert.strictEqual(Option.getOrThrow(yield* j.findSessionByKey("alice", "bound")).agentId, "support")
+        yield* j.updateSession({ ...bound, title: "Renamed", agentId: "ops" })
+        const after = Option.getOrThrow(yield* j.getSession(bound.id))
+        assert.deepStrictEqual([after.title, after.agentId], ["Renamed", "support"])
+        const listed = yield* j.listSessions({ principal: "alice" })
+        assert.deepStrictEqual(listed.map((x) => x.agentId).sort(), ["default", "support"])
+      })
+    )
+
+    test(
       "token counters add up atomically with appends",
       Effect.gen(function* () {
         const j = yield* Journal

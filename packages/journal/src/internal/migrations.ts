@@ -1,7 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Redaction } from "@palyra/core"
 import { Effect } from "effect"
-import { appendVersion, RECORD_TABLES } from "./records.js"
+import { appendVersion, COVERED, digestOver, RECORD_TABLES } from "./records.js"
 import { sessionKeyDigest } from "./sessionKey.js"
 
 /** The genesis hash: `prev_hash` of the first row. @internal */
@@ -191,13 +191,53 @@ const recordVersions = Effect.gen(function* () {
   }
 })
 
+const sessionAgents = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  // Every session is answered by one agent, fixed when it is created; older sessions are the
+  // default agent's.
+  yield* sql`ALTER TABLE sessions ADD COLUMN agent_id TEXT NOT NULL DEFAULT 'default'`
+  // `agent_id` is covered by the record chain from here on, so every session row changed: each gets
+  // a new version, but only if its last version still matches it under the columns covered before
+  // (listed here, as they were): a row edited behind the journal's back is not blessed, and
+  // `verify` still names it.
+  const before = [
+    "id",
+    "principal",
+    "key",
+    "key_digest",
+    "channel",
+    "title",
+    "parent_id",
+    "parent_seq",
+    "reset_generation",
+    "history_from_seq",
+    "archived",
+    "created_at"
+  ]
+  const rows = yield* sql<Record<string, unknown>>`SELECT * FROM sessions ORDER BY id`
+  for (const row of rows) {
+    const id = row.id as string
+    const [last] = yield* sql<{ digest: string }>`
+      SELECT digest FROM record_versions WHERE tbl = 'sessions' AND row_id = ${id} ORDER BY seq DESC LIMIT 1`
+    // A file migrated from before 0005 in one go got its first versions from this code's `COVERED`,
+    // where the column did not exist yet (null).
+    const unchanged =
+      last !== undefined &&
+      (last.digest === digestOver(before, row) ||
+        last.digest === digestOver(COVERED.sessions, { ...row, agent_id: null }))
+    if (unchanged) yield* appendVersion("sessions", id)
+  }
+})
+
 /** Every migration, in order. Never edit a released one: add a new one. @internal */
 export const migrations = {
   "0001_init": init,
   "0002_grants_and_tasks": grantsAndTasks,
   "0003_grant_limits": grantLimits,
   "0004_session_key_digests": sessionKeyDigests,
-  "0005_record_versions": recordVersions
+  "0005_record_versions": recordVersions,
+  // 0006 is the memory/task-queue migration (another branch).
+  "0007_session_agents": sessionAgents
 } as const
 
 /** The table that records applied migrations (ours, so it never collides with a host app's). @internal */

@@ -27,7 +27,8 @@ export const COVERED = {
     "reset_generation",
     "history_from_seq",
     "archived",
-    "created_at"
+    "created_at",
+    "agent_id"
   ],
   runs: [
     "id",
@@ -91,6 +92,15 @@ export const versionOf = (table: RecordTable, row: Record<string, unknown>): Ver
   for (const value of values) hints += Canonical.sha256(Canonical.canonicalJson(value)).slice(0, HINT)
   return { digest: Canonical.sha256(Canonical.canonicalJson(values)), hints }
 }
+
+/**
+ * The digest of a row over the given columns, as `versionOf` computes it over `COVERED`: a migration
+ * that adds a covered column checks each row against its last version under the columns covered
+ * before it.
+ * @internal
+ */
+export const digestOver = (columns: ReadonlyArray<string>, row: Record<string, unknown>): string =>
+  Canonical.sha256(Canonical.canonicalJson(columns.map((column) => row[column] ?? null)))
 
 /** The chain hash of one version; the same function writes and verifies. @internal */
 export const versionHash = (prevHash: string, seq: number, table: string, rowId: string, version: Version) =>

@@ -1,6 +1,6 @@
 import { create, fromJson, type JsonValue } from "@bufbuild/protobuf"
 import { timestampFromMs, ValueSchema } from "@bufbuild/protobuf/wkt"
-import type { Records, TapeEvent } from "@palyra/core"
+import type { Agent, Records, TapeEvent } from "@palyra/core"
 import * as pb from "../gen/palyra/v1/gateway_pb.js"
 
 const runStates: Record<Records.Run["state"], pb.RunState> = {
@@ -52,6 +52,18 @@ export const statusFromPb = (status: pb.ApprovalStatus): Records.ApprovalStatus 
 const ts = (ms: number | null | undefined) => (ms === null || ms === undefined ? undefined : timestampFromMs(ms))
 const jsonValue = (value: unknown) => fromJson(ValueSchema, (value ?? null) as JsonValue)
 
+const toPbRouting = (r: TapeEvent.UsageRoutingPlan): pb.UsageRoutingPlan =>
+  create(pb.UsageRoutingPlanSchema, {
+    agent: r.agent,
+    rule: r.rule,
+    reason: r.reason,
+    usedTokens: BigInt(r.usedTokens),
+    budgetTokens: BigInt(r.budgetTokens),
+    ...(r.thresholdTokens === null ? {} : { thresholdTokens: BigInt(r.thresholdTokens) }),
+    candidates: [...r.candidates],
+    attempt: r.attempt
+  })
+
 /** Domain event → wire event. @internal */
 export const toPbEvent = (e: TapeEvent.TapeEvent): pb.TapeEvent => {
   const base = { sessionId: e.sessionId, runId: e.runId ?? "", tapeSeq: BigInt(e.tapeSeq), at: timestampFromMs(e.at) }
@@ -72,7 +84,8 @@ export const toPbEvent = (e: TapeEvent.TapeEvent): pb.TapeEvent => {
             model: e.model,
             messages: e.messages,
             estimatedTokens: e.estimatedTokens,
-            tools: [...e.tools]
+            tools: [...e.tools],
+            ...(e.routing === undefined ? {} : { routing: toPbRouting(e.routing) })
           })
         }
       case "AssistantDelta":
@@ -232,7 +245,19 @@ export const toPbSession = (s: Records.Session): pb.Session =>
     tokensUsed: BigInt(s.tokensUsed),
     archived: s.archived,
     createdAt: timestampFromMs(s.createdAt),
-    updatedAt: timestampFromMs(s.updatedAt)
+    updatedAt: timestampFromMs(s.updatedAt),
+    agentId: s.agentId
+  })
+
+/** @internal */
+export const toPbAgent = (a: Agent.AgentInfo): pb.Agent =>
+  create(pb.AgentSchema, {
+    id: a.id,
+    description: a.description ?? "",
+    tools: [...a.tools],
+    models: [...a.models],
+    routedModels: [...a.routedModels],
+    routingThreshold: a.routingThreshold ?? 0
   })
 
 /** @internal */

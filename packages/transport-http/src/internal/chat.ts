@@ -5,8 +5,9 @@
  * - Only the last user message is sent into the session (its history comes from the session).
  *   With `x-palyra-stateless: true` a fresh session is used and the earlier messages are passed as
  *   context text ahead of the last one.
- * - `model` names the agent. There is no agent registry yet: every name selects the default agent;
- *   the name is recorded as the new session's channel (`openai:<model>`) and echoed back.
+ * - `model` names the agent when it is one (`GET /v1/agents`); any other name (clients often send a
+ *   provider's model name) leaves the choice to the session (its agent, or for a new session the
+ *   default). The name is recorded as the new session's channel (`openai:<model>`) and echoed back.
  * - Tools run inside Palyra under its policy. An approval wait streams a notice
  *   (`[waiting for approval <id> of <tool>]`); once the approval is resolved (e.g. over
  *   `POST /v1/approvals/:id`) the same response continues. If the answer takes longer than the
@@ -146,10 +147,12 @@ export const chatCompletions =
       const text = contentText(last.content)
       if (text.trim() === "") return yield* invalid("the last user message has no text", "messages")
       const stateless = statelessHeader === "true"
+      const agents = yield* gateway.listAgents(caller)
       const started = yield* gateway.startRun(caller, {
         text: stateless ? withContext(body.messages, text) : text,
         key: stateless ? undefined : (sessionHeader ?? body.user),
-        channel: `openai:${body.model}`
+        channel: `openai:${body.model}`,
+        agent: agents.some((a) => a.id === body.model) ? body.model : undefined
       })
       yield* Effect.annotateCurrentSpan({ model: body.model, runId: started.run.id })
       const id = `chatcmpl-${started.run.id}`

@@ -16,6 +16,7 @@ import {
   MessagePayload,
   MetricsAuthentication,
   OpenAiAuthentication,
+  RestorePayload,
   SessionPayload
 } from "../Api.js"
 import { readJson } from "./body.js"
@@ -38,7 +39,8 @@ const runs = (options: HandlerOptions) =>
                 text: body.text,
                 sessionId: body.sessionId,
                 key: body.sessionKey,
-                channel: body.channel
+                channel: body.channel,
+                agent: body.agent
               }
               if (urlParams.stream === true) {
                 const started = yield* gateway.startRun(caller, request)
@@ -79,7 +81,8 @@ const sessions = (options: HandlerOptions) =>
               return yield* gateway.resolveSession(caller, {
                 key: body.sessionKey,
                 title: body.title,
-                channel: body.channel
+                channel: body.channel,
+                agent: body.agent
               })
             })
           )
@@ -106,6 +109,37 @@ const sessions = (options: HandlerOptions) =>
             )
           )
         )
+        .handle("compact", ({ path, urlParams }) =>
+          answer(
+            Effect.flatMap(CurrentCaller, (caller) =>
+              Effect.map(gateway.compactSession(caller, path.id, { preview: urlParams.preview }), (c) => ({
+                applied: c.applied,
+                sessionId: c.sessionId,
+                fromSeq: c.fromSeq,
+                toSeq: c.toSeq,
+                summary: c.summary,
+                strategy: c.strategy,
+                summarizer: c.summarizer,
+                rejected: c.rejected,
+                tokensBefore: c.tokensBefore,
+                tokensAfter: c.tokensAfter,
+                checkpointId: c.checkpointId
+              }))
+            )
+          )
+        )
+        .handle("checkpoints", ({ path }) =>
+          answer(Effect.flatMap(CurrentCaller, (caller) => gateway.listCheckpoints(caller, path.id)))
+        )
+        .handleRaw("restore", ({ path }) =>
+          answer(
+            Effect.gen(function* () {
+              const caller = yield* CurrentCaller
+              const body = yield* readJson(RestorePayload, options.limits)
+              return yield* gateway.restoreCheckpoint(caller, path.id, body.checkpointId)
+            })
+          )
+        )
         .handleRaw("events", ({ path, urlParams, headers }) =>
           answer(
             Effect.gen(function* () {
@@ -119,6 +153,13 @@ const sessions = (options: HandlerOptions) =>
         )
     })
   )
+
+const agents = HttpApiBuilder.group(Api, "agents", (handlers) =>
+  Effect.gen(function* () {
+    const gateway = yield* Gateway.Gateway
+    return handlers.handle("list", () => answer(Effect.flatMap(CurrentCaller, (caller) => gateway.listAgents(caller))))
+  })
+)
 
 const approvals = (options: HandlerOptions) =>
   HttpApiBuilder.group(Api, "approvals", (handlers) =>
@@ -241,6 +282,7 @@ export const handlers = (options: HandlerOptions) =>
   Layer.mergeAll(
     runs(options),
     sessions(options),
+    agents,
     approvals(options),
     grants,
     journal,

@@ -1,16 +1,18 @@
-import { Cause, Clock, Duration, Effect, Option, type Tracer } from "effect"
+import { Cause, Clock, Duration, Effect, Either, Option, type Tracer } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import { digest } from "../../domain/Canonical.js"
-import { BudgetExceeded, isPalyraError, type PalyraError } from "../../domain/Errors.js"
+import { BudgetExceeded, Conflict, isPalyraError, type PalyraError } from "../../domain/Errors.js"
 import { type ApprovalId, makeApprovalId, makeToolCallId, type RunId } from "../../domain/Ids.js"
 import { type ApprovalRecord, makeApproval, type Run, type Session } from "../../domain/Records.js"
 import type { Redactor } from "../../domain/Redaction.js"
 import { isTerminal, type Transition } from "../../domain/RunState.js"
 import type { NewTapeEvent, TapeEvent, TapeEventOf } from "../../domain/TapeEvent.js"
 import { type AppendEffects, type Service as JournalService, requireRun, requireSession } from "../../ports/Journal.js"
-import { type Service as ModelService, runInto } from "../../ports/ModelProvider.js"
+import { type ModelRequest, type Service as ModelService, runInto } from "../../ports/ModelProvider.js"
 import type { Decision, Service as PolicyService } from "../../ports/PolicyEngine.js"
 import type { AnyTool, Service as ToolService } from "../../ports/Tool.js"
+import type * as Agents from "../Agents.js"
+import { route } from "../Agents.js"
 import type { Service as ApprovalsService } from "../Approvals.js"
 import * as Metrics from "../Metrics.js"
 import type { Service as PromptService } from "../PromptAssembler.js"
@@ -18,29 +20,18 @@ import * as RunView from "../RunView.js"
 import type { Tape } from "./tape.js"
 import { closeOpenWork, recordTransition } from "./transition.js"
 
-/** Limits that end a run before it can burn time or money silently. @internal */
-export interface ResolvedBudgets {
-  readonly maxModelTurns: number
-  readonly maxToolCalls: number
-  readonly maxEventsPerTurn: number
-  readonly wallClock: Duration.Duration
-  readonly maxTokensPerRun: number
-  readonly maxTokensPerSession: number
-}
-
 /** @internal */
 export interface LoopDeps {
   readonly journal: JournalService
   readonly tape: Tape
-  readonly model: ModelService
+  /** Each run is answered by its session's agent: its instructions, models, tools and budgets. */
+  readonly agents: Agents.Service
   readonly tools: ToolService
   readonly policy: PolicyService
   readonly approvals: ApprovalsService
   readonly prompt: PromptService
   /** Streamed text is redacted as it arrives, so no secret is ever split across two stored deltas. */
   readonly redactor: Redactor
-  readonly instructions: string | undefined
-  readonly budgets: ResolvedBudgets
   readonly approvalTimeout: Duration.Duration
   readonly requireApprovalChannel: boolean
   readonly coalesceChars: number
@@ -64,6 +55,7 @@ const now = Clock.currentTimeMillis
  */
 interface RunContext {
   readonly deps: LoopDeps
+  readonly agent: Agents.ResolvedAgent
   readonly run: Run
   readonly session: Session
   readonly history: Array<TapeEvent>
@@ -127,7 +119,7 @@ const execute = Effect.fn("AgentLoop.execute")(function* (
   tool: AnyTool,
   prefix: ReadonlyArray<NewTapeEvent> = []
 ) {
-  const { budgets } = ctx.deps
+  const { budgets } = ctx.agent
   if (ctx.view.toolCallsStarted >= budgets.maxToolCalls) {
     return yield* new BudgetExceeded({
       budget: "maxToolCalls",
@@ -325,7 +317,8 @@ const requestApproval = (ctx: RunContext, call: CallView, tool: AnyTool) =>
 /** Take one tool call from wherever its tape says it is to its result. */
 const toolCall = Effect.fn("AgentLoop.toolCall")(function* (ctx: RunContext, call: CallView) {
   yield* Effect.annotateCurrentSpan({ tool: call.proposed.tool, toolCallId: call.proposed.toolCallId })
-  const tool = ctx.deps.tools.get(call.proposed.tool)
+  // A tool outside the agent's list is unknown to it: never offered, never run.
+  const tool = ctx.agent.allows(call.proposed.tool) ? ctx.deps.tools.get(call.proposed.tool) : Option.none()
   if (Option.isNone(tool)) return yield* result(ctx, call, "error", `unknown tool: ${call.proposed.tool}`)
   if (call.started) {
     // Started before the process stopped, with no result: never re-run blindly.
@@ -394,9 +387,95 @@ const approvalThenRun = (ctx: RunContext, call: CallView, tool: AnyTool) =>
 
 // ---- model turns ------------------------------------------------------------------------------
 
+/** What one model call answered. */
+interface Answer {
+  readonly text: string
+  readonly finishReason: string
+  readonly inputTokens: number
+  readonly outputTokens: number
+  readonly proposed: ReadonlyArray<{ readonly providerId: string; readonly name: string; readonly args: unknown }>
+}
+
+/**
+ * One model call, its text streamed onto the tape as it arrives: redacted as it streams (a possible
+ * secret is held back until it is complete) and coalesced into deltas of about `coalesceChars`
+ * characters or `coalesceMillis`. `received` counts what the model sent, so a call that failed
+ * before sending anything can fail over to the next model.
+ */
+const streamAnswer = (
+  ctx: RunContext,
+  model: ModelService,
+  request: ModelRequest,
+  turn: number,
+  received: { count: number }
+) =>
+  Effect.gen(function* () {
+    const { deps } = ctx
+    const b = ctx.agent.budgets
+    const safe = deps.redactor.streaming()
+    let text = ""
+    let buffer = ""
+    let bufferSince = 0
+    let eventsThisTurn = 0
+    let finishReason = "stop"
+    let inputTokens = 0
+    let outputTokens = 0
+    const proposed: Array<{ providerId: string; name: string; args: unknown }> = []
+    const countEvent = Effect.suspend(() =>
+      ++eventsThisTurn > b.maxEventsPerTurn
+        ? Effect.fail(
+            new BudgetExceeded({ budget: "maxEventsPerTurn", limit: b.maxEventsPerTurn, used: eventsThisTurn })
+          )
+        : Effect.void
+    )
+    const flush = Effect.suspend(() => {
+      if (buffer.length === 0) return Effect.void
+      const chunk = buffer
+      buffer = ""
+      return Effect.zipRight(
+        countEvent,
+        Effect.flatMap(now, (at) => emit(ctx, [{ _tag: "AssistantDelta", ...base(ctx), at, turn, text: chunk }]))
+      )
+    })
+    yield* runInto(model, request, (event) =>
+      Effect.gen(function* () {
+        received.count++
+        switch (event.type) {
+          case "text-delta": {
+            const t = yield* now
+            text += event.text
+            const released = safe.push(event.text)
+            if (released.length === 0) break
+            if (buffer.length === 0) bufferSince = t
+            buffer += released
+            if (buffer.length >= deps.coalesceChars || t - bufferSince >= deps.coalesceMillis) yield* flush
+            break
+          }
+          case "tool-call":
+            buffer += safe.flush()
+            yield* flush
+            yield* countEvent
+            proposed.push({ providerId: event.id, name: event.name, args: event.args })
+            break
+          case "usage":
+            inputTokens += event.inputTokens
+            outputTokens += event.outputTokens
+            break
+          case "finish":
+            finishReason = event.reason
+            break
+        }
+      })
+    )
+    buffer += safe.flush()
+    yield* flush
+    const answer: Answer = { text, finishReason, inputTokens, outputTokens, proposed }
+    return answer
+  })
+
 const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
-  const { deps, view } = ctx
-  const b = deps.budgets
+  const { deps, view, agent } = ctx
+  const b = agent.budgets
   if (view.turn >= b.maxModelTurns) {
     return yield* new BudgetExceeded({ budget: "maxModelTurns", limit: b.maxModelTurns, used: view.turn })
   }
@@ -404,8 +483,8 @@ const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
     session: ctx.session,
     runId: ctx.run.id,
     history: ctx.history,
-    instructions: deps.instructions,
-    tools: deps.tools.specs
+    instructions: agent.instructions,
+    tools: agent.toolSpecs
   })
   if (view.tokens + estimatedTokens > b.maxTokensPerRun) {
     return yield* new BudgetExceeded({
@@ -424,79 +503,46 @@ const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
   }
   const turn = view.turn + 1
   const requestedAt = yield* now
-  yield* Effect.annotateCurrentSpan({ turn, model: deps.model.name })
-  yield* emit(ctx, [
-    {
-      _tag: "ModelRequest",
-      ...base(ctx),
-      at: yield* now,
-      turn,
-      model: deps.model.name,
-      messages: request.messages.length,
-      estimatedTokens,
-      tools: request.tools.map((t) => t.name)
-    }
-  ])
-
-  // Streamed text is redacted as it streams (a possible secret is held back until it is complete)
-  // and coalesced into deltas of about `coalesceChars` characters or `coalesceMillis`.
-  const safe = deps.redactor.streaming()
-  let text = ""
-  let buffer = ""
-  let bufferSince = 0
-  let eventsThisTurn = 0
-  let finishReason = "stop"
-  let inputTokens = 0
-  let outputTokens = 0
-  const proposed: Array<{ providerId: string; name: string; args: unknown }> = []
-  const countEvent = Effect.suspend(() =>
-    ++eventsThisTurn > b.maxEventsPerTurn
-      ? Effect.fail(new BudgetExceeded({ budget: "maxEventsPerTurn", limit: b.maxEventsPerTurn, used: eventsThisTurn }))
-      : Effect.void
-  )
-  const flush = Effect.suspend(() => {
-    if (buffer.length === 0) return Effect.void
-    const chunk = buffer
-    buffer = ""
-    return Effect.zipRight(
-      countEvent,
-      Effect.flatMap(now, (at) => emit(ctx, [{ _tag: "AssistantDelta", ...base(ctx), at, turn, text: chunk }]))
-    )
-  })
-  yield* runInto(deps.model, request, (event) =>
-    Effect.gen(function* () {
-      switch (event.type) {
-        case "text-delta": {
-          const t = yield* now
-          text += event.text
-          const released = safe.push(event.text)
-          if (released.length === 0) break
-          if (buffer.length === 0) bufferSince = t
-          buffer += released
-          if (buffer.length >= deps.coalesceChars || t - bufferSince >= deps.coalesceMillis) yield* flush
-          break
-        }
-        case "tool-call":
-          buffer += safe.flush()
-          yield* flush
-          yield* countEvent
-          proposed.push({ providerId: event.id, name: event.name, args: event.args })
-          break
-        case "usage":
-          inputTokens += event.inputTokens
-          outputTokens += event.outputTokens
-          break
-        case "finish":
-          finishReason = event.reason
-          break
+  // Which model answers, and why, goes on the tape with each request; a model that fails before
+  // sending anything hands the call to the next candidate, with a request of its own.
+  const { models, plan } = route(agent, current.tokensUsed)
+  let answer: Answer | undefined
+  let routing = plan
+  for (let attempt = 0; answer === undefined; attempt++) {
+    const model = models[attempt]!
+    yield* Effect.annotateCurrentSpan({ turn, model: model.name, agent: agent.id })
+    yield* emit(ctx, [
+      {
+        _tag: "ModelRequest",
+        ...base(ctx),
+        at: yield* now,
+        turn,
+        model: model.name,
+        messages: request.messages.length,
+        estimatedTokens,
+        tools: request.tools.map((t) => t.name),
+        routing
       }
-    })
-  )
-  buffer += safe.flush()
-  yield* flush
+    ])
+    const received = { count: 0 }
+    const outcome = yield* Effect.either(streamAnswer(ctx, model, request, turn, received))
+    if (Either.isRight(outcome)) answer = outcome.right
+    else if (received.count > 0 || attempt === models.length - 1) return yield* Effect.fail(outcome.left)
+    else {
+      const why = isPalyraError(outcome.left) ? `${outcome.left.code}: ${outcome.left.message}` : "failed"
+      yield* Effect.logWarning(`model ${model.name} failed before answering; failing over`, outcome.left)
+      routing = {
+        ...plan,
+        attempt: attempt + 1,
+        reason: `${model.name} failed before answering (${why}); failing over. ${plan.reason}`
+      }
+    }
+  }
   const at = yield* now
-  const events: Array<NewTapeEvent> = [{ _tag: "AssistantMessage", ...base(ctx), at, turn, text, finishReason }]
-  for (const p of proposed) {
+  const events: Array<NewTapeEvent> = [
+    { _tag: "AssistantMessage", ...base(ctx), at, turn, text: answer.text, finishReason: answer.finishReason }
+  ]
+  for (const p of answer.proposed) {
     events.push({
       _tag: "ToolProposed",
       ...base(ctx),
@@ -508,6 +554,7 @@ const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
       argsDigest: digest({ tool: p.name, args: p.args ?? {} })
     })
   }
+  const { inputTokens, outputTokens } = answer
   if (inputTokens + outputTokens > 0) {
     events.push({ _tag: "Usage", ...base(ctx), at, turn, inputTokens, outputTokens })
   }
@@ -562,7 +609,19 @@ export const runLoop = (
     if (isTerminal(run.state)) return
     const session = yield* requireSession(deps.journal, run.sessionId)
     const history = yield* loadHistory(deps.journal, session)
-    const ctx: RunContext = { deps, run, session, history, view: RunView.fold(runId, history, run.state) }
+    const agent = deps.agents.get(session.agentId)
+    const ctx: RunContext = {
+      deps,
+      agent: Option.getOrElse(agent, () => deps.agents.list[0]!),
+      run,
+      session,
+      history,
+      view: RunView.fold(runId, history, run.state)
+    }
+    if (Option.isNone(agent)) {
+      // The session's agent was removed from the configuration: nothing may answer in its name.
+      return yield* fail(ctx, new Conflict({ message: `agent ${session.agentId} is not configured` }))
+    }
 
     const body = Effect.gen(function* () {
       while (true) {
@@ -592,12 +651,12 @@ export const runLoop = (
     yield* body.pipe(
       Effect.ensuring(Effect.flatMap(now, (end) => Metrics.recordRunDuration(end - startedAt))),
       Effect.timeoutFail({
-        duration: deps.budgets.wallClock,
+        duration: ctx.agent.budgets.wallClock,
         onTimeout: () =>
           new BudgetExceeded({
             budget: "wallClock",
-            limit: Duration.toMillis(deps.budgets.wallClock),
-            used: Duration.toMillis(deps.budgets.wallClock)
+            limit: Duration.toMillis(ctx.agent.budgets.wallClock),
+            used: Duration.toMillis(ctx.agent.budgets.wallClock)
           })
       }),
       Effect.catchAllCause((cause) => {

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file palyra/v1/gateway.proto.
  */
 export const file_palyra_v1_gateway: GenFile = /*@__PURE__*/
-  fileDesc("ChdwYWx5cmEvdjEvZ2F0ZXdheS5wcm90bxIJcGFseXJhLnYxIjcKC1J1bkFjY2VwdGVkEhEKCXByaW5jaXBhbBgBIAEoCRIVCg1xdWV1ZWRfYmVoaW5kGAIgASgJIhsKC1VzZXJNZXNzYWdlEgwKBHRleHQYASABKAkiZgoMTW9kZWxSZXF1ZXN0EgwKBHR1cm4YASABKA0SDQoFbW9kZWwYAiABKAkSEAoIbWVzc2FnZXMYAyABKA0SGAoQZXN0aW1hdGVkX3Rva2VucxgEIAEoDRINCgV0b29scxgFIAMoCSIsCg5Bc3Npc3RhbnREZWx0YRIMCgR0dXJuGAEgASgNEgwKBHRleHQYAiABKAkiRQoQQXNzaXN0YW50TWVzc2FnZRIMCgR0dXJuGAEgASgNEgwKBHRleHQYAiABKAkSFQoNZmluaXNoX3JlYXNvbhgDIAEoCSKHAQoMVG9vbFByb3Bvc2VkEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIYChBwcm92aWRlcl9jYWxsX2lkGAIgASgJEgwKBHRvb2wYAyABKAkSJAoEYXJncxgEIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRITCgthcmdzX2RpZ2VzdBgFIAEoCSKFAQoNUG9saWN5RGVjaWRlZBIUCgx0b29sX2NhbGxfaWQYASABKAkSDAoEdG9vbBgCIAEoCRIrCghkZWNpc2lvbhgDIAEoDjIZLnBhbHlyYS52MS5Qb2xpY3lEZWNpc2lvbhISCgpwb2xpY3lfaWRzGAQgAygJEg8KB3JlYXNvbnMYBSADKAkiwQEKEUFwcHJvdmFsUmVxdWVzdGVkEhMKC2FwcHJvdmFsX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRIMCgR0b29sGAMgASgJEh0KBHJpc2sYBCABKA4yDy5wYWx5cmEudjEuUmlzaxITCgthcmdzX2RpZ2VzdBgFIAEoCRIPCgdzdW1tYXJ5GAYgASgJEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpQBChBBcHByb3ZhbFJlc29sdmVkEhMKC2FwcHJvdmFsX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRIQCghkZWNpc2lvbhgDIAEoCRInCgVzY29wZRgEIAEoDjIYLnBhbHlyYS52MS5BcHByb3ZhbFNjb3BlEgoKAmJ5GAUgASgJEg4KBnJlYXNvbhgGIAEoCSJCCgtUb29sU3RhcnRlZBIUCgx0b29sX2NhbGxfaWQYASABKAkSDAoEdG9vbBgCIAEoCRIPCgdhdHRlbXB0GAMgASgNIngKClRvb2xSZXN1bHQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEgwKBHRvb2wYAiABKAkSDgoGc3RhdHVzGAMgASgJEg4KBm91dHB1dBgEIAEoCRIRCgl0cnVuY2F0ZWQYBSABKAgSEwoLZHVyYXRpb25fbXMYBiABKA0iZQoPUnVuU3RhdGVDaGFuZ2VkEiEKBGZyb20YASABKA4yEy5wYWx5cmEudjEuUnVuU3RhdGUSHwoCdG8YAiABKA4yEy5wYWx5cmEudjEuUnVuU3RhdGUSDgoGcmVhc29uGAMgASgJIrABChFDb21wYWN0aW9uQXBwbGllZBIPCgdzdW1tYXJ5GAEgASgJEhAKCGZyb21fc2VxGAIgASgEEg4KBnRvX3NlcRgDIAEoBBIVCg1jaGVja3BvaW50X2lkGAQgASgJEhAKCHN0cmF0ZWd5GAUgASgJEhIKCnN1bW1hcml6ZXIYBiABKAkSFQoNdG9rZW5zX2JlZm9yZRgHIAEoBBIUCgx0b2tlbnNfYWZ0ZXIYCCABKAQiZwoSQ2hlY2twb2ludFJlc3RvcmVkEhUKDWNoZWNrcG9pbnRfaWQYASABKAkSFAoMcmVzdG9yZWRfc2VxGAIgASgEEhgKEGhpc3RvcnlfZnJvbV9zZXEYAyABKAQSCgoCYnkYBCABKAkiQgoFVXNhZ2USDAoEdHVybhgBIAEoDRIUCgxpbnB1dF90b2tlbnMYAiABKA0SFQoNb3V0cHV0X3Rva2VucxgDIAEoDSIpCghSdW5FcnJvchIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkiKwoLU2Vzc2lvbk5vdGUSDgoGYXV0aG9yGAEgASgJEgwKBHRleHQYAiABKAkinQEKDEdyYW50Q2hhbmdlZBITCgthcHByb3ZhbF9pZBgBIAEoCRIMCgR0b29sGAIgASgJEg4KBmNoYW5nZRgDIAEoCRIKCgJieRgEIAEoCRIMCgR1c2VzGAUgASgNEhAKCG1heF91c2VzGAYgASgNEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIo8ICglUYXBlRXZlbnQSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEAoIdGFwZV9zZXEYAyABKAQSJgoCYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KDHJ1bl9hY2NlcHRlZBgKIAEoCzIWLnBhbHlyYS52MS5SdW5BY2NlcHRlZEgAEi4KDHVzZXJfbWVzc2FnZRgLIAEoCzIWLnBhbHlyYS52MS5Vc2VyTWVzc2FnZUgAEjAKDW1vZGVsX3JlcXVlc3QYDCABKAsyFy5wYWx5cmEudjEuTW9kZWxSZXF1ZXN0SAASNAoPYXNzaXN0YW50X2RlbHRhGA0gASgLMhkucGFseXJhLnYxLkFzc2lzdGFudERlbHRhSAASOAoRYXNzaXN0YW50X21lc3NhZ2UYDiABKAsyGy5wYWx5cmEudjEuQXNzaXN0YW50TWVzc2FnZUgAEjAKDXRvb2xfcHJvcG9zZWQYDyABKAsyFy5wYWx5cmEudjEuVG9vbFByb3Bvc2VkSAASMgoOcG9saWN5X2RlY2lkZWQYECABKAsyGC5wYWx5cmEudjEuUG9saWN5RGVjaWRlZEgAEjoKEmFwcHJvdmFsX3JlcXVlc3RlZBgRIAEoCzIcLnBhbHlyYS52MS5BcHByb3ZhbFJlcXVlc3RlZEgAEjgKEWFwcHJvdmFsX3Jlc29sdmVkGBIgASgLMhsucGFseXJhLnYxLkFwcHJvdmFsUmVzb2x2ZWRIABIuCgx0b29sX3N0YXJ0ZWQYEyABKAsyFi5wYWx5cmEudjEuVG9vbFN0YXJ0ZWRIABIsCgt0b29sX3Jlc3VsdBgUIAEoCzIVLnBhbHlyYS52MS5Ub29sUmVzdWx0SAASNwoRcnVuX3N0YXRlX2NoYW5nZWQYFSABKAsyGi5wYWx5cmEudjEuUnVuU3RhdGVDaGFuZ2VkSAASOgoSY29tcGFjdGlvbl9hcHBsaWVkGBYgASgLMhwucGFseXJhLnYxLkNvbXBhY3Rpb25BcHBsaWVkSAASIQoFdXNhZ2UYFyABKAsyEC5wYWx5cmEudjEuVXNhZ2VIABIoCglydW5fZXJyb3IYGCABKAsyEy5wYWx5cmEudjEuUnVuRXJyb3JIABIuCgxzZXNzaW9uX25vdGUYGSABKAsyFi5wYWx5cmEudjEuU2Vzc2lvbk5vdGVIABIwCg1ncmFudF9jaGFuZ2VkGBogASgLMhcucGFseXJhLnYxLkdyYW50Q2hhbmdlZEgAEjwKE2NoZWNrcG9pbnRfcmVzdG9yZWQYGyABKAsyHS5wYWx5cmEudjEuQ2hlY2twb2ludFJlc3RvcmVkSABCBgoEa2luZCKJAgoDUnVuEgoKAmlkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSEQoJcHJpbmNpcGFsGAMgASgJEiIKBXN0YXRlGAQgASgOMhMucGFseXJhLnYxLlJ1blN0YXRlEg0KBWlucHV0GAUgASgJEhEKCXN0YXJ0X3NlcRgGIAEoBBISCgplcnJvcl9jb2RlGAcgASgJEhUKDWVycm9yX21lc3NhZ2UYCCABKAkSLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAitwIKB1Nlc3Npb24SCgoCaWQYASABKAkSEQoJcHJpbmNpcGFsGAIgASgJEgsKA2tleRgDIAEoCRIPCgdjaGFubmVsGAQgASgJEg0KBXRpdGxlGAUgASgJEhEKCXBhcmVudF9pZBgGIAEoCRISCgpwYXJlbnRfc2VxGAcgASgEEhgKEHJlc2V0X2dlbmVyYXRpb24YCCABKA0SGAoQaGlzdG9yeV9mcm9tX3NlcRgJIAEoBBITCgt0b2tlbnNfdXNlZBgKIAEoBBIQCghhcmNoaXZlZBgLIAEoCBIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK/AwoIQXBwcm92YWwSCgoCaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIOCgZydW5faWQYAyABKAkSFAoMdG9vbF9jYWxsX2lkGAQgASgJEhEKCXByaW5jaXBhbBgFIAEoCRIMCgR0b29sGAYgASgJEhMKC2FyZ3NfZGlnZXN0GAcgASgJEh0KBHJpc2sYCCABKA4yDy5wYWx5cmEudjEuUmlzaxIPCgdzdW1tYXJ5GAkgASgJEikKBnN0YXR1cxgKIAEoDjIZLnBhbHlyYS52MS5BcHByb3ZhbFN0YXR1cxInCgVzY29wZRgLIAEoDjIYLnBhbHlyYS52MS5BcHByb3ZhbFNjb3BlEjAKDHJlcXVlc3RlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLcmVzb2x2ZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHJlc29sdmVyGA8gASgJEg4KBnJlYXNvbhgQIAEoCSJJCg1TZXNzaW9uVGFyZ2V0EhIKCnNlc3Npb25faWQYASABKAkSEwoLc2Vzc2lvbl9rZXkYAiABKAkSDwoHY2hhbm5lbBgDIAEoCSJCCghTdGFydFJ1bhIoCgZ0YXJnZXQYASABKAsyGC5wYWx5cmEudjEuU2Vzc2lvblRhcmdldBIMCgR0ZXh0GAIgASgJIi8KBlJlc3VtZRISCgpzZXNzaW9uX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoBCJxChBBcHByb3ZhbERlY2lzaW9uEhMKC2FwcHJvdmFsX2lkGAEgASgJEg8KB2FwcHJvdmUYAiABKAgSJwoFc2NvcGUYAyABKA4yGC5wYWx5cmEudjEuQXBwcm92YWxTY29wZRIOCgZyZWFzb24YBCABKAkiGwoJQ2FuY2VsUnVuEg4KBnJ1bl9pZBgBIAEoCSLTAQoQUnVuU3RyZWFtUmVxdWVzdBIkCgVzdGFydBgBIAEoCzITLnBhbHlyYS52MS5TdGFydFJ1bkgAEhEKB21lc3NhZ2UYAiABKAlIABIvCghhcHByb3ZhbBgDIAEoCzIbLnBhbHlyYS52MS5BcHByb3ZhbERlY2lzaW9uSAASJgoGY2FuY2VsGAQgASgLMhQucGFseXJhLnYxLkNhbmNlbFJ1bkgAEiMKBnJlc3VtZRgFIAEoCzIRLnBhbHlyYS52MS5SZXN1bWVIAEIICgZhY3Rpb24iWwoRUnVuU3RyZWFtUmVzcG9uc2USJQoFZXZlbnQYASABKAsyFC5wYWx5cmEudjEuVGFwZUV2ZW50SAASFAoKc2Vzc2lvbl9pZBgCIAEoCUgAQgkKB3BheWxvYWQiTQoTUm91dGVNZXNzYWdlUmVxdWVzdBIoCgZ0YXJnZXQYASABKAsyGC5wYWx5cmEudjEuU2Vzc2lvblRhcmdldBIMCgR0ZXh0GAIgASgJIjoKFFJvdXRlTWVzc2FnZVJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJIh8KDUdldFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIi0KDkdldFJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLnBhbHlyYS52MS5SdW4iZQoUTGlzdEFwcHJvdmFsc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSKQoGc3RhdHVzGAMgASgOMhkucGFseXJhLnYxLkFwcHJvdmFsU3RhdHVzIj8KFUxpc3RBcHByb3ZhbHNSZXNwb25zZRImCglhcHByb3ZhbHMYASADKAsyEy5wYWx5cmEudjEuQXBwcm92YWwiKQoSR2V0QXBwcm92YWxSZXF1ZXN0EhMKC2FwcHJvdmFsX2lkGAEgASgJIjwKE0dldEFwcHJvdmFsUmVzcG9uc2USJQoIYXBwcm92YWwYASABKAsyEy5wYWx5cmEudjEuQXBwcm92YWwiRwoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBItCghkZWNpc2lvbhgBIAEoCzIbLnBhbHlyYS52MS5BcHByb3ZhbERlY2lzaW9uIkAKF1Jlc29sdmVBcHByb3ZhbFJlc3BvbnNlEiUKCGFwcHJvdmFsGAEgASgLMhMucGFseXJhLnYxLkFwcHJvdmFsIlAKFVJlc29sdmVTZXNzaW9uUmVxdWVzdBIoCgZ0YXJnZXQYASABKAsyGC5wYWx5cmEudjEuU2Vzc2lvblRhcmdldBINCgV0aXRsZRgCIAEoCSI9ChZSZXNvbHZlU2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5wYWx5cmEudjEuU2Vzc2lvbiInChFHZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIjkKEkdldFNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIucGFseXJhLnYxLlNlc3Npb24iPgoTTGlzdFNlc3Npb25zUmVxdWVzdBIYChBpbmNsdWRlX2FyY2hpdmVkGAEgASgIEg0KBWxpbWl0GAIgASgNIjwKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiQKCHNlc3Npb25zGAEgAygLMhIucGFseXJhLnYxLlNlc3Npb24iKQoTUmVzZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIjsKFFJlc2V0U2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5wYWx5cmEudjEuU2Vzc2lvbiJJChRCcmFuY2hTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBmF0X3NlcRgCIAEoBBINCgV0aXRsZRgDIAEoCSI8ChVCcmFuY2hTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLnBhbHlyYS52MS5TZXNzaW9uIkcKD1JlYWRUYXBlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoBBINCgVsaW1pdBgDIAEoDSJQChBSZWFkVGFwZVJlc3BvbnNlEiQKBmV2ZW50cxgBIAMoCzIULnBhbHlyYS52MS5UYXBlRXZlbnQSFgoObmV4dF9hZnRlcl9zZXEYAiABKAQiDwoNVmVyaWZ5UmVxdWVzdCJzCg5WZXJpZnlSZXNwb25zZRIKCgJvaxgBIAEoCBIPCgdjaGVja2VkGAIgASgEEg4KBnJlYXNvbhgDIAEoCRIOCgZkZXRhaWwYBCABKAkSEgoKc2Vzc2lvbl9pZBgFIAEoCRIQCgh0YXBlX3NlcRgGIAEoBCrWAQoIUnVuU3RhdGUSGQoVUlVOX1NUQVRFX1VOU1BFQ0lGSUVEEAASFQoRUlVOX1NUQVRFX1BFTkRJTkcQARIWChJSVU5fU1RBVEVfQUNDRVBURUQQAhIZChVSVU5fU1RBVEVfSU5fUFJPR1JFU1MQAxIiCh5SVU5fU1RBVEVfV0FJVElOR19GT1JfQVBQUk9WQUwQBBISCg5SVU5fU1RBVEVfRE9ORRAFEhcKE1JVTl9TVEFURV9DQU5DRUxMRUQQBhIUChBSVU5fU1RBVEVfRkFJTEVEEAcqUQoEUmlzaxIUChBSSVNLX1VOU1BFQ0lGSUVEEAASDAoIUklTS19MT1cQARISCg5SSVNLX1NFTlNJVElWRRACEhEKDVJJU0tfQ1JJVElDQUwQAyp/Cg1BcHByb3ZhbFNjb3BlEh4KGkFQUFJPVkFMX1NDT1BFX1VOU1BFQ0lGSUVEEAASFwoTQVBQUk9WQUxfU0NPUEVfT05DRRABEhoKFkFQUFJPVkFMX1NDT1BFX1NFU1NJT04QAhIZChVBUFBST1ZBTF9TQ09QRV9BTFdBWVMQAyqMAQoOUG9saWN5RGVjaXNpb24SHwobUE9MSUNZX0RFQ0lTSU9OX1VOU1BFQ0lGSUVEEAASGQoVUE9MSUNZX0RFQ0lTSU9OX0FMTE9XEAESGAoUUE9MSUNZX0RFQ0lTSU9OX0RFTlkQAhIkCiBQT0xJQ1lfREVDSVNJT05fUkVRVUlSRV9BUFBST1ZBTBADKsIBCg5BcHByb3ZhbFN0YXR1cxIfChtBUFBST1ZBTF9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdBUFBST1ZBTF9TVEFUVVNfUEVORElORxABEhwKGEFQUFJPVkFMX1NUQVRVU19BUFBST1ZFRBACEhoKFkFQUFJPVkFMX1NUQVRVU19ERU5JRUQQAxIbChdBUFBST1ZBTF9TVEFUVVNfRVhQSVJFRBAEEhsKF0FQUFJPVkFMX1NUQVRVU19SRVZPS0VEEAUy7AEKDkdhdGV3YXlTZXJ2aWNlEkoKCVJ1blN0cmVhbRIbLnBhbHlyYS52MS5SdW5TdHJlYW1SZXF1ZXN0GhwucGFseXJhLnYxLlJ1blN0cmVhbVJlc3BvbnNlKAEwARJPCgxSb3V0ZU1lc3NhZ2USHi5wYWx5cmEudjEuUm91dGVNZXNzYWdlUmVxdWVzdBofLnBhbHlyYS52MS5Sb3V0ZU1lc3NhZ2VSZXNwb25zZRI9CgZHZXRSdW4SGC5wYWx5cmEudjEuR2V0UnVuUmVxdWVzdBoZLnBhbHlyYS52MS5HZXRSdW5SZXNwb25zZTKOAgoQQXBwcm92YWxzU2VydmljZRJSCg1MaXN0QXBwcm92YWxzEh8ucGFseXJhLnYxLkxpc3RBcHByb3ZhbHNSZXF1ZXN0GiAucGFseXJhLnYxLkxpc3RBcHByb3ZhbHNSZXNwb25zZRJMCgtHZXRBcHByb3ZhbBIdLnBhbHlyYS52MS5HZXRBcHByb3ZhbFJlcXVlc3QaHi5wYWx5cmEudjEuR2V0QXBwcm92YWxSZXNwb25zZRJYCg9SZXNvbHZlQXBwcm92YWwSIS5wYWx5cmEudjEuUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBoiLnBhbHlyYS52MS5SZXNvbHZlQXBwcm92YWxSZXNwb25zZTKpAwoPU2Vzc2lvbnNTZXJ2aWNlElUKDlJlc29sdmVTZXNzaW9uEiAucGFseXJhLnYxLlJlc29sdmVTZXNzaW9uUmVxdWVzdBohLnBhbHlyYS52MS5SZXNvbHZlU2Vzc2lvblJlc3BvbnNlEkkKCkdldFNlc3Npb24SHC5wYWx5cmEudjEuR2V0U2Vzc2lvblJlcXVlc3QaHS5wYWx5cmEudjEuR2V0U2Vzc2lvblJlc3BvbnNlEk8KDExpc3RTZXNzaW9ucxIeLnBhbHlyYS52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0Gh8ucGFseXJhLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlEk8KDFJlc2V0U2Vzc2lvbhIeLnBhbHlyYS52MS5SZXNldFNlc3Npb25SZXF1ZXN0Gh8ucGFseXJhLnYxLlJlc2V0U2Vzc2lvblJlc3BvbnNlElIKDUJyYW5jaFNlc3Npb24SHy5wYWx5cmEudjEuQnJhbmNoU2Vzc2lvblJlcXVlc3QaIC5wYWx5cmEudjEuQnJhbmNoU2Vzc2lvblJlc3BvbnNlMpQBCg5Kb3VybmFsU2VydmljZRJDCghSZWFkVGFwZRIaLnBhbHlyYS52MS5SZWFkVGFwZVJlcXVlc3QaGy5wYWx5cmEudjEuUmVhZFRhcGVSZXNwb25zZRI9CgZWZXJpZnkSGC5wYWx5cmEudjEuVmVyaWZ5UmVxdWVzdBoZLnBhbHlyYS52MS5WZXJpZnlSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChdwYWx5cmEvdjEvZ2F0ZXdheS5wcm90bxIJcGFseXJhLnYxIjcKC1J1bkFjY2VwdGVkEhEKCXByaW5jaXBhbBgBIAEoCRIVCg1xdWV1ZWRfYmVoaW5kGAIgASgJIhsKC1VzZXJNZXNzYWdlEgwKBHRleHQYASABKAkixAEKEFVzYWdlUm91dGluZ1BsYW4SDQoFYWdlbnQYASABKAkSDAoEcnVsZRgCIAEoCRIOCgZyZWFzb24YAyABKAkSEwoLdXNlZF90b2tlbnMYBCABKAQSFQoNYnVkZ2V0X3Rva2VucxgFIAEoBBIdChB0aHJlc2hvbGRfdG9rZW5zGAYgASgESACIAQESEgoKY2FuZGlkYXRlcxgHIAMoCRIPCgdhdHRlbXB0GAggASgNQhMKEV90aHJlc2hvbGRfdG9rZW5zIpQBCgxNb2RlbFJlcXVlc3QSDAoEdHVybhgBIAEoDRINCgVtb2RlbBgCIAEoCRIQCghtZXNzYWdlcxgDIAEoDRIYChBlc3RpbWF0ZWRfdG9rZW5zGAQgASgNEg0KBXRvb2xzGAUgAygJEiwKB3JvdXRpbmcYBiABKAsyGy5wYWx5cmEudjEuVXNhZ2VSb3V0aW5nUGxhbiIsCg5Bc3Npc3RhbnREZWx0YRIMCgR0dXJuGAEgASgNEgwKBHRleHQYAiABKAkiRQoQQXNzaXN0YW50TWVzc2FnZRIMCgR0dXJuGAEgASgNEgwKBHRleHQYAiABKAkSFQoNZmluaXNoX3JlYXNvbhgDIAEoCSKHAQoMVG9vbFByb3Bvc2VkEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIYChBwcm92aWRlcl9jYWxsX2lkGAIgASgJEgwKBHRvb2wYAyABKAkSJAoEYXJncxgEIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRITCgthcmdzX2RpZ2VzdBgFIAEoCSKFAQoNUG9saWN5RGVjaWRlZBIUCgx0b29sX2NhbGxfaWQYASABKAkSDAoEdG9vbBgCIAEoCRIrCghkZWNpc2lvbhgDIAEoDjIZLnBhbHlyYS52MS5Qb2xpY3lEZWNpc2lvbhISCgpwb2xpY3lfaWRzGAQgAygJEg8KB3JlYXNvbnMYBSADKAkiwQEKEUFwcHJvdmFsUmVxdWVzdGVkEhMKC2FwcHJvdmFsX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRIMCgR0b29sGAMgASgJEh0KBHJpc2sYBCABKA4yDy5wYWx5cmEudjEuUmlzaxITCgthcmdzX2RpZ2VzdBgFIAEoCRIPCgdzdW1tYXJ5GAYgASgJEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpQBChBBcHByb3ZhbFJlc29sdmVkEhMKC2FwcHJvdmFsX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRIQCghkZWNpc2lvbhgDIAEoCRInCgVzY29wZRgEIAEoDjIYLnBhbHlyYS52MS5BcHByb3ZhbFNjb3BlEgoKAmJ5GAUgASgJEg4KBnJlYXNvbhgGIAEoCSJCCgtUb29sU3RhcnRlZBIUCgx0b29sX2NhbGxfaWQYASABKAkSDAoEdG9vbBgCIAEoCRIPCgdhdHRlbXB0GAMgASgNIngKClRvb2xSZXN1bHQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEgwKBHRvb2wYAiABKAkSDgoGc3RhdHVzGAMgASgJEg4KBm91dHB1dBgEIAEoCRIRCgl0cnVuY2F0ZWQYBSABKAgSEwoLZHVyYXRpb25fbXMYBiABKA0iZQoPUnVuU3RhdGVDaGFuZ2VkEiEKBGZyb20YASABKA4yEy5wYWx5cmEudjEuUnVuU3RhdGUSHwoCdG8YAiABKA4yEy5wYWx5cmEudjEuUnVuU3RhdGUSDgoGcmVhc29uGAMgASgJIrABChFDb21wYWN0aW9uQXBwbGllZBIPCgdzdW1tYXJ5GAEgASgJEhAKCGZyb21fc2VxGAIgASgEEg4KBnRvX3NlcRgDIAEoBBIVCg1jaGVja3BvaW50X2lkGAQgASgJEhAKCHN0cmF0ZWd5GAUgASgJEhIKCnN1bW1hcml6ZXIYBiABKAkSFQoNdG9rZW5zX2JlZm9yZRgHIAEoBBIUCgx0b2tlbnNfYWZ0ZXIYCCABKAQiZwoSQ2hlY2twb2ludFJlc3RvcmVkEhUKDWNoZWNrcG9pbnRfaWQYASABKAkSFAoMcmVzdG9yZWRfc2VxGAIgASgEEhgKEGhpc3RvcnlfZnJvbV9zZXEYAyABKAQSCgoCYnkYBCABKAkiQgoFVXNhZ2USDAoEdHVybhgBIAEoDRIUCgxpbnB1dF90b2tlbnMYAiABKA0SFQoNb3V0cHV0X3Rva2VucxgDIAEoDSIpCghSdW5FcnJvchIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkiKwoLU2Vzc2lvbk5vdGUSDgoGYXV0aG9yGAEgASgJEgwKBHRleHQYAiABKAkinQEKDEdyYW50Q2hhbmdlZBITCgthcHByb3ZhbF9pZBgBIAEoCRIMCgR0b29sGAIgASgJEg4KBmNoYW5nZRgDIAEoCRIKCgJieRgEIAEoCRIMCgR1c2VzGAUgASgNEhAKCG1heF91c2VzGAYgASgNEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIo8ICglUYXBlRXZlbnQSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEAoIdGFwZV9zZXEYAyABKAQSJgoCYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KDHJ1bl9hY2NlcHRlZBgKIAEoCzIWLnBhbHlyYS52MS5SdW5BY2NlcHRlZEgAEi4KDHVzZXJfbWVzc2FnZRgLIAEoCzIWLnBhbHlyYS52MS5Vc2VyTWVzc2FnZUgAEjAKDW1vZGVsX3JlcXVlc3QYDCABKAsyFy5wYWx5cmEudjEuTW9kZWxSZXF1ZXN0SAASNAoPYXNzaXN0YW50X2RlbHRhGA0gASgLMhkucGFseXJhLnYxLkFzc2lzdGFudERlbHRhSAASOAoRYXNzaXN0YW50X21lc3NhZ2UYDiABKAsyGy5wYWx5cmEudjEuQXNzaXN0YW50TWVzc2FnZUgAEjAKDXRvb2xfcHJvcG9zZWQYDyABKAsyFy5wYWx5cmEudjEuVG9vbFByb3Bvc2VkSAASMgoOcG9saWN5X2RlY2lkZWQYECABKAsyGC5wYWx5cmEudjEuUG9saWN5RGVjaWRlZEgAEjoKEmFwcHJvdmFsX3JlcXVlc3RlZBgRIAEoCzIcLnBhbHlyYS52MS5BcHByb3ZhbFJlcXVlc3RlZEgAEjgKEWFwcHJvdmFsX3Jlc29sdmVkGBIgASgLMhsucGFseXJhLnYxLkFwcHJvdmFsUmVzb2x2ZWRIABIuCgx0b29sX3N0YXJ0ZWQYEyABKAsyFi5wYWx5cmEudjEuVG9vbFN0YXJ0ZWRIABIsCgt0b29sX3Jlc3VsdBgUIAEoCzIVLnBhbHlyYS52MS5Ub29sUmVzdWx0SAASNwoRcnVuX3N0YXRlX2NoYW5nZWQYFSABKAsyGi5wYWx5cmEudjEuUnVuU3RhdGVDaGFuZ2VkSAASOgoSY29tcGFjdGlvbl9hcHBsaWVkGBYgASgLMhwucGFseXJhLnYxLkNvbXBhY3Rpb25BcHBsaWVkSAASIQoFdXNhZ2UYFyABKAsyEC5wYWx5cmEudjEuVXNhZ2VIABIoCglydW5fZXJyb3IYGCABKAsyEy5wYWx5cmEudjEuUnVuRXJyb3JIABIuCgxzZXNzaW9uX25vdGUYGSABKAsyFi5wYWx5cmEudjEuU2Vzc2lvbk5vdGVIABIwCg1ncmFudF9jaGFuZ2VkGBogASgLMhcucGFseXJhLnYxLkdyYW50Q2hhbmdlZEgAEjwKE2NoZWNrcG9pbnRfcmVzdG9yZWQYGyABKAsyHS5wYWx5cmEudjEuQ2hlY2twb2ludFJlc3RvcmVkSABCBgoEa2luZCKJAgoDUnVuEgoKAmlkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSEQoJcHJpbmNpcGFsGAMgASgJEiIKBXN0YXRlGAQgASgOMhMucGFseXJhLnYxLlJ1blN0YXRlEg0KBWlucHV0GAUgASgJEhEKCXN0YXJ0X3NlcRgGIAEoBBISCgplcnJvcl9jb2RlGAcgASgJEhUKDWVycm9yX21lc3NhZ2UYCCABKAkSLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiyQIKB1Nlc3Npb24SCgoCaWQYASABKAkSEQoJcHJpbmNpcGFsGAIgASgJEgsKA2tleRgDIAEoCRIPCgdjaGFubmVsGAQgASgJEg0KBXRpdGxlGAUgASgJEhEKCXBhcmVudF9pZBgGIAEoCRISCgpwYXJlbnRfc2VxGAcgASgEEhgKEHJlc2V0X2dlbmVyYXRpb24YCCABKA0SGAoQaGlzdG9yeV9mcm9tX3NlcRgJIAEoBBITCgt0b2tlbnNfdXNlZBgKIAEoBBIQCghhcmNoaXZlZBgLIAEoCBIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghhZ2VudF9pZBgOIAEoCSK/AwoIQXBwcm92YWwSCgoCaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIOCgZydW5faWQYAyABKAkSFAoMdG9vbF9jYWxsX2lkGAQgASgJEhEKCXByaW5jaXBhbBgFIAEoCRIMCgR0b29sGAYgASgJEhMKC2FyZ3NfZGlnZXN0GAcgASgJEh0KBHJpc2sYCCABKA4yDy5wYWx5cmEudjEuUmlzaxIPCgdzdW1tYXJ5GAkgASgJEikKBnN0YXR1cxgKIAEoDjIZLnBhbHlyYS52MS5BcHByb3ZhbFN0YXR1cxInCgVzY29wZRgLIAEoDjIYLnBhbHlyYS52MS5BcHByb3ZhbFNjb3BlEjAKDHJlcXVlc3RlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLcmVzb2x2ZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHJlc29sdmVyGA8gASgJEg4KBnJlYXNvbhgQIAEoCSJYCg1TZXNzaW9uVGFyZ2V0EhIKCnNlc3Npb25faWQYASABKAkSEwoLc2Vzc2lvbl9rZXkYAiABKAkSDwoHY2hhbm5lbBgDIAEoCRINCgVhZ2VudBgEIAEoCSJCCghTdGFydFJ1bhIoCgZ0YXJnZXQYASABKAsyGC5wYWx5cmEudjEuU2Vzc2lvblRhcmdldBIMCgR0ZXh0GAIgASgJIi8KBlJlc3VtZRISCgpzZXNzaW9uX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoBCJxChBBcHByb3ZhbERlY2lzaW9uEhMKC2FwcHJvdmFsX2lkGAEgASgJEg8KB2FwcHJvdmUYAiABKAgSJwoFc2NvcGUYAyABKA4yGC5wYWx5cmEudjEuQXBwcm92YWxTY29wZRIOCgZyZWFzb24YBCABKAkiGwoJQ2FuY2VsUnVuEg4KBnJ1bl9pZBgBIAEoCSLTAQoQUnVuU3RyZWFtUmVxdWVzdBIkCgVzdGFydBgBIAEoCzITLnBhbHlyYS52MS5TdGFydFJ1bkgAEhEKB21lc3NhZ2UYAiABKAlIABIvCghhcHByb3ZhbBgDIAEoCzIbLnBhbHlyYS52MS5BcHByb3ZhbERlY2lzaW9uSAASJgoGY2FuY2VsGAQgASgLMhQucGFseXJhLnYxLkNhbmNlbFJ1bkgAEiMKBnJlc3VtZRgFIAEoCzIRLnBhbHlyYS52MS5SZXN1bWVIAEIICgZhY3Rpb24iWwoRUnVuU3RyZWFtUmVzcG9uc2USJQoFZXZlbnQYASABKAsyFC5wYWx5cmEudjEuVGFwZUV2ZW50SAASFAoKc2Vzc2lvbl9pZBgCIAEoCUgAQgkKB3BheWxvYWQiTQoTUm91dGVNZXNzYWdlUmVxdWVzdBIoCgZ0YXJnZXQYASABKAsyGC5wYWx5cmEudjEuU2Vzc2lvblRhcmdldBIMCgR0ZXh0GAIgASgJIjoKFFJvdXRlTWVzc2FnZVJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJIh8KDUdldFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIi0KDkdldFJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLnBhbHlyYS52MS5SdW4iZQoUTGlzdEFwcHJvdmFsc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSKQoGc3RhdHVzGAMgASgOMhkucGFseXJhLnYxLkFwcHJvdmFsU3RhdHVzIj8KFUxpc3RBcHByb3ZhbHNSZXNwb25zZRImCglhcHByb3ZhbHMYASADKAsyEy5wYWx5cmEudjEuQXBwcm92YWwiKQoSR2V0QXBwcm92YWxSZXF1ZXN0EhMKC2FwcHJvdmFsX2lkGAEgASgJIjwKE0dldEFwcHJvdmFsUmVzcG9uc2USJQoIYXBwcm92YWwYASABKAsyEy5wYWx5cmEudjEuQXBwcm92YWwiRwoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBItCghkZWNpc2lvbhgBIAEoCzIbLnBhbHlyYS52MS5BcHByb3ZhbERlY2lzaW9uIkAKF1Jlc29sdmVBcHByb3ZhbFJlc3BvbnNlEiUKCGFwcHJvdmFsGAEgASgLMhMucGFseXJhLnYxLkFwcHJvdmFsIlAKFVJlc29sdmVTZXNzaW9uUmVxdWVzdBIoCgZ0YXJnZXQYASABKAsyGC5wYWx5cmEudjEuU2Vzc2lvblRhcmdldBINCgV0aXRsZRgCIAEoCSI9ChZSZXNvbHZlU2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5wYWx5cmEudjEuU2Vzc2lvbiInChFHZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIjkKEkdldFNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIucGFseXJhLnYxLlNlc3Npb24iPgoTTGlzdFNlc3Npb25zUmVxdWVzdBIYChBpbmNsdWRlX2FyY2hpdmVkGAEgASgIEg0KBWxpbWl0GAIgASgNIjwKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiQKCHNlc3Npb25zGAEgAygLMhIucGFseXJhLnYxLlNlc3Npb24iKQoTUmVzZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIjsKFFJlc2V0U2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5wYWx5cmEudjEuU2Vzc2lvbiJJChRCcmFuY2hTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBmF0X3NlcRgCIAEoBBINCgV0aXRsZRgDIAEoCSI8ChVCcmFuY2hTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLnBhbHlyYS52MS5TZXNzaW9uInkKBUFnZW50EgoKAmlkGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEg0KBXRvb2xzGAMgAygJEg4KBm1vZGVscxgEIAMoCRIVCg1yb3V0ZWRfbW9kZWxzGAUgAygJEhkKEXJvdXRpbmdfdGhyZXNob2xkGAYgASgBIhMKEUxpc3RBZ2VudHNSZXF1ZXN0IjYKEkxpc3RBZ2VudHNSZXNwb25zZRIgCgZhZ2VudHMYASADKAsyEC5wYWx5cmEudjEuQWdlbnQiRwoPUmVhZFRhcGVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEQoJYWZ0ZXJfc2VxGAIgASgEEg0KBWxpbWl0GAMgASgNIlAKEFJlYWRUYXBlUmVzcG9uc2USJAoGZXZlbnRzGAEgAygLMhQucGFseXJhLnYxLlRhcGVFdmVudBIWCg5uZXh0X2FmdGVyX3NlcRgCIAEoBCIPCg1WZXJpZnlSZXF1ZXN0InMKDlZlcmlmeVJlc3BvbnNlEgoKAm9rGAEgASgIEg8KB2NoZWNrZWQYAiABKAQSDgoGcmVhc29uGAMgASgJEg4KBmRldGFpbBgEIAEoCRISCgpzZXNzaW9uX2lkGAUgASgJEhAKCHRhcGVfc2VxGAYgASgEKtYBCghSdW5TdGF0ZRIZChVSVU5fU1RBVEVfVU5TUEVDSUZJRUQQABIVChFSVU5fU1RBVEVfUEVORElORxABEhYKElJVTl9TVEFURV9BQ0NFUFRFRBACEhkKFVJVTl9TVEFURV9JTl9QUk9HUkVTUxADEiIKHlJVTl9TVEFURV9XQUlUSU5HX0ZPUl9BUFBST1ZBTBAEEhIKDlJVTl9TVEFURV9ET05FEAUSFwoTUlVOX1NUQVRFX0NBTkNFTExFRBAGEhQKEFJVTl9TVEFURV9GQUlMRUQQBypRCgRSaXNrEhQKEFJJU0tfVU5TUEVDSUZJRUQQABIMCghSSVNLX0xPVxABEhIKDlJJU0tfU0VOU0lUSVZFEAISEQoNUklTS19DUklUSUNBTBADKn8KDUFwcHJvdmFsU2NvcGUSHgoaQVBQUk9WQUxfU0NPUEVfVU5TUEVDSUZJRUQQABIXChNBUFBST1ZBTF9TQ09QRV9PTkNFEAESGgoWQVBQUk9WQUxfU0NPUEVfU0VTU0lPThACEhkKFUFQUFJPVkFMX1NDT1BFX0FMV0FZUxADKowBCg5Qb2xpY3lEZWNpc2lvbhIfChtQT0xJQ1lfREVDSVNJT05fVU5TUEVDSUZJRUQQABIZChVQT0xJQ1lfREVDSVNJT05fQUxMT1cQARIYChRQT0xJQ1lfREVDSVNJT05fREVOWRACEiQKIFBPTElDWV9ERUNJU0lPTl9SRVFVSVJFX0FQUFJPVkFMEAMqwgEKDkFwcHJvdmFsU3RhdHVzEh8KG0FQUFJPVkFMX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF0FQUFJPVkFMX1NUQVRVU19QRU5ESU5HEAESHAoYQVBQUk9WQUxfU1RBVFVTX0FQUFJPVkVEEAISGgoWQVBQUk9WQUxfU1RBVFVTX0RFTklFRBADEhsKF0FQUFJPVkFMX1NUQVRVU19FWFBJUkVEEAQSGwoXQVBQUk9WQUxfU1RBVFVTX1JFVk9LRUQQBTLsAQoOR2F0ZXdheVNlcnZpY2USSgoJUnVuU3RyZWFtEhsucGFseXJhLnYxLlJ1blN0cmVhbVJlcXVlc3QaHC5wYWx5cmEudjEuUnVuU3RyZWFtUmVzcG9uc2UoATABEk8KDFJvdXRlTWVzc2FnZRIeLnBhbHlyYS52MS5Sb3V0ZU1lc3NhZ2VSZXF1ZXN0Gh8ucGFseXJhLnYxLlJvdXRlTWVzc2FnZVJlc3BvbnNlEj0KBkdldFJ1bhIYLnBhbHlyYS52MS5HZXRSdW5SZXF1ZXN0GhkucGFseXJhLnYxLkdldFJ1blJlc3BvbnNlMo4CChBBcHByb3ZhbHNTZXJ2aWNlElIKDUxpc3RBcHByb3ZhbHMSHy5wYWx5cmEudjEuTGlzdEFwcHJvdmFsc1JlcXVlc3QaIC5wYWx5cmEudjEuTGlzdEFwcHJvdmFsc1Jlc3BvbnNlEkwKC0dldEFwcHJvdmFsEh0ucGFseXJhLnYxLkdldEFwcHJvdmFsUmVxdWVzdBoeLnBhbHlyYS52MS5HZXRBcHByb3ZhbFJlc3BvbnNlElgKD1Jlc29sdmVBcHByb3ZhbBIhLnBhbHlyYS52MS5SZXNvbHZlQXBwcm92YWxSZXF1ZXN0GiIucGFseXJhLnYxLlJlc29sdmVBcHByb3ZhbFJlc3BvbnNlMqkDCg9TZXNzaW9uc1NlcnZpY2USVQoOUmVzb2x2ZVNlc3Npb24SIC5wYWx5cmEudjEuUmVzb2x2ZVNlc3Npb25SZXF1ZXN0GiEucGFseXJhLnYxLlJlc29sdmVTZXNzaW9uUmVzcG9uc2USSQoKR2V0U2Vzc2lvbhIcLnBhbHlyYS52MS5HZXRTZXNzaW9uUmVxdWVzdBodLnBhbHlyYS52MS5HZXRTZXNzaW9uUmVzcG9uc2USTwoMTGlzdFNlc3Npb25zEh4ucGFseXJhLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaHy5wYWx5cmEudjEuTGlzdFNlc3Npb25zUmVzcG9uc2USTwoMUmVzZXRTZXNzaW9uEh4ucGFseXJhLnYxLlJlc2V0U2Vzc2lvblJlcXVlc3QaHy5wYWx5cmEudjEuUmVzZXRTZXNzaW9uUmVzcG9uc2USUgoNQnJhbmNoU2Vzc2lvbhIfLnBhbHlyYS52MS5CcmFuY2hTZXNzaW9uUmVxdWVzdBogLnBhbHlyYS52MS5CcmFuY2hTZXNzaW9uUmVzcG9uc2UyWgoNQWdlbnRzU2VydmljZRJJCgpMaXN0QWdlbnRzEhwucGFseXJhLnYxLkxpc3RBZ2VudHNSZXF1ZXN0Gh0ucGFseXJhLnYxLkxpc3RBZ2VudHNSZXNwb25zZTKUAQoOSm91cm5hbFNlcnZpY2USQwoIUmVhZFRhcGUSGi5wYWx5cmEudjEuUmVhZFRhcGVSZXF1ZXN0GhsucGFseXJhLnYxLlJlYWRUYXBlUmVzcG9uc2USPQoGVmVyaWZ5EhgucGFseXJhLnYxLlZlcmlmeVJlcXVlc3QaGS5wYWx5cmEudjEuVmVyaWZ5UmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message palyra.v1.RunAccepted
@@ -62,6 +62,74 @@ export const UserMessageSchema: GenMessage<UserMessage> = /*@__PURE__*/
   messageDesc(file_palyra_v1_gateway, 1);
 
 /**
+ * Why a model call went to the model it did.
+ *
+ * @generated from message palyra.v1.UsageRoutingPlan
+ */
+export type UsageRoutingPlan = Message<"palyra.v1.UsageRoutingPlan"> & {
+  /**
+   * The session's agent.
+   *
+   * @generated from field: string agent = 1;
+   */
+  agent: string;
+
+  /**
+   * primary (the agent's models) | usage (the session passed the agent's usage threshold)
+   *
+   * @generated from field: string rule = 2;
+   */
+  rule: string;
+
+  /**
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * Tokens the session had used before this call.
+   *
+   * @generated from field: uint64 used_tokens = 4;
+   */
+  usedTokens: bigint;
+
+  /**
+   * The session's token budget the threshold is a share of.
+   *
+   * @generated from field: uint64 budget_tokens = 5;
+   */
+  budgetTokens: bigint;
+
+  /**
+   * Absent when the agent has no usage rule.
+   *
+   * @generated from field: optional uint64 threshold_tokens = 6;
+   */
+  thresholdTokens?: bigint | undefined;
+
+  /**
+   * Model names in fail-over order.
+   *
+   * @generated from field: repeated string candidates = 7;
+   */
+  candidates: string[];
+
+  /**
+   * Index into candidates of the model this call uses (> 0: the earlier ones failed before answering).
+   *
+   * @generated from field: uint32 attempt = 8;
+   */
+  attempt: number;
+};
+
+/**
+ * Describes the message palyra.v1.UsageRoutingPlan.
+ * Use `create(UsageRoutingPlanSchema)` to create a new message.
+ */
+export const UsageRoutingPlanSchema: GenMessage<UsageRoutingPlan> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 2);
+
+/**
  * @generated from message palyra.v1.ModelRequest
  */
 export type ModelRequest = Message<"palyra.v1.ModelRequest"> & {
@@ -89,6 +157,11 @@ export type ModelRequest = Message<"palyra.v1.ModelRequest"> & {
    * @generated from field: repeated string tools = 5;
    */
   tools: string[];
+
+  /**
+   * @generated from field: palyra.v1.UsageRoutingPlan routing = 6;
+   */
+  routing?: UsageRoutingPlan | undefined;
 };
 
 /**
@@ -96,7 +169,7 @@ export type ModelRequest = Message<"palyra.v1.ModelRequest"> & {
  * Use `create(ModelRequestSchema)` to create a new message.
  */
 export const ModelRequestSchema: GenMessage<ModelRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 2);
+  messageDesc(file_palyra_v1_gateway, 3);
 
 /**
  * @generated from message palyra.v1.AssistantDelta
@@ -118,7 +191,7 @@ export type AssistantDelta = Message<"palyra.v1.AssistantDelta"> & {
  * Use `create(AssistantDeltaSchema)` to create a new message.
  */
 export const AssistantDeltaSchema: GenMessage<AssistantDelta> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 3);
+  messageDesc(file_palyra_v1_gateway, 4);
 
 /**
  * @generated from message palyra.v1.AssistantMessage
@@ -145,7 +218,7 @@ export type AssistantMessage = Message<"palyra.v1.AssistantMessage"> & {
  * Use `create(AssistantMessageSchema)` to create a new message.
  */
 export const AssistantMessageSchema: GenMessage<AssistantMessage> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 4);
+  messageDesc(file_palyra_v1_gateway, 5);
 
 /**
  * @generated from message palyra.v1.ToolProposed
@@ -182,7 +255,7 @@ export type ToolProposed = Message<"palyra.v1.ToolProposed"> & {
  * Use `create(ToolProposedSchema)` to create a new message.
  */
 export const ToolProposedSchema: GenMessage<ToolProposed> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 5);
+  messageDesc(file_palyra_v1_gateway, 6);
 
 /**
  * @generated from message palyra.v1.PolicyDecided
@@ -219,7 +292,7 @@ export type PolicyDecided = Message<"palyra.v1.PolicyDecided"> & {
  * Use `create(PolicyDecidedSchema)` to create a new message.
  */
 export const PolicyDecidedSchema: GenMessage<PolicyDecided> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 6);
+  messageDesc(file_palyra_v1_gateway, 7);
 
 /**
  * @generated from message palyra.v1.ApprovalRequested
@@ -266,7 +339,7 @@ export type ApprovalRequested = Message<"palyra.v1.ApprovalRequested"> & {
  * Use `create(ApprovalRequestedSchema)` to create a new message.
  */
 export const ApprovalRequestedSchema: GenMessage<ApprovalRequested> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 7);
+  messageDesc(file_palyra_v1_gateway, 8);
 
 /**
  * @generated from message palyra.v1.ApprovalResolved
@@ -310,7 +383,7 @@ export type ApprovalResolved = Message<"palyra.v1.ApprovalResolved"> & {
  * Use `create(ApprovalResolvedSchema)` to create a new message.
  */
 export const ApprovalResolvedSchema: GenMessage<ApprovalResolved> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 8);
+  messageDesc(file_palyra_v1_gateway, 9);
 
 /**
  * @generated from message palyra.v1.ToolStarted
@@ -337,7 +410,7 @@ export type ToolStarted = Message<"palyra.v1.ToolStarted"> & {
  * Use `create(ToolStartedSchema)` to create a new message.
  */
 export const ToolStartedSchema: GenMessage<ToolStarted> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 9);
+  messageDesc(file_palyra_v1_gateway, 10);
 
 /**
  * @generated from message palyra.v1.ToolResult
@@ -381,7 +454,7 @@ export type ToolResult = Message<"palyra.v1.ToolResult"> & {
  * Use `create(ToolResultSchema)` to create a new message.
  */
 export const ToolResultSchema: GenMessage<ToolResult> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 10);
+  messageDesc(file_palyra_v1_gateway, 11);
 
 /**
  * @generated from message palyra.v1.RunStateChanged
@@ -408,7 +481,7 @@ export type RunStateChanged = Message<"palyra.v1.RunStateChanged"> & {
  * Use `create(RunStateChangedSchema)` to create a new message.
  */
 export const RunStateChangedSchema: GenMessage<RunStateChanged> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 11);
+  messageDesc(file_palyra_v1_gateway, 12);
 
 /**
  * @generated from message palyra.v1.CompactionApplied
@@ -464,7 +537,7 @@ export type CompactionApplied = Message<"palyra.v1.CompactionApplied"> & {
  * Use `create(CompactionAppliedSchema)` to create a new message.
  */
 export const CompactionAppliedSchema: GenMessage<CompactionApplied> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 12);
+  messageDesc(file_palyra_v1_gateway, 13);
 
 /**
  * The session's prompt went back to a checkpoint (the prompt as it was at restored_seq).
@@ -498,7 +571,7 @@ export type CheckpointRestored = Message<"palyra.v1.CheckpointRestored"> & {
  * Use `create(CheckpointRestoredSchema)` to create a new message.
  */
 export const CheckpointRestoredSchema: GenMessage<CheckpointRestored> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 13);
+  messageDesc(file_palyra_v1_gateway, 14);
 
 /**
  * @generated from message palyra.v1.Usage
@@ -525,7 +598,7 @@ export type Usage = Message<"palyra.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 14);
+  messageDesc(file_palyra_v1_gateway, 15);
 
 /**
  * @generated from message palyra.v1.RunError
@@ -547,7 +620,7 @@ export type RunError = Message<"palyra.v1.RunError"> & {
  * Use `create(RunErrorSchema)` to create a new message.
  */
 export const RunErrorSchema: GenMessage<RunError> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 15);
+  messageDesc(file_palyra_v1_gateway, 16);
 
 /**
  * @generated from message palyra.v1.SessionNote
@@ -569,7 +642,7 @@ export type SessionNote = Message<"palyra.v1.SessionNote"> & {
  * Use `create(SessionNoteSchema)` to create a new message.
  */
 export const SessionNoteSchema: GenMessage<SessionNote> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 16);
+  messageDesc(file_palyra_v1_gateway, 17);
 
 /**
  * @generated from message palyra.v1.GrantChanged
@@ -620,7 +693,7 @@ export type GrantChanged = Message<"palyra.v1.GrantChanged"> & {
  * Use `create(GrantChangedSchema)` to create a new message.
  */
 export const GrantChangedSchema: GenMessage<GrantChanged> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 17);
+  messageDesc(file_palyra_v1_gateway, 18);
 
 /**
  * @generated from message palyra.v1.TapeEvent
@@ -767,7 +840,7 @@ export type TapeEvent = Message<"palyra.v1.TapeEvent"> & {
  * Use `create(TapeEventSchema)` to create a new message.
  */
 export const TapeEventSchema: GenMessage<TapeEvent> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 18);
+  messageDesc(file_palyra_v1_gateway, 19);
 
 /**
  * @generated from message palyra.v1.Run
@@ -829,7 +902,7 @@ export type Run = Message<"palyra.v1.Run"> & {
  * Use `create(RunSchema)` to create a new message.
  */
 export const RunSchema: GenMessage<Run> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 19);
+  messageDesc(file_palyra_v1_gateway, 20);
 
 /**
  * @generated from message palyra.v1.Session
@@ -899,6 +972,13 @@ export type Session = Message<"palyra.v1.Session"> & {
    * @generated from field: google.protobuf.Timestamp updated_at = 13;
    */
   updatedAt?: Timestamp | undefined;
+
+  /**
+   * The agent that answers the session, fixed when it was created.
+   *
+   * @generated from field: string agent_id = 14;
+   */
+  agentId: string;
 };
 
 /**
@@ -906,7 +986,7 @@ export type Session = Message<"palyra.v1.Session"> & {
  * Use `create(SessionSchema)` to create a new message.
  */
 export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 20);
+  messageDesc(file_palyra_v1_gateway, 21);
 
 /**
  * @generated from message palyra.v1.Approval
@@ -998,7 +1078,7 @@ export type Approval = Message<"palyra.v1.Approval"> & {
  * Use `create(ApprovalSchema)` to create a new message.
  */
 export const ApprovalSchema: GenMessage<Approval> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 21);
+  messageDesc(file_palyra_v1_gateway, 22);
 
 /**
  * Where a message goes: a session id, or a key the principal reuses (created when new).
@@ -1020,6 +1100,15 @@ export type SessionTarget = Message<"palyra.v1.SessionTarget"> & {
    * @generated from field: string channel = 3;
    */
   channel: string;
+
+  /**
+   * The agent that answers (empty: the session's, or for a new session the bound or default agent).
+   * An unknown agent is INVALID_ARGUMENT; naming another agent than an existing session's is
+   * FAILED_PRECONDITION (conflict).
+   *
+   * @generated from field: string agent = 4;
+   */
+  agent: string;
 };
 
 /**
@@ -1027,7 +1116,7 @@ export type SessionTarget = Message<"palyra.v1.SessionTarget"> & {
  * Use `create(SessionTargetSchema)` to create a new message.
  */
 export const SessionTargetSchema: GenMessage<SessionTarget> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 22);
+  messageDesc(file_palyra_v1_gateway, 23);
 
 /**
  * @generated from message palyra.v1.StartRun
@@ -1049,7 +1138,7 @@ export type StartRun = Message<"palyra.v1.StartRun"> & {
  * Use `create(StartRunSchema)` to create a new message.
  */
 export const StartRunSchema: GenMessage<StartRun> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 23);
+  messageDesc(file_palyra_v1_gateway, 24);
 
 /**
  * @generated from message palyra.v1.Resume
@@ -1073,7 +1162,7 @@ export type Resume = Message<"palyra.v1.Resume"> & {
  * Use `create(ResumeSchema)` to create a new message.
  */
 export const ResumeSchema: GenMessage<Resume> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 24);
+  messageDesc(file_palyra_v1_gateway, 25);
 
 /**
  * @generated from message palyra.v1.ApprovalDecision
@@ -1105,7 +1194,7 @@ export type ApprovalDecision = Message<"palyra.v1.ApprovalDecision"> & {
  * Use `create(ApprovalDecisionSchema)` to create a new message.
  */
 export const ApprovalDecisionSchema: GenMessage<ApprovalDecision> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 25);
+  messageDesc(file_palyra_v1_gateway, 26);
 
 /**
  * @generated from message palyra.v1.CancelRun
@@ -1122,7 +1211,7 @@ export type CancelRun = Message<"palyra.v1.CancelRun"> & {
  * Use `create(CancelRunSchema)` to create a new message.
  */
 export const CancelRunSchema: GenMessage<CancelRun> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 26);
+  messageDesc(file_palyra_v1_gateway, 27);
 
 /**
  * @generated from message palyra.v1.RunStreamRequest
@@ -1171,7 +1260,7 @@ export type RunStreamRequest = Message<"palyra.v1.RunStreamRequest"> & {
  * Use `create(RunStreamRequestSchema)` to create a new message.
  */
 export const RunStreamRequestSchema: GenMessage<RunStreamRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 27);
+  messageDesc(file_palyra_v1_gateway, 28);
 
 /**
  * @generated from message palyra.v1.RunStreamResponse
@@ -1202,7 +1291,7 @@ export type RunStreamResponse = Message<"palyra.v1.RunStreamResponse"> & {
  * Use `create(RunStreamResponseSchema)` to create a new message.
  */
 export const RunStreamResponseSchema: GenMessage<RunStreamResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 28);
+  messageDesc(file_palyra_v1_gateway, 29);
 
 /**
  * @generated from message palyra.v1.RouteMessageRequest
@@ -1224,7 +1313,7 @@ export type RouteMessageRequest = Message<"palyra.v1.RouteMessageRequest"> & {
  * Use `create(RouteMessageRequestSchema)` to create a new message.
  */
 export const RouteMessageRequestSchema: GenMessage<RouteMessageRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 29);
+  messageDesc(file_palyra_v1_gateway, 30);
 
 /**
  * @generated from message palyra.v1.RouteMessageResponse
@@ -1246,7 +1335,7 @@ export type RouteMessageResponse = Message<"palyra.v1.RouteMessageResponse"> & {
  * Use `create(RouteMessageResponseSchema)` to create a new message.
  */
 export const RouteMessageResponseSchema: GenMessage<RouteMessageResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 30);
+  messageDesc(file_palyra_v1_gateway, 31);
 
 /**
  * @generated from message palyra.v1.GetRunRequest
@@ -1263,7 +1352,7 @@ export type GetRunRequest = Message<"palyra.v1.GetRunRequest"> & {
  * Use `create(GetRunRequestSchema)` to create a new message.
  */
 export const GetRunRequestSchema: GenMessage<GetRunRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 31);
+  messageDesc(file_palyra_v1_gateway, 32);
 
 /**
  * @generated from message palyra.v1.GetRunResponse
@@ -1280,7 +1369,7 @@ export type GetRunResponse = Message<"palyra.v1.GetRunResponse"> & {
  * Use `create(GetRunResponseSchema)` to create a new message.
  */
 export const GetRunResponseSchema: GenMessage<GetRunResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 32);
+  messageDesc(file_palyra_v1_gateway, 33);
 
 /**
  * @generated from message palyra.v1.ListApprovalsRequest
@@ -1307,7 +1396,7 @@ export type ListApprovalsRequest = Message<"palyra.v1.ListApprovalsRequest"> & {
  * Use `create(ListApprovalsRequestSchema)` to create a new message.
  */
 export const ListApprovalsRequestSchema: GenMessage<ListApprovalsRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 33);
+  messageDesc(file_palyra_v1_gateway, 34);
 
 /**
  * @generated from message palyra.v1.ListApprovalsResponse
@@ -1324,7 +1413,7 @@ export type ListApprovalsResponse = Message<"palyra.v1.ListApprovalsResponse"> &
  * Use `create(ListApprovalsResponseSchema)` to create a new message.
  */
 export const ListApprovalsResponseSchema: GenMessage<ListApprovalsResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 34);
+  messageDesc(file_palyra_v1_gateway, 35);
 
 /**
  * @generated from message palyra.v1.GetApprovalRequest
@@ -1341,7 +1430,7 @@ export type GetApprovalRequest = Message<"palyra.v1.GetApprovalRequest"> & {
  * Use `create(GetApprovalRequestSchema)` to create a new message.
  */
 export const GetApprovalRequestSchema: GenMessage<GetApprovalRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 35);
+  messageDesc(file_palyra_v1_gateway, 36);
 
 /**
  * @generated from message palyra.v1.GetApprovalResponse
@@ -1358,7 +1447,7 @@ export type GetApprovalResponse = Message<"palyra.v1.GetApprovalResponse"> & {
  * Use `create(GetApprovalResponseSchema)` to create a new message.
  */
 export const GetApprovalResponseSchema: GenMessage<GetApprovalResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 36);
+  messageDesc(file_palyra_v1_gateway, 37);
 
 /**
  * @generated from message palyra.v1.ResolveApprovalRequest
@@ -1375,7 +1464,7 @@ export type ResolveApprovalRequest = Message<"palyra.v1.ResolveApprovalRequest">
  * Use `create(ResolveApprovalRequestSchema)` to create a new message.
  */
 export const ResolveApprovalRequestSchema: GenMessage<ResolveApprovalRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 37);
+  messageDesc(file_palyra_v1_gateway, 38);
 
 /**
  * @generated from message palyra.v1.ResolveApprovalResponse
@@ -1392,7 +1481,7 @@ export type ResolveApprovalResponse = Message<"palyra.v1.ResolveApprovalResponse
  * Use `create(ResolveApprovalResponseSchema)` to create a new message.
  */
 export const ResolveApprovalResponseSchema: GenMessage<ResolveApprovalResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 38);
+  messageDesc(file_palyra_v1_gateway, 39);
 
 /**
  * @generated from message palyra.v1.ResolveSessionRequest
@@ -1414,7 +1503,7 @@ export type ResolveSessionRequest = Message<"palyra.v1.ResolveSessionRequest"> &
  * Use `create(ResolveSessionRequestSchema)` to create a new message.
  */
 export const ResolveSessionRequestSchema: GenMessage<ResolveSessionRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 39);
+  messageDesc(file_palyra_v1_gateway, 40);
 
 /**
  * @generated from message palyra.v1.ResolveSessionResponse
@@ -1431,7 +1520,7 @@ export type ResolveSessionResponse = Message<"palyra.v1.ResolveSessionResponse">
  * Use `create(ResolveSessionResponseSchema)` to create a new message.
  */
 export const ResolveSessionResponseSchema: GenMessage<ResolveSessionResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 40);
+  messageDesc(file_palyra_v1_gateway, 41);
 
 /**
  * @generated from message palyra.v1.GetSessionRequest
@@ -1448,7 +1537,7 @@ export type GetSessionRequest = Message<"palyra.v1.GetSessionRequest"> & {
  * Use `create(GetSessionRequestSchema)` to create a new message.
  */
 export const GetSessionRequestSchema: GenMessage<GetSessionRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 41);
+  messageDesc(file_palyra_v1_gateway, 42);
 
 /**
  * @generated from message palyra.v1.GetSessionResponse
@@ -1465,7 +1554,7 @@ export type GetSessionResponse = Message<"palyra.v1.GetSessionResponse"> & {
  * Use `create(GetSessionResponseSchema)` to create a new message.
  */
 export const GetSessionResponseSchema: GenMessage<GetSessionResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 42);
+  messageDesc(file_palyra_v1_gateway, 43);
 
 /**
  * @generated from message palyra.v1.ListSessionsRequest
@@ -1487,7 +1576,7 @@ export type ListSessionsRequest = Message<"palyra.v1.ListSessionsRequest"> & {
  * Use `create(ListSessionsRequestSchema)` to create a new message.
  */
 export const ListSessionsRequestSchema: GenMessage<ListSessionsRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 43);
+  messageDesc(file_palyra_v1_gateway, 44);
 
 /**
  * @generated from message palyra.v1.ListSessionsResponse
@@ -1504,7 +1593,7 @@ export type ListSessionsResponse = Message<"palyra.v1.ListSessionsResponse"> & {
  * Use `create(ListSessionsResponseSchema)` to create a new message.
  */
 export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 44);
+  messageDesc(file_palyra_v1_gateway, 45);
 
 /**
  * @generated from message palyra.v1.ResetSessionRequest
@@ -1521,7 +1610,7 @@ export type ResetSessionRequest = Message<"palyra.v1.ResetSessionRequest"> & {
  * Use `create(ResetSessionRequestSchema)` to create a new message.
  */
 export const ResetSessionRequestSchema: GenMessage<ResetSessionRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 45);
+  messageDesc(file_palyra_v1_gateway, 46);
 
 /**
  * @generated from message palyra.v1.ResetSessionResponse
@@ -1538,7 +1627,7 @@ export type ResetSessionResponse = Message<"palyra.v1.ResetSessionResponse"> & {
  * Use `create(ResetSessionResponseSchema)` to create a new message.
  */
 export const ResetSessionResponseSchema: GenMessage<ResetSessionResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 46);
+  messageDesc(file_palyra_v1_gateway, 47);
 
 /**
  * @generated from message palyra.v1.BranchSessionRequest
@@ -1567,7 +1656,7 @@ export type BranchSessionRequest = Message<"palyra.v1.BranchSessionRequest"> & {
  * Use `create(BranchSessionRequestSchema)` to create a new message.
  */
 export const BranchSessionRequestSchema: GenMessage<BranchSessionRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 47);
+  messageDesc(file_palyra_v1_gateway, 48);
 
 /**
  * @generated from message palyra.v1.BranchSessionResponse
@@ -1584,7 +1673,87 @@ export type BranchSessionResponse = Message<"palyra.v1.BranchSessionResponse"> &
  * Use `create(BranchSessionResponseSchema)` to create a new message.
  */
 export const BranchSessionResponseSchema: GenMessage<BranchSessionResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 48);
+  messageDesc(file_palyra_v1_gateway, 49);
+
+/**
+ * @generated from message palyra.v1.Agent
+ */
+export type Agent = Message<"palyra.v1.Agent"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string description = 2;
+   */
+  description: string;
+
+  /**
+   * The tools it may use.
+   *
+   * @generated from field: repeated string tools = 3;
+   */
+  tools: string[];
+
+  /**
+   * Its models, in fail-over order.
+   *
+   * @generated from field: repeated string models = 4;
+   */
+  models: string[];
+
+  /**
+   * The models that answer once a session passes routing_threshold of its token budget.
+   *
+   * @generated from field: repeated string routed_models = 5;
+   */
+  routedModels: string[];
+
+  /**
+   * Share of the session token budget (0 when there is no usage rule).
+   *
+   * @generated from field: double routing_threshold = 6;
+   */
+  routingThreshold: number;
+};
+
+/**
+ * Describes the message palyra.v1.Agent.
+ * Use `create(AgentSchema)` to create a new message.
+ */
+export const AgentSchema: GenMessage<Agent> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 50);
+
+/**
+ * @generated from message palyra.v1.ListAgentsRequest
+ */
+export type ListAgentsRequest = Message<"palyra.v1.ListAgentsRequest"> & {
+};
+
+/**
+ * Describes the message palyra.v1.ListAgentsRequest.
+ * Use `create(ListAgentsRequestSchema)` to create a new message.
+ */
+export const ListAgentsRequestSchema: GenMessage<ListAgentsRequest> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 51);
+
+/**
+ * @generated from message palyra.v1.ListAgentsResponse
+ */
+export type ListAgentsResponse = Message<"palyra.v1.ListAgentsResponse"> & {
+  /**
+   * @generated from field: repeated palyra.v1.Agent agents = 1;
+   */
+  agents: Agent[];
+};
+
+/**
+ * Describes the message palyra.v1.ListAgentsResponse.
+ * Use `create(ListAgentsResponseSchema)` to create a new message.
+ */
+export const ListAgentsResponseSchema: GenMessage<ListAgentsResponse> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 52);
 
 /**
  * @generated from message palyra.v1.ReadTapeRequest
@@ -1613,7 +1782,7 @@ export type ReadTapeRequest = Message<"palyra.v1.ReadTapeRequest"> & {
  * Use `create(ReadTapeRequestSchema)` to create a new message.
  */
 export const ReadTapeRequestSchema: GenMessage<ReadTapeRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 49);
+  messageDesc(file_palyra_v1_gateway, 53);
 
 /**
  * @generated from message palyra.v1.ReadTapeResponse
@@ -1637,7 +1806,7 @@ export type ReadTapeResponse = Message<"palyra.v1.ReadTapeResponse"> & {
  * Use `create(ReadTapeResponseSchema)` to create a new message.
  */
 export const ReadTapeResponseSchema: GenMessage<ReadTapeResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 50);
+  messageDesc(file_palyra_v1_gateway, 54);
 
 /**
  * @generated from message palyra.v1.VerifyRequest
@@ -1650,7 +1819,7 @@ export type VerifyRequest = Message<"palyra.v1.VerifyRequest"> & {
  * Use `create(VerifyRequestSchema)` to create a new message.
  */
 export const VerifyRequestSchema: GenMessage<VerifyRequest> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 51);
+  messageDesc(file_palyra_v1_gateway, 55);
 
 /**
  * @generated from message palyra.v1.VerifyResponse
@@ -1694,7 +1863,7 @@ export type VerifyResponse = Message<"palyra.v1.VerifyResponse"> & {
  * Use `create(VerifyResponseSchema)` to create a new message.
  */
 export const VerifyResponseSchema: GenMessage<VerifyResponse> = /*@__PURE__*/
-  messageDesc(file_palyra_v1_gateway, 52);
+  messageDesc(file_palyra_v1_gateway, 56);
 
 /**
  * @generated from enum palyra.v1.RunState
@@ -1994,6 +2163,21 @@ export const SessionsService: GenService<{
   serviceDesc(file_palyra_v1_gateway, 2);
 
 /**
+ * @generated from service palyra.v1.AgentsService
+ */
+export const AgentsService: GenService<{
+  /**
+   * @generated from rpc palyra.v1.AgentsService.ListAgents
+   */
+  listAgents: {
+    methodKind: "unary";
+    input: typeof ListAgentsRequestSchema;
+    output: typeof ListAgentsResponseSchema;
+  },
+}> = /*@__PURE__*/
+  serviceDesc(file_palyra_v1_gateway, 3);
+
+/**
  * @generated from service palyra.v1.JournalService
  */
 export const JournalService: GenService<{
@@ -2014,5 +2198,5 @@ export const JournalService: GenService<{
     output: typeof VerifyResponseSchema;
   },
 }> = /*@__PURE__*/
-  serviceDesc(file_palyra_v1_gateway, 3);
+  serviceDesc(file_palyra_v1_gateway, 4);
 

@@ -1,0 +1,75 @@
+/**
+ * bench/turn's client, in its own process: drives palyrad over HTTP and prints one JSON line.
+ * A turn is timed from the request to the SSE frame carrying the run's final `RunStateChanged`.
+ */
+import { percentile } from "../lib/report.js"
+
+const [url, token, countsJson] = process.argv.slice(2) as [string, string, string]
+const counts = JSON.parse(countsJson) as {
+  plain: number
+  tool: number
+  sessions: number
+  perSession: number
+  rss: number
+}
+
+const turn = async (text: string, sessionKey: string): Promise<number> => {
+  const t0 = performance.now()
+  const response = await fetch(`${url}/v1/runs?stream=true`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: JSON.stringify({ text, sessionKey }),
+    signal: AbortSignal.timeout(15_000)
+  })
+  if (!response.ok) throw new Error(`HTTP ${response.status}: ${await response.text()}`)
+  const reader = response.body!.getReader()
+  const decoder = new TextDecoder()
+  let buffer = ""
+  while (true) {
+    const { done, value } = await reader.read()
+    if (done) throw new Error("stream ended before the run did")
+    buffer += decoder.decode(value, { stream: true })
+    let cut = buffer.indexOf("\n\n")
+    while (cut >= 0) {
+      const frame = buffer.slice(0, cut)
+      buffer = buffer.slice(cut + 2)
+      cut = buffer.indexOf("\n\n")
+      const data = /^data: (.*)$/m.exec(frame)?.[1]
+      if (data === undefined) continue
+      const event = JSON.parse(data) as { _tag: string; to?: string }
+      if (event._tag !== "RunStateChanged" || !["Done", "Failed", "Cancelled"].includes(event.to ?? "")) continue
+      const ms = performance.now() - t0
+      await reader.cancel()
+      if (event.to !== "Done") throw new Error(`run ended ${event.to}`)
+      return ms
+    }
+  }
+}
+
+const stats = (xs: Array<number>) => {
+  const s = [...xs].sort((a, b) => a - b)
+  return { p50: percentile(s, 50), p99: percentile(s, 99) }
+}
+
+// Warm up, then one client after another (latency).
+for (let i = 0; i < 5; i++) await turn("hello", `warm-${i}`)
+const plain: Array<number> = []
+for (let i = 0; i < counts.plain; i++) plain.push(await turn("hello", `plain-${i % 10}`))
+const tool: Array<number> = []
+for (let i = 0; i < counts.tool; i++) tool.push(await turn("what time is it?", `tool-${i % 10}`))
+
+// Throughput: N sessions, each sending its turns one after another, all at once.
+const t0 = performance.now()
+await Promise.all(
+  Array.from({ length: counts.sessions }, async (_, s) => {
+    for (let i = 0; i < counts.perSession; i++) await turn("hello", `load-${s}`)
+  })
+)
+const turnsPerSec20 = (counts.sessions * counts.perSession) / ((performance.now() - t0) / 1000)
+
+// Memory: one message in each of many fresh sessions (the daemon's RSS is read by the parent).
+for (let i = 0; i < counts.rss; i += 20) {
+  await Promise.all(Array.from({ length: Math.min(20, counts.rss - i) }, (_, k) => turn("hello", `rss-${i + k}`)))
+}
+
+console.log(JSON.stringify({ plain: stats(plain), tool: stats(tool), turnsPerSec20 }))

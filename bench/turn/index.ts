@@ -1,0 +1,152 @@
+/**
+ * bench/turn: what a user waits for, end to end. The built palyrad runs as a child process with a
+ * real model provider (`openai-compatible:`) pointed at a local OpenAI chat-completions server that
+ * answers instantly — so everything measured is Palyra's — and a client in another process drives
+ * it over HTTP: `POST /v1/runs?stream=true` until the run's final `RunStateChanged`.
+ *
+ * Figures: a plain turn (p50/p99), a turn with one low-risk tool call (`time.now`: two model calls),
+ * 20 concurrent sessions × 10 turns (turns/s), and the daemon's RSS after 200 one-message sessions.
+ */
+import { spawn, spawnSync } from "node:child_process"
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { createServer } from "node:http"
+import type { AddressInfo } from "node:net"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { quick, result, round, table } from "../lib/report.js"
+
+const here = dirname(fileURLToPath(import.meta.url))
+const root = join(here, "..", "..")
+const bin = join(root, "packages/daemon/dist/bin/palyrad.js")
+if (!existsSync(bin)) {
+  const built = spawnSync("pnpm", ["run", "build"], { cwd: root, stdio: "inherit" })
+  if (built.status !== 0) process.exit(built.status ?? 1)
+}
+
+// ---- the model: an OpenAI chat-completions server that answers at once ------------------------
+const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+  `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "bench", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
+const usage = `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "bench", choices: [], usage: { prompt_tokens: 20, completion_tokens: 5, total_tokens: 25 } })}\n\n`
+const model = createServer((req, res) => {
+  let body = ""
+  req.on("data", (d) => (body += d))
+  req.on("end", () => {
+    const request = JSON.parse(body || "{}") as {
+      messages?: Array<{ role: string; content?: unknown }>
+      tools?: Array<{ function?: { name?: string } }>
+    }
+    const last = request.messages?.at(-1)
+    const wantsTool = last?.role === "user" && JSON.stringify(last.content).includes("what time")
+    const timeTool = request.tools?.map((t) => t.function?.name).find((n) => n?.startsWith("time"))
+    res.writeHead(200, { "content-type": "text/event-stream" })
+    if (wantsTool && timeTool) {
+      res.write(chunk({ role: "assistant", content: null }))
+      res.write(
+        chunk({
+          tool_calls: [{ index: 0, id: "call-1", type: "function", function: { name: timeTool, arguments: "{}" } }]
+        })
+      )
+      res.write(chunk({}, "tool_calls"))
+    } else {
+      res.write(chunk({ role: "assistant", content: "" }))
+      res.write(chunk({ content: "Hello from " }))
+      res.write(chunk({ content: "the bench model." }))
+      res.write(chunk({}, "stop"))
+    }
+    res.end(`${usage}data: [DONE]\n\n`)
+  })
+})
+await new Promise<void>((r) => model.listen(0, "127.0.0.1", () => r()))
+const modelUrl = `http://127.0.0.1:${(model.address() as AddressInfo).port}/v1`
+
+// ---- the daemon --------------------------------------------------------------------------------
+const dir = mkdtempSync(join(tmpdir(), "palyra-bench-turn-"))
+writeFileSync(join(dir, "palyra.toml"), `model = "openai-compatible:${modelUrl}#bench"\n`)
+const daemon = spawn(process.execPath, [bin, "--port", "0", "--log-format", "json"], {
+  cwd: dir,
+  stdio: ["ignore", "ignore", "pipe"],
+  env: { ...process.env, PALYRA_LOG_LEVEL: "warning", PALYRA_GRPC_PORT: "0" }
+})
+let err = ""
+const url = await new Promise<string>((resolve, reject) => {
+  daemon.stderr!.on("data", (d) => {
+    err += d
+    const m = /listening on (http:\/\/\S+)/.exec(err)
+    if (m) resolve(m[1]!)
+  })
+  daemon.on("exit", (code) => reject(new Error(`palyrad exited ${code}: ${err}`)))
+})
+const token = readFileSync(join(dir, ".palyra", "admin.token"), "utf8").trim()
+
+// ---- the client, in its own process ------------------------------------------------------------
+const counts = quick
+  ? { plain: 30, tool: 15, sessions: 20, perSession: 3, rss: 40 }
+  : { plain: 300, tool: 150, sessions: 20, perSession: 10, rss: 200 }
+// Async: this process serves the model while the client runs.
+const client = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", join(here, "client.ts"), url, token, JSON.stringify(counts)],
+    {
+      cwd: here,
+      stdio: ["ignore", "pipe", "pipe"]
+    }
+  )
+  let stdout = ""
+  let stderr = ""
+  child.stdout!.on("data", (d) => (stdout += d))
+  child.stderr!.on("data", (d) => (stderr += d))
+  const timer = setTimeout(() => child.kill("SIGKILL"), 600_000)
+  child.on("exit", (status) => {
+    clearTimeout(timer)
+    resolve({ status, stdout, stderr })
+  })
+})
+if (client.status !== 0) {
+  daemon.kill("SIGKILL")
+  throw new Error(`client failed (${client.status}): ${client.stderr}${client.stdout}`)
+}
+const figures = JSON.parse(client.stdout.trim().split("\n").at(-1)!) as {
+  plain: { p50: number; p99: number }
+  tool: { p50: number; p99: number }
+  turnsPerSec20: number
+}
+await new Promise((r) => setTimeout(r, 1000))
+const rss = Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${daemon.pid}/status`, "utf8"))![1]) / 1024
+await new Promise<void>((r) => {
+  daemon.on("exit", () => r())
+  daemon.kill("SIGTERM")
+})
+model.close()
+rmSync(dir, { recursive: true, force: true })
+
+table("a turn end to end: POST /v1/runs?stream=true → final RunStateChanged (ms)", [
+  {
+    turn: "plain (one model call)",
+    p50: round(figures.plain.p50),
+    p99: round(figures.plain.p99),
+    goal: "p50 ≤ 2, p99 ≤ 5"
+  },
+  {
+    turn: "one time.now call (two model calls)",
+    p50: round(figures.tool.p50),
+    p99: round(figures.tool.p99),
+    goal: "p50 ≤ 5"
+  }
+])
+table("load", [
+  {
+    measure: `${counts.sessions} sessions × ${counts.perSession} turns`,
+    value: `${round(figures.turnsPerSec20, 1)} turns/s`,
+    goal: "≥ 1,000"
+  },
+  { measure: `RSS after ${counts.rss} one-message sessions`, value: `${round(rss, 1)} MB`, goal: "≤ 200 MB" }
+])
+result("turn", {
+  turnP50Ms: round(figures.plain.p50),
+  turnP99Ms: round(figures.plain.p99),
+  toolTurnP50Ms: round(figures.tool.p50),
+  turnsPerSec20: round(figures.turnsPerSec20, 1),
+  rssAfter200SessionsMb: round(rss, 1)
+})

@@ -1,0 +1,12 @@
+import { defineConfig } from "tsup"
+
+export default defineConfig({
+  entry: ["src/index.ts"],
+  format: ["esm"],
+  target: "node22",
+  platform: "node",
+  dts: false,
+  sourcemap: true,
+  clean: true,
+  tsconfig: "tsconfig.build.json"
+})
