@@ -4,10 +4,12 @@
  * installation.
  *
  *   palyra status [--json]
- *   palyra chat [message…] [--session-key KEY] [--yes | --no]   stream answers; asks y/n/always for approvals
+ *   palyra chat [message…] [--session-key KEY] [--agent ID] [--yes | --no]   stream answers; asks y/n/always for approvals
  *   palyra approvals list [--status pending] [--json] | approve ID [--scope …] [--reason …] | deny ID
  *   palyra grants list [--json] | revoke ID
  *   palyra sessions list [--json] | show ID [--json] | reset ID
+ *   palyra sessions compact ID [--preview] | checkpoints ID [--json] | restore ID CHECKPOINT
+ *   palyra agents list [--json]
  *   palyra journal tail SESSION [--follow] [--json] | verify [--json]
  *   palyra journal verify --anchor FILE [--db PATH] [--key PATH]   offline, no daemon (VerifyOffline)
  *   palyra init [--model …] [--key-env …] [--workspace …] [--http-port …] [--grpc-port …] [--yes] [--force]
@@ -100,6 +102,7 @@ const status = Command.make("status", { ...connectionOptions, json: jsonFlag }, 
 
 interface ChatOptions {
   readonly sessionKey: string
+  readonly agent: Option.Option<string>
   readonly yes: boolean
   readonly no: boolean
 }
@@ -129,37 +132,44 @@ const answerApproval = (d: Daemon, event: TapeEvent.TapeEventOf<"ApprovalRequest
 const chatOnce = (d: Daemon, text: string, o: ChatOptions) =>
   Effect.gen(function* () {
     const state = { final: "Done", streaming: false }
-    yield* d.streamRun({ text, sessionKey: o.sessionKey, channel: "cli" }).pipe(
-      Stream.runForEach((event) =>
-        Effect.gen(function* () {
-          switch (event._tag) {
-            case "AssistantDelta":
-              if (!state.streaming) yield* out("assistant: ")
-              state.streaming = true
-              return yield* out(event.text)
-            case "AssistantMessage":
-              if (state.streaming) yield* out("\n")
-              state.streaming = false
-              return
-            case "PolicyDecided":
-              return yield* out(
-                `  [policy] ${event.tool}: ${event.decision} (${event.policyIds.join(", ") || "no policy"})\n`
-              )
-            case "ApprovalRequested":
-              return yield* answerApproval(d, event, o)
-            case "ToolResult":
-              return yield* out(
-                `  [tool] ${event.tool}: ${event.status}${event.status === "ok" ? "" : ` — ${String(event.output).slice(0, 200)}`}\n`
-              )
-            case "RunError":
-              return yield* err(`run failed: ${event.code}: ${event.message}\n`)
-            case "RunStateChanged":
-              if (event.to === "Done" || event.to === "Cancelled" || event.to === "Failed") state.final = event.to
-              return
-          }
-        })
+    yield* d
+      .streamRun({
+        text,
+        sessionKey: o.sessionKey,
+        channel: "cli",
+        ...Option.match(o.agent, { onNone: () => ({}), onSome: (agent) => ({ agent }) })
+      })
+      .pipe(
+        Stream.runForEach((event) =>
+          Effect.gen(function* () {
+            switch (event._tag) {
+              case "AssistantDelta":
+                if (!state.streaming) yield* out("assistant: ")
+                state.streaming = true
+                return yield* out(event.text)
+              case "AssistantMessage":
+                if (state.streaming) yield* out("\n")
+                state.streaming = false
+                return
+              case "PolicyDecided":
+                return yield* out(
+                  `  [policy] ${event.tool}: ${event.decision} (${event.policyIds.join(", ") || "no policy"})\n`
+                )
+              case "ApprovalRequested":
+                return yield* answerApproval(d, event, o)
+              case "ToolResult":
+                return yield* out(
+                  `  [tool] ${event.tool}: ${event.status}${event.status === "ok" ? "" : ` — ${String(event.output).slice(0, 200)}`}\n`
+                )
+              case "RunError":
+                return yield* err(`run failed: ${event.code}: ${event.message}\n`)
+              case "RunStateChanged":
+                if (event.to === "Done" || event.to === "Cancelled" || event.to === "Failed") state.final = event.to
+                return
+            }
+          })
+        )
       )
-    )
     if (state.final !== "Done") return yield* new Failed({ message: "" })
   })
 
@@ -172,6 +182,10 @@ const chat = Command.make(
       Options.withAlias("session"),
       Options.withDescription("the session to talk in (per caller; default: cli)"),
       Options.withDefault("cli")
+    ),
+    agent: Options.text("agent").pipe(
+      Options.withDescription("the agent that answers (a new session is bound to it; see `palyra agents list`)"),
+      Options.optional
     ),
     yes: Options.boolean("yes").pipe(Options.withDescription("approve every approval request (once)")),
     no: Options.boolean("no").pipe(Options.withDescription("deny every approval request"))
@@ -366,10 +380,92 @@ const sessionsReset = Command.make("reset", { ...connectionOptions, json: jsonFl
   )
 ).pipe(Command.withDescription("start the session's history afresh (the tape keeps everything)"))
 
+const encodeCompaction = Schema.encodeSync(Api.Compaction)
+const encodeCheckpoint = Schema.encodeSync(Api.CheckpointInfo)
+const encodeRestored = Schema.encodeSync(Api.Restored)
+
+const sessionsCompact = Command.make(
+  "compact",
+  {
+    ...connectionOptions,
+    json: jsonFlag,
+    id: sessionId,
+    preview: Options.boolean("preview").pipe(Options.withDescription("compute the summary; change nothing"))
+  },
+  (o) =>
+    withDaemon(o, (d) =>
+      Effect.gen(function* () {
+        const c = yield* d.call((api) =>
+          api.sessions.compact({ path: { id: o.id }, urlParams: o.preview ? { preview: true } : {} })
+        )
+        if (o.json) return yield* json(encodeCompaction(c))
+        yield* out(Format.compaction(c))
+      })
+    )
+).pipe(Command.withDescription("compact the session's history now (--preview: show the summary, change nothing)"))
+
+const sessionsCheckpoints = Command.make("checkpoints", { ...connectionOptions, json: jsonFlag, id: sessionId }, (o) =>
+  withDaemon(o, (d) =>
+    Effect.gen(function* () {
+      const list = yield* d.call((api) => api.sessions.checkpoints({ path: { id: o.id } }))
+      if (o.json) return yield* json(list.map((c) => encodeCheckpoint(c)))
+      if (list.length === 0) yield* out("no checkpoints (the session was never compacted)\n")
+      for (const c of list) yield* out(Format.checkpoint(c))
+    })
+  )
+).pipe(Command.withDescription("the session's compaction checkpoints"))
+
+const sessionsRestore = Command.make(
+  "restore",
+  {
+    ...connectionOptions,
+    json: jsonFlag,
+    id: sessionId,
+    checkpoint: Args.text({ name: "checkpoint-id" }).pipe(Args.withSchema(Api.RestorePayload.fields.checkpointId))
+  },
+  (o) =>
+    withDaemon(o, (d) =>
+      Effect.gen(function* () {
+        const r = yield* d.call((api) =>
+          api.sessions.restore({ path: { id: o.id }, payload: { checkpointId: o.checkpoint } })
+        )
+        if (o.json) return yield* json(encodeRestored(r))
+        yield* out(
+          `session ${r.session.id}: restored checkpoint ${o.checkpoint} (history from tape_seq ${r.session.historyFromSeq} again)\n`
+        )
+      })
+    )
+).pipe(Command.withDescription("put the prompt back as it was before a checkpoint's compaction"))
+
 const sessions = Command.make("sessions").pipe(
   Command.withDescription("sessions"),
-  Command.withSubcommands([sessionsList, sessionsShow, sessionsReset])
+  Command.withSubcommands([
+    sessionsList,
+    sessionsShow,
+    sessionsReset,
+    sessionsCompact,
+    sessionsCheckpoints,
+    sessionsRestore
+  ])
 )
+
+// =============================================================================
+// agents
+// =============================================================================
+
+const encodeAgent = Schema.encodeSync(Api.AgentInfo)
+
+const agentsList = Command.make("list", { ...connectionOptions, json: jsonFlag }, (o) =>
+  withDaemon(o, (d) =>
+    Effect.gen(function* () {
+      const list = yield* d.call((api) => api.agents.list())
+      if (o.json) return yield* json(list.map((a) => encodeAgent(a)))
+      for (const a of list) yield* out(Format.agent(a))
+    })
+  )
+).pipe(Command.withDescription("the agents sessions can be bound to"))
+
+const agents = Command.make("agents").pipe(Command.withDescription("agents"), Command.withSubcommands([agentsList]))
 
 // =============================================================================
 // journal
@@ -481,7 +577,7 @@ export const command = Command.make("palyra", {}, () =>
   Effect.fail(new Usage({ message: "name a command (palyra --help lists them)" }))
 ).pipe(
   Command.withDescription("the command-line client of palyrad"),
-  Command.withSubcommands([status, chat, approvals, grants, sessions, journal, Init.command, Doctor.command])
+  Command.withSubcommands([status, chat, approvals, grants, sessions, agents, journal, Init.command, Doctor.command])
 )
 
 const cli = Command.run(command, { name: "palyra", version: "0.1.0" })

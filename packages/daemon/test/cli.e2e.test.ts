@@ -100,6 +100,18 @@ describe("palyra --json", () => {
     expect(JSON.parse((await runCli(dir, ["approvals", "list", "--json"], { env })).out)).toEqual([])
   }, 90_000)
 
+  it("agents list --json; chat --agent names the agent (an unknown one is the API's invalid_argument)", async () => {
+    const agents = parsed(Schema.Array(Api.AgentInfo), (await runCli(dir, ["agents", "list", "--json"], { env })).out)
+    expect(agents.map((a) => a.id)).toContain("default")
+    const named = await runCli(dir, ["chat", "what time is it", "--agent", "default", "--session-key", "agent"], {
+      env
+    })
+    expect(named.code).toBe(0)
+    const unknown = await runCli(dir, ["chat", "hello", "--agent", "nobody", "--session-key", "agent-2"], { env })
+    expect(unknown.code).toBe(1)
+    expect(unknown.err).toMatch(/^palyra: invalid_argument: .*nobody/m)
+  }, 90_000)
+
   it("usage errors exit 2; a missing session is the API's not_found (exit 1); no token at all exits 4", async () => {
     expect((await runCli(dir, ["sessions", "show", "not-a-ulid"], { env })).code).toBe(2)
     expect((await runCli(dir, ["sessions", "frobnicate"], { env })).code).toBe(2)

@@ -23,7 +23,7 @@ import { afterAll, expect, it } from "vitest"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..")
 /** Publishable packages, dependencies first. */
-const packages = ["core", "journal", "transport-http", "transport-grpc", "channels", "daemon"] as const
+const packages = ["core", "journal", "transport-http", "transport-grpc", "channels", "plugins", "daemon"] as const
 /** Node ≥ 22 (better-sqlite3 13) for every process, including the bins' `#!/usr/bin/env node`. */
 const env: Record<string, string | undefined> = {
   ...process.env,
@@ -115,6 +115,7 @@ import { sqliteJournal, SqliteJournal } from "@palyra/journal"
 import { Api, Sse } from "@palyra/transport-http"
 import { GrpcTransport } from "@palyra/transport-grpc"
 import { ChannelConfig } from "@palyra/channels"
+import { Plugins } from "@palyra/plugins"
 import { Cli, Config, Doctor, Init } from "@palyra/daemon"
 
 const palyra = createPalyra({ model: scriptedModel([{ text: "hi" }]), journal: sqliteJournal({ filename: ":memory:" }) })
@@ -132,7 +133,7 @@ export const result: RunResult | undefined = undefined
 export const policies: string = CedarPolicy.defaultPolicies
 // @ts-expect-error defaultPolicies is a string
 export const notNumber: number = CedarPolicy.defaultPolicies
-export const pieces = [Models.fromSpec, BuiltinTools.all, SqliteJournal.layer, Api.Api, Sse.parse, GrpcTransport.serve, ChannelConfig.Entries]
+export const pieces = [Models.fromSpec, BuiltinTools.all, SqliteJournal.layer, Api.Api, Sse.parse, GrpcTransport.serve, ChannelConfig.Entries, Plugins.toolName]
 export const answers: Init.Answers = { model: "demo:scripted", keyEnv: undefined, workspace: "w", httpPort: 1, grpcPort: 2 }
 export const checks: Promise<number> = Cli.main(["doctor"], {}, { out: () => {}, err: () => {}, ask: async () => "", interactive: false })
 export const check: Doctor.Check = { name: "n", status: "ok", detail: "d" }

@@ -5,6 +5,10 @@
 import type { Records, TapeEvent } from "@palyra/core"
 import type { Api } from "@palyra/transport-http"
 
+type Compaction = typeof Api.Compaction.Type
+type Checkpoint = typeof Api.CheckpointInfo.Type
+type AgentInfo = typeof Api.AgentInfo.Type
+
 const iso = (ms: number | null) => (ms === null ? "-" : new Date(ms).toISOString())
 
 /** @internal */
@@ -46,3 +50,22 @@ export const event = (e: TapeEvent.TapeEvent) => {
   const { _tag, tapeSeq, at, sessionId: _session, runId, ...rest } = e
   return `${String(tapeSeq).padStart(5)}  ${iso(at)}  ${_tag.padEnd(18)} ${runId === null ? "" : `${runId.slice(-6)} `}${JSON.stringify(rest).slice(0, 160)}\n`
 }
+
+/** @internal */
+export const compaction = (c: Compaction) =>
+  [
+    c.applied
+      ? `compacted tape_seq ${c.fromSeq}..${c.toSeq} (${c.summarizer} summary, ${c.strategy}): ${c.tokensBefore} → ${c.tokensAfter} tokens${c.checkpointId === undefined ? "" : `; checkpoint ${c.checkpointId}`}`
+      : `preview: tape_seq ${c.fromSeq}..${c.toSeq} would become this ${c.summarizer} summary (${c.tokensBefore} → ${c.tokensAfter} tokens); nothing changed`,
+    ...(c.rejected === undefined ? [] : [`(the model's summary was rejected: ${c.rejected}; this one is extractive)`]),
+    ...(c.summary.length > 0 ? ["", c.summary] : []),
+    ""
+  ].join("\n")
+
+/** @internal */
+export const checkpoint = (c: Checkpoint) =>
+  `${c.id}  ${iso(c.createdAt)}  tape_seq ${c.fromSeq}..${c.toSeq}  ${c.tokensBefore} → ${c.tokensAfter} tokens  ${c.summarizer}\n`
+
+/** @internal */
+export const agent = (a: AgentInfo) =>
+  `${a.id.padEnd(16)} ${a.description ?? ""}\n  models: ${a.models.join(" > ") || "(the daemon's)"}  tools: ${a.tools.join(", ") || "(none)"}\n`
