@@ -13,29 +13,27 @@ import { ManagedRuntime, Schema, Scope } from "effect"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { Cli } from "../src/index.js"
 
-let runtime: ManagedRuntime.ManagedRuntime<unknown, unknown>
+const model = ScriptedModel.make((request) =>
+  request.instructions?.includes("summar") ? { text: "Goal: chat. Facts: turn numbers." } : { text: "noted" }
+)
+const runtime = ManagedRuntime.make(
+  gatewayLayer({
+    model,
+    tools: [],
+    policy: CedarPolicy.layer(),
+    promptAssembler: ContextEngine.layer({ keepTurns: 2, autoCompact: false })
+  })
+)
 let url = ""
 
 beforeAll(async () => {
-  const model = ScriptedModel.make((request) =>
-    request.instructions?.includes("summar") ? { text: "Goal: chat. Facts: turn numbers." } : { text: "noted" }
-  )
-  runtime = ManagedRuntime.make(
-    gatewayLayer({
-      model,
-      tools: [],
-      policy: CedarPolicy.layer(),
-      promptAssembler: ContextEngine.layer({ keepTurns: 2, autoCompact: false })
-    } as never)
-  ) as never
   const scope = await runtime.runPromise(Scope.make())
-  url = (
-    await runtime.runPromise(
-      HttpTransport.serve({ port: 0, tokens: [{ token: "alice-token-0123456789", principal: "alice" }] }).pipe(
-        Scope.extend(scope)
-      ) as never
+  const served = await runtime.runPromise(
+    HttpTransport.serve({ port: 0, tokens: [{ token: "alice-token-0123456789", principal: "alice" }] }).pipe(
+      Scope.extend(scope)
     )
-  ).url
+  )
+  url = served.url
 })
 afterAll(() => runtime.dispose())
 
