@@ -4,10 +4,22 @@
  * command line become standing grants that can be revoked; usage errors exit 2; and on a terminal
  * (a pseudo-terminal from util-linux `script`) `palyra chat` shows what was typed.
  */
+
+import { spawn } from "node:child_process"
 import { Api } from "@palyra/transport-http"
 import { Schema } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type Daemon, fresh, runCli, runOnTerminal, startDaemon, stopDaemons } from "./support.js"
+import {
+  bin,
+  cleanEnv,
+  type Daemon,
+  fresh,
+  nodeArgs,
+  runCli,
+  runOnTerminal,
+  startDaemon,
+  stopDaemons
+} from "./support.js"
 
 let dir: string
 let daemon: Daemon
@@ -123,6 +135,43 @@ describe("palyra --json", () => {
     const noToken = await runCli(fresh(), ["sessions", "list"], { env })
     expect(noToken.code).toBe(4)
     expect(noToken.err).toMatch(/no token/)
+  }, 90_000)
+})
+
+describe("palyra journal tail --follow", () => {
+  it("prints the tape, then new events live, one JSON event per line", async () => {
+    const first = await runCli(dir, ["chat", "what time is it", "--session-key", "follow"], { env })
+    expect(first.code).toBe(0)
+    const sessions = parsed(Schema.Array(Api.Session), (await runCli(dir, ["sessions", "list", "--json"], { env })).out)
+    const id = sessions.find((s) => s.key === "follow")!.id
+    const proc = spawn(process.execPath, [...nodeArgs, bin("palyra"), "journal", "tail", id, "--follow", "--json"], {
+      cwd: dir,
+      env: { ...cleanEnv(), ...env },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    const events: Array<typeof Api.TapeEventRecord.Type> = []
+    let buffer = ""
+    let sentSecond = false
+    const decode = Schema.decodeUnknownSync(Api.TapeEventRecord)
+    await new Promise<void>((resolve, reject) => {
+      proc.on("exit", (code) => reject(new Error(`tail --follow exited ${code}`)))
+      proc.stdout.on("data", (chunk) => {
+        buffer += chunk
+        const lines = buffer.split("\n")
+        buffer = lines.pop() ?? ""
+        for (const line of lines) events.push(decode(JSON.parse(line)))
+        const done = events.filter((e) => e._tag === "RunStateChanged" && e.to === "Done").length
+        if (done === 1 && !sentSecond) {
+          sentSecond = true
+          void runCli(dir, ["chat", "and now?", "--session-key", "follow"], { env })
+        }
+        if (done === 2) resolve()
+      })
+    }).finally(() => proc.kill())
+    expect(events.map((e) => e.tapeSeq)).toEqual(events.map((_, i) => i + 1))
+    expect(events.filter((e) => e._tag === "UserMessage").map((e) => (e._tag === "UserMessage" ? e.text : ""))).toEqual(
+      ["what time is it", "and now?"]
+    )
   }, 90_000)
 })
 
