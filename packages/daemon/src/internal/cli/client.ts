@@ -29,16 +29,19 @@ export const DEFAULT_URL = "http://127.0.0.1:7420"
  */
 export const connectionOptions = {
   url: Options.text("url").pipe(
+    Options.withPseudoName("URL"),
     Options.withDescription(`palyrad's HTTP address (env PALYRA_URL; default ${DEFAULT_URL})`),
     Options.withFallbackConfig(Config.string("PALYRA_URL")),
     Options.withDefault(DEFAULT_URL)
   ),
   token: Options.redacted("token").pipe(
+    Options.withPseudoName("TOKEN"),
     Options.withDescription("bearer token (env PALYRA_TOKEN; default: the admin token file in the data dir)"),
     Options.withFallbackConfig(Config.redacted("PALYRA_TOKEN")),
     Options.optional
   ),
   dataDir: Options.text("data-dir").pipe(
+    Options.withPseudoName("DIR"),
     Options.withDescription("palyrad's data dir, for its admin.token (default: as palyrad resolves it, else .palyra)"),
     Options.optional
   )
