@@ -438,6 +438,8 @@ const asTool = (prepared: Prepared, options: Options): LoadedPlugin => {
       const runtime = yield* Effect.runtime<never>()
       const controller = new AbortController()
       const state: CallState = { calls: [], signal: controller.signal }
+      // Extism counts its limit from the worker's start, not from the call.
+      const startedAt = Date.now()
       const plugin = yield* Effect.acquireRelease(
         Effect.tryPromise({
           try: () =>
@@ -465,14 +467,13 @@ const asTool = (prepared: Prepared, options: Options): LoadedPlugin => {
           Effect.sync(() => controller.abort()).pipe(Effect.zipRight(Effect.promise(() => plugin.close())))
       )
       invocations++
-      const calledAt = Date.now()
       const output = yield* Effect.tryPromise({
         try: () => plugin.call(manifest.export, JSON.stringify(args)),
         catch: (cause) => {
           const message = describe(cause)
           // Extism ends an over-time call by ending its worker; how that surfaces varies with timing,
           // so a failure at or past the limit is the limit.
-          return /timeout/i.test(message) || Date.now() - calledAt >= prepared.timeoutMs
+          return /timeout/i.test(message) || Date.now() - startedAt >= prepared.timeoutMs
             ? failure("timeout", `the plugin ran past its ${prepared.timeoutMs} ms limit`, cause)
             : failure("failed", `the plugin failed: ${message}`, cause)
         }
