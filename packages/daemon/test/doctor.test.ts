@@ -7,7 +7,7 @@ import { createServer as createHttpServer, type Server } from "node:http"
 import { type AddressInfo, createServer, type Socket } from "node:net"
 import { join } from "node:path"
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
-import { Records } from "@palyra/core"
+import { Ids, Records } from "@palyra/core"
 import { CedarPolicy } from "@palyra/core/cedar"
 import { Anchor, SqliteJournal } from "@palyra/journal"
 import Database from "better-sqlite3"
@@ -59,7 +59,7 @@ const freePort = () =>
     })
   })
 
-const S = "01KA0000000000000000000SES" as never
+const S = Ids.SessionId.make("01KA0000000000000000000SES")
 
 /** A journal of `rows` tape rows in `<dir>/.palyra`, anchored when `anchored`. */
 const journal = async (dir: string, rows: number, anchored: boolean) => {
