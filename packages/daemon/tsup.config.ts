@@ -15,6 +15,11 @@ export default defineConfig({
   noExternal: [/^(?!better-sqlite3$|@cedar-policy\/cedar-wasm|@ai-sdk\/anthropic).*/],
   // @ai-sdk/anthropic is optional: loaded when installed and configured.
   external: ["better-sqlite3", "@cedar-policy/cedar-wasm", "@cedar-policy/cedar-wasm/nodejs", "@ai-sdk/anthropic"],
+  // tr46 (grammY → node-fetch → whatwg-url) requires Node's deprecated `punycode` module, which
+  // prints a deprecation warning on every start; bundle the userland package of the same API instead.
+  esbuildOptions(options) {
+    options.alias = { ...options.alias, punycode: "punycode/" }
+  },
   banner: {
     // Bundled CommonJS dependencies expect `require`.
     js: "import { createRequire as __palyraCreateRequire } from 'node:module'; const require = __palyraCreateRequire(import.meta.url);"

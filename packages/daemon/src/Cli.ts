@@ -1,421 +1,645 @@
 /**
- * `palyra`: the command-line client of a running palyrad (over its HTTP API).
+ * `palyra`: the command-line client of a running palyrad, on `@effect/cli`, talking to the daemon
+ * through a client derived from the HTTP contract (`Api`), plus `init` and `doctor` for a local
+ * installation.
  *
- *   palyra status
- *   palyra chat [message…] [--session KEY]         stream answers; asks y/n/always for approvals
- *   palyra approvals list [--status pending]       palyra approvals approve|deny ID [--scope …] [--reason …]
- *   palyra sessions list | show ID | reset ID
- *   palyra journal tail SESSION [--follow] | verify
+ *   palyra status [--json]
+ *   palyra chat [message…] [--session-key KEY] [--agent ID] [--yes | --no]   stream answers; asks y/n/always for approvals
+ *   palyra approvals list [--status pending] [--json] | approve ID [--scope …] [--reason …] | deny ID
+ *   palyra grants list [--json] | revoke ID
+ *   palyra sessions list [--json] | show ID [--json] | reset ID
+ *   palyra sessions compact ID [--preview] | checkpoints ID [--json] | restore ID CHECKPOINT
+ *   palyra agents list [--json]
+ *   palyra journal tail SESSION [--follow] [--json] | verify [--json]
  *   palyra journal verify --anchor FILE [--db PATH] [--key PATH]   offline, no daemon (VerifyOffline)
+ *   palyra init [--model …] [--key-env …] [--workspace …] [--http-port …] [--grpc-port …] [--yes] [--force]
+ *   palyra doctor [--json]
  *
- * Connection: --url / PALYRA_URL (default http://127.0.0.1:7420); token: --token / PALYRA_TOKEN, else
- * the admin token file in the data dir (--data-dir / PALYRA_DATA_DIR, default ./.palyra).
+ * Connection (flags after the command): --url / PALYRA_URL (default http://127.0.0.1:7420); token:
+ * --token / PALYRA_TOKEN, else the admin token file in the data dir (--data-dir / PALYRA_DATA_DIR /
+ * the config file; default ./.palyra).
  *
- * Exit codes: 0 ok · 1 the request failed · 2 usage · 3 daemon unreachable · 4 token refused.
+ * `--json` prints one JSON document on stdout (the API's own encoding) and nothing else.
+ *
+ * Exit codes: 0 ok · 1 the request or check failed · 2 usage · 3 daemon unreachable · 4 no token, or
+ * token refused.
  *
  * @since 0.1.0
  */
-import { existsSync, readFileSync } from "node:fs"
-import { join, resolve } from "node:path"
-import { createInterface, type Interface } from "node:readline"
+import { join } from "node:path"
+import * as Args from "@effect/cli/Args"
+import * as CliConfig from "@effect/cli/CliConfig"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as ValidationError from "@effect/cli/ValidationError"
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import { Ids, Records, TapeEvent } from "@palyra/core"
+import { Api } from "@palyra/transport-http"
+import { ConfigProvider, Effect, Layer, Option, Schema, Stream } from "effect"
+import * as DaemonConfig from "./Config.js"
+import * as Doctor from "./Doctor.js"
+import * as Init from "./Init.js"
+import { type Connection, connect, connectionOptions, type Daemon } from "./internal/cli/client.js"
+import * as Format from "./internal/cli/format.js"
+import {
+  askLine,
+  CliEnv,
+  type CliFailure,
+  CliIo,
+  err,
+  exitCode,
+  Failed,
+  type Io,
+  json,
+  processIo as makeProcessIo,
+  out,
+  Usage
+} from "./internal/cli/io.js"
 import * as VerifyOffline from "./VerifyOffline.js"
 
-/** @since 0.1.0 @category Models */
-export interface Io {
-  readonly out: (text: string) => void
-  readonly err: (text: string) => void
-  readonly ask: (question: string) => Promise<string>
-  readonly interactive: boolean
+/** Output, line input (when stdin is not a terminal) and whether stdin is a terminal. @since 0.1.0 @category Models */
+export type { Io }
+
+const jsonFlag = Options.boolean("json").pipe(
+  Options.withDescription("print one JSON document (the API's encoding) on stdout, and nothing else")
+)
+
+const withDaemon = <A, R>(connection: Connection, f: (daemon: Daemon) => Effect.Effect<A, CliFailure, R>) =>
+  Effect.flatMap(connect(connection), f)
+
+// =============================================================================
+// status
+// =============================================================================
+
+const status = Command.make("status", { ...connectionOptions, json: jsonFlag }, (o) =>
+  withDaemon(o, (d) =>
+    Effect.gen(function* () {
+      const ready = yield* d.ready
+      if (!o.json) yield* out(`palyrad at ${d.url}: ${ready ? "ready" : "starting"}\n`)
+      const counts = yield* d.call((api) =>
+        Effect.all({
+          sessions: api.sessions.list({ urlParams: { limit: 1000 } }),
+          pending: api.approvals.list({ urlParams: { status: "pending" } })
+        })
+      )
+      if (o.json)
+        yield* json({
+          url: d.url,
+          ready,
+          sessions: counts.sessions.length,
+          pendingApprovals: counts.pending.length
+        })
+      else yield* out(`  sessions: ${counts.sessions.length}\n  pending approvals: ${counts.pending.length}\n`)
+      if (!ready) return yield* new Failed({ message: "" })
+    })
+  )
+).pipe(Command.withDescription("is the daemon up? sessions and pending approvals"))
+
+// =============================================================================
+// chat
+// =============================================================================
+
+interface ChatOptions {
+  readonly sessionKey: string
+  readonly agent: Option.Option<string>
+  readonly yes: boolean
+  readonly no: boolean
 }
 
-export class CliError extends Error {
-  constructor(
-    message: string,
-    readonly exitCode: number
-  ) {
-    super(message)
-  }
-}
+const answerApproval = (d: Daemon, event: TapeEvent.TapeEventOf<"ApprovalRequested">, o: ChatOptions) =>
+  Effect.gen(function* () {
+    yield* out(`\n⚠ approval needed: ${event.summary} (risk: ${event.risk})\n`)
+    const answer = o.yes
+      ? "y"
+      : o.no
+        ? "n"
+        : (yield* askLine("  approve? [y]es / [n]o / [a]lways for these exact arguments:")).trim().toLowerCase()
+    const always = answer === "a" || answer === "always"
+    const approve = always || answer === "y" || answer === "yes"
+    const resolved = yield* d.call((api) =>
+      api.approvals.resolve({
+        path: { id: event.approvalId },
+        payload: approve
+          ? { decision: "approve", scope: always ? "always" : "once", reason: "answered in palyra chat" }
+          : { decision: "deny", reason: "answered in palyra chat" }
+      })
+    )
+    yield* out(`  ${resolved.status === "approved" ? `approved (${resolved.scope})` : resolved.status}\n`)
+  })
 
-interface Args {
-  readonly positional: Array<string>
-  readonly options: Record<string, string | true>
-}
+/** One message: stream the run, answer approvals; fails (exit 1) unless the run ends Done. */
+const chatOnce = (d: Daemon, text: string, o: ChatOptions) =>
+  Effect.gen(function* () {
+    const state = { final: "Done", streaming: false }
+    yield* d
+      .streamRun({
+        text,
+        sessionKey: o.sessionKey,
+        channel: "cli",
+        ...Option.match(o.agent, { onNone: () => ({}), onSome: (agent) => ({ agent }) })
+      })
+      .pipe(
+        Stream.runForEach((event) =>
+          Effect.gen(function* () {
+            switch (event._tag) {
+              case "AssistantDelta":
+                if (!state.streaming) yield* out("assistant: ")
+                state.streaming = true
+                return yield* out(event.text)
+              case "AssistantMessage":
+                if (state.streaming) yield* out("\n")
+                state.streaming = false
+                return
+              case "PolicyDecided":
+                return yield* out(
+                  `  [policy] ${event.tool}: ${event.decision} (${event.policyIds.join(", ") || "no policy"})\n`
+                )
+              case "ApprovalRequested":
+                return yield* answerApproval(d, event, o)
+              case "ToolResult":
+                return yield* out(
+                  `  [tool] ${event.tool}: ${event.status}${event.status === "ok" ? "" : ` — ${String(event.output).slice(0, 200)}`}\n`
+                )
+              case "RunError":
+                return yield* err(`run failed: ${event.code}: ${event.message}\n`)
+              case "RunStateChanged":
+                if (event.to === "Done" || event.to === "Cancelled" || event.to === "Failed") state.final = event.to
+                return
+            }
+          })
+        )
+      )
+    if (state.final !== "Done") return yield* new Failed({ message: "" })
+  })
 
-const parseArgs = (argv: ReadonlyArray<string>): Args => {
-  const positional: Array<string> = []
-  const options: Record<string, string | true> = {}
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!
-    if (a.startsWith("--")) {
-      const eq = a.indexOf("=")
-      const name = eq > 0 ? a.slice(2, eq) : a.slice(2)
-      if (eq > 0) options[name] = a.slice(eq + 1)
-      else if (["follow", "yes", "no", "help", "json"].includes(name)) options[name] = true
-      else {
-        const v = argv[i + 1]
-        if (v === undefined) throw new CliError(`--${name} needs a value`, 2)
-        options[name] = v
-        i++
-      }
-    } else positional.push(a)
-  }
-  return { positional, options }
-}
+const chat = Command.make(
+  "chat",
+  {
+    ...connectionOptions,
+    message: Args.text({ name: "message" }).pipe(Args.repeated),
+    sessionKey: Options.text("session-key").pipe(
+      Options.withAlias("session"),
+      Options.withDescription("the session to talk in (per caller; default: cli)"),
+      Options.withDefault("cli")
+    ),
+    agent: Options.text("agent").pipe(
+      Options.withDescription("the agent that answers (a new session is bound to it; see `palyra agents list`)"),
+      Options.optional
+    ),
+    yes: Options.boolean("yes").pipe(Options.withDescription("approve every approval request (once)")),
+    no: Options.boolean("no").pipe(Options.withDescription("deny every approval request"))
+  },
+  (o) =>
+    withDaemon(o, (d) =>
+      Effect.gen(function* () {
+        const message = o.message.join(" ").trim()
+        if (message.length > 0) return yield* chatOnce(d, message, o)
+        const io = yield* CliIo
+        if (!io.interactive) return yield* new Usage({ message: "chat needs a message when stdin is not a terminal" })
+        yield* out(`palyra chat — session "${o.sessionKey}". Empty line or Ctrl-D to quit.\n`)
+        while (true) {
+          const line = (yield* askLine("you")).trim()
+          if (line.length === 0) return
+          // A failed run or request is reported and the conversation goes on; losing the daemon
+          // or the token ends it.
+          yield* chatOnce(d, line, o).pipe(
+            Effect.catchTag("Failed", (e) => (e.message === "" ? Effect.void : err(`${e.message}\n`)))
+          )
+        }
+      })
+    )
+).pipe(Command.withDescription("chat with the agent; without a message, an interactive prompt"))
 
-const USAGE = `usage: palyra <command>
-  status                                   is the daemon up? (no token needed for this)
-  chat [message…] [--session KEY]          chat; without a message, an interactive prompt
-  approvals list [--status STATUS]         pending approvals by default
-  approvals approve ID [--scope once|session|always] [--reason TEXT] [--expires-in SECONDS] [--max-uses N]
-  approvals deny ID [--reason TEXT]
-  grants list | revoke ID                  standing approvals, each shown as the Cedar policy it amounts to
-  sessions list | show ID | reset ID
-  journal tail SESSION_ID [--follow]       print the tape
-  journal verify                           recompute the hash chain (asks the daemon)
-  journal verify --anchor FILE [--db PATH] [--key PATH]
-                                           offline: the file read-only, plus its signed anchors
-options: --url URL  --token TOKEN  --data-dir DIR  --yes/--no (answer approvals without asking)`
+// =============================================================================
+// approvals, grants
+// =============================================================================
 
-/** Run the CLI; resolves with the exit code. @since 0.1.0 @category Main */
-export const main = async (
-  argv: ReadonlyArray<string>,
+const approvalId = Args.text({ name: "approval-id" }).pipe(Args.withSchema(Ids.ApprovalId))
+const reason = Options.text("reason").pipe(Options.withDescription("why (recorded)"), Options.optional)
+const encodeApproval = Schema.encodeSync(Api.ApprovalRecord)
+
+const approvalsList = Command.make(
+  "list",
+  {
+    ...connectionOptions,
+    json: jsonFlag,
+    status: Options.choice("status", Records.ApprovalStatus.literals).pipe(Options.withDefault("pending"))
+  },
+  (o) =>
+    withDaemon(o, (d) =>
+      Effect.gen(function* () {
+        const list = yield* d.call((api) => api.approvals.list({ urlParams: { status: o.status } }))
+        if (o.json) return yield* json(list.map((a) => encodeApproval(a)))
+        if (list.length === 0) yield* out(`no ${o.status} approvals\n`)
+        for (const a of list) yield* out(Format.approval(a))
+      })
+    )
+).pipe(Command.withDescription("approvals (pending by default)"))
+
+const approve = Command.make(
+  "approve",
+  {
+    ...connectionOptions,
+    json: jsonFlag,
+    id: approvalId,
+    scope: Options.choice("scope", TapeEvent.ApprovalScope.literals).pipe(Options.optional),
+    reason,
+    expiresIn: Options.integer("expires-in").pipe(
+      Options.withDescription("a session/always grant stops applying after this many seconds"),
+      Options.optional
+    ),
+    maxUses: Options.integer("max-uses").pipe(
+      Options.withDescription("a session/always grant applies to at most this many calls"),
+      Options.optional
+    )
+  },
+  (o) =>
+    withDaemon(o, (d) =>
+      Effect.gen(function* () {
+        const record = yield* d.call((api) =>
+          api.approvals.resolve({
+            path: { id: o.id },
+            payload: {
+              decision: "approve",
+              ...Option.match(o.scope, { onNone: () => ({}), onSome: (scope) => ({ scope }) }),
+              ...Option.match(o.reason, { onNone: () => ({}), onSome: (reason) => ({ reason }) }),
+              ...Option.match(o.expiresIn, { onNone: () => ({}), onSome: (s) => ({ expiresInSeconds: s }) }),
+              ...Option.match(o.maxUses, { onNone: () => ({}), onSome: (maxUses) => ({ maxUses }) })
+            }
+          })
+        )
+        if (o.json) return yield* json(encodeApproval(record))
+        yield* out(`${record.id}: ${record.status}${record.status === "approved" ? ` (${record.scope})` : ""}\n`)
+      })
+    )
+).pipe(Command.withDescription("approve a pending approval"))
+
+const deny = Command.make("deny", { ...connectionOptions, json: jsonFlag, id: approvalId, reason }, (o) =>
+  withDaemon(o, (d) =>
+    Effect.gen(function* () {
+      const record = yield* d.call((api) =>
+        api.approvals.resolve({
+          path: { id: o.id },
+          payload: {
+            decision: "deny",
+            ...Option.match(o.reason, { onNone: () => ({}), onSome: (reason) => ({ reason }) })
+          }
+        })
+      )
+      if (o.json) return yield* json(encodeApproval(record))
+      yield* out(`${record.id}: ${record.status}\n`)
+    })
+  )
+).pipe(Command.withDescription("deny a pending approval"))
+
+const approvals = Command.make("approvals").pipe(
+  Command.withDescription("list and answer approvals"),
+  Command.withSubcommands([approvalsList, approve, deny])
+)
+
+const encodeGrant = Schema.encodeSync(Api.Grant)
+
+const grantsList = Command.make("list", { ...connectionOptions, json: jsonFlag }, (o) =>
+  withDaemon(o, (d) =>
+    Effect.gen(function* () {
+      const list = yield* d.call((api) => api.grants.list())
+      if (o.json) return yield* json(list.map((g) => encodeGrant(g)))
+      if (list.length === 0) yield* out("no standing grants\n")
+      for (const g of list) yield* out(Format.grant(g))
+    })
+  )
+).pipe(Command.withDescription("standing approvals, each shown as the Cedar policy it amounts to"))
+
+const revoke = Command.make("revoke", { ...connectionOptions, json: jsonFlag, id: approvalId }, (o) =>
+  withDaemon(o, (d) =>
+    Effect.gen(function* () {
+      const g = yield* d.call((api) => api.grants.revoke({ path: { id: o.id } }))
+      if (o.json) return yield* json(encodeGrant(g))
+      yield* out(`${g.id}: ${g.status}\n`)
+    })
+  )
+).pipe(Command.withDescription("revoke a standing grant"))
+
+const grants = Command.make("grants").pipe(
+  Command.withDescription("standing approval grants"),
+  Command.withSubcommands([grantsList, revoke])
+)
+
+// =============================================================================
+// sessions
+// =============================================================================
+
+const sessionId = Args.text({ name: "session-id" }).pipe(Args.withSchema(Ids.SessionId))
+const encodeSession = Schema.encodeSync(Api.Session)
+const encodeTape = Schema.encodeSync(Schema.Array(TapeEvent.TapeEvent))
+
+const sessionsList = Command.make(
+  "list",
+  {
+    ...connectionOptions,
+    json: jsonFlag,
+    limit: Options.integer("limit").pipe(Options.withDefault(100)),
+    archived: Options.boolean("archived").pipe(Options.withDescription("list archived sessions"))
+  },
+  (o) =>
+    withDaemon(o, (d) =>
+      Effect.gen(function* () {
+        const list = yield* d.call((api) =>
+          api.sessions.list({ urlParams: { limit: o.limit, ...(o.archived ? { archived: true } : {}) } })
+        )
+        if (o.json) return yield* json(list.map((s) => encodeSession(s)))
+        if (list.length === 0) yield* out("no sessions\n")
+        for (const s of list) yield* out(Format.session(s))
+      })
+    )
+).pipe(Command.withDescription("the caller's sessions, most recent first"))
+
+const sessionsShow = Command.make("show", { ...connectionOptions, json: jsonFlag, id: sessionId }, (o) =>
+  withDaemon(o, (d) =>
+    Effect.gen(function* () {
+      const { session, tape } = yield* d.call((api) =>
+        Effect.all({
+          session: api.sessions.get({ path: { id: o.id } }),
+          tape: api.sessions.tape({ path: { id: o.id }, urlParams: { limit: 5000 } })
+        })
+      )
+      if (o.json) return yield* json({ session: encodeSession(session), tape: encodeTape(tape) })
+      yield* out(Format.sessionDetail(session, tape.length))
+    })
+  )
+).pipe(Command.withDescription("one session and its tape (as JSON with --json)"))
+
+const sessionsReset = Command.make("reset", { ...connectionOptions, json: jsonFlag, id: sessionId }, (o) =>
+  withDaemon(o, (d) =>
+    Effect.gen(function* () {
+      const s = yield* d.call((api) => api.sessions.reset({ path: { id: o.id } }))
+      if (o.json) return yield* json(encodeSession(s))
+      yield* out(`session ${s.id} reset (generation ${s.resetGeneration})\n`)
+    })
+  )
+).pipe(Command.withDescription("start the session's history afresh (the tape keeps everything)"))
+
+const encodeCompaction = Schema.encodeSync(Api.Compaction)
+const encodeCheckpoint = Schema.encodeSync(Api.CheckpointInfo)
+const encodeRestored = Schema.encodeSync(Api.Restored)
+
+const sessionsCompact = Command.make(
+  "compact",
+  {
+    ...connectionOptions,
+    json: jsonFlag,
+    id: sessionId,
+    preview: Options.boolean("preview").pipe(Options.withDescription("compute the summary; change nothing"))
+  },
+  (o) =>
+    withDaemon(o, (d) =>
+      Effect.gen(function* () {
+        const c = yield* d.call((api) =>
+          api.sessions.compact({ path: { id: o.id }, urlParams: o.preview ? { preview: true } : {} })
+        )
+        if (o.json) return yield* json(encodeCompaction(c))
+        yield* out(Format.compaction(c))
+      })
+    )
+).pipe(Command.withDescription("compact the session's history now (--preview: show the summary, change nothing)"))
+
+const sessionsCheckpoints = Command.make("checkpoints", { ...connectionOptions, json: jsonFlag, id: sessionId }, (o) =>
+  withDaemon(o, (d) =>
+    Effect.gen(function* () {
+      const list = yield* d.call((api) => api.sessions.checkpoints({ path: { id: o.id } }))
+      if (o.json) return yield* json(list.map((c) => encodeCheckpoint(c)))
+      if (list.length === 0) yield* out("no checkpoints (the session was never compacted)\n")
+      for (const c of list) yield* out(Format.checkpoint(c))
+    })
+  )
+).pipe(Command.withDescription("the session's compaction checkpoints"))
+
+const sessionsRestore = Command.make(
+  "restore",
+  {
+    ...connectionOptions,
+    json: jsonFlag,
+    id: sessionId,
+    checkpoint: Args.text({ name: "checkpoint-id" }).pipe(Args.withSchema(Api.RestorePayload.fields.checkpointId))
+  },
+  (o) =>
+    withDaemon(o, (d) =>
+      Effect.gen(function* () {
+        const r = yield* d.call((api) =>
+          api.sessions.restore({ path: { id: o.id }, payload: { checkpointId: o.checkpoint } })
+        )
+        if (o.json) return yield* json(encodeRestored(r))
+        yield* out(
+          `session ${r.session.id}: restored checkpoint ${o.checkpoint} (history from tape_seq ${r.session.historyFromSeq} again)\n`
+        )
+      })
+    )
+).pipe(Command.withDescription("put the prompt back as it was before a checkpoint's compaction"))
+
+const sessions = Command.make("sessions").pipe(
+  Command.withDescription("sessions"),
+  Command.withSubcommands([
+    sessionsList,
+    sessionsShow,
+    sessionsReset,
+    sessionsCompact,
+    sessionsCheckpoints,
+    sessionsRestore
+  ])
+)
+
+// =============================================================================
+// agents
+// =============================================================================
+
+const encodeAgent = Schema.encodeSync(Api.AgentInfo)
+
+const agentsList = Command.make("list", { ...connectionOptions, json: jsonFlag }, (o) =>
+  withDaemon(o, (d) =>
+    Effect.gen(function* () {
+      const list = yield* d.call((api) => api.agents.list())
+      if (o.json) return yield* json(list.map((a) => encodeAgent(a)))
+      for (const a of list) yield* out(Format.agent(a))
+    })
+  )
+).pipe(Command.withDescription("the agents sessions can be bound to"))
+
+const agents = Command.make("agents").pipe(Command.withDescription("agents"), Command.withSubcommands([agentsList]))
+
+// =============================================================================
+// journal
+// =============================================================================
+
+const tail = Command.make(
+  "tail",
+  {
+    ...connectionOptions,
+    id: sessionId,
+    json: jsonFlag.pipe(
+      Options.withDescription("print the tape as one JSON array (with --follow: one JSON event per line)")
+    ),
+    follow: Options.boolean("follow").pipe(Options.withAlias("f"), Options.withDescription("keep following new events"))
+  },
+  (o) =>
+    withDaemon(o, (d) =>
+      Effect.gen(function* () {
+        const encodeOne = Schema.encodeSync(TapeEvent.TapeEvent)
+        if (o.follow) {
+          return yield* d
+            .follow(o.id)
+            .pipe(Stream.runForEach((e) => out(o.json ? `${JSON.stringify(encodeOne(e))}\n` : Format.event(e))))
+        }
+        const tape = yield* d.call((api) => api.sessions.tape({ path: { id: o.id }, urlParams: { limit: 5000 } }))
+        if (o.json) return yield* json(encodeTape(tape))
+        for (const e of tape) yield* out(Format.event(e))
+      })
+    )
+).pipe(Command.withDescription("print a session's tape (--follow: then live)"))
+
+const verifyOffline = (
+  o: {
+    readonly json: boolean
+    readonly anchor: string
+    readonly db: Option.Option<string>
+    readonly key: Option.Option<string>
+    readonly config: Option.Option<string>
+    readonly dataDir: Option.Option<string>
+  },
   env: Record<string, string | undefined>,
-  io: Io
-): Promise<number> => {
-  try {
-    const args = parseArgs(argv)
-    if (args.options.help || args.positional.length === 0) {
-      io.out(`${USAGE}\n`)
-      return args.positional.length === 0 && !args.options.help ? 2 : 0
+  cwd: string
+) =>
+  Effect.gen(function* () {
+    const config =
+      Option.isSome(o.db) && Option.isSome(o.key)
+        ? undefined
+        : yield* DaemonConfig.load(
+            { config: Option.getOrUndefined(o.config), dataDir: Option.getOrUndefined(o.dataDir) },
+            env,
+            cwd
+          ).pipe(Effect.mapError((e) => new Usage({ message: e.message })))
+    const request: VerifyOffline.Request = {
+      db: Option.getOrElse(o.db, () => join(config?.dataDir ?? cwd, "journal.db")),
+      witnessFile: o.anchor,
+      keyFile: Option.getOrElse(o.key, () => config?.anchorKeyFile ?? "")
     }
-    const url = String(args.options.url ?? env.PALYRA_URL ?? "http://127.0.0.1:7420").replace(/\/$/, "")
-    const client = makeClient(url, () => tokenFrom(args, env))
-    const [command, sub, ...rest] = args.positional
-    switch (command) {
-      case "status":
-        return await status(client, url, io)
-      case "chat":
-        return await chat(client, [sub, ...rest].filter((s): s is string => s !== undefined).join(" "), args, io)
-      case "approvals":
-        return await approvals(client, sub, rest, args, io)
-      case "sessions":
-        return await sessions(client, sub, rest, io)
-      case "grants":
-        return await grants(client, sub, rest, io)
-      case "journal":
-        if (sub === "verify" && args.options.anchor !== undefined)
-          return await VerifyOffline.main(args.options, env, io)
-        return await journal(client, sub, rest, args, io)
-      default:
-        throw new CliError(`unknown command "${command}"\n${USAGE}`, 2)
-    }
-  } catch (error) {
-    if (error instanceof CliError) {
-      io.err(`palyra: ${error.message}\n`)
-      return error.exitCode
-    }
-    io.err(`palyra: ${error instanceof Error ? error.message : String(error)}\n`)
-    return 1
-  }
-}
+    const report = yield* VerifyOffline.verify(request).pipe(
+      Effect.mapError((e) => new Failed({ message: `cannot verify ${request.db}: ${e.message}` }))
+    )
+    if (o.json) yield* json({ ...request, ...report })
+    else yield* out(VerifyOffline.format(request, report))
+    if (!report.ok) return yield* new Failed({ message: "" })
+  })
 
-const tokenFrom = (args: Args, env: Record<string, string | undefined>): string => {
-  if (typeof args.options.token === "string") return args.options.token
-  if (env.PALYRA_TOKEN) return env.PALYRA_TOKEN
-  const dataDir = resolve(
-    String(
-      args.options["data-dir"] ?? env.PALYRA_DATA_DIR ?? (env.PALYRA_HOME ? join(env.PALYRA_HOME, "data") : ".palyra")
+const verify = Command.make(
+  "verify",
+  {
+    ...connectionOptions,
+    json: jsonFlag,
+    anchor: Options.text("anchor").pipe(
+      Options.withDescription("offline: verify the journal file and this witness file, without the daemon"),
+      Options.optional
+    ),
+    db: Options.text("db").pipe(Options.withDescription("offline: the journal file"), Options.optional),
+    key: Options.text("key").pipe(Options.withDescription("offline: the anchor key (or its .pub)"), Options.optional),
+    config: Options.text("config").pipe(Options.withDescription("offline: palyrad's config file"), Options.optional)
+  },
+  (o) =>
+    Effect.gen(function* () {
+      if (Option.isSome(o.anchor)) {
+        const { env, cwd } = yield* CliEnv
+        return yield* verifyOffline({ ...o, anchor: o.anchor.value }, env, cwd)
+      }
+      const result = yield* withDaemon(o, (d) => d.call((api) => api.journal.verify()))
+      if (o.json) return yield* json(result)
+      if (result.ok) return yield* out(`journal verified: ${result.checked} events, hash chain intact\n`)
+      yield* out(`journal BROKEN after ${result.checked} good events: ${result.reason} — ${result.detail}\n`)
+      return yield* new Failed({ message: "" })
+    })
+).pipe(Command.withDescription("recompute the hash chain (asks the daemon; with --anchor: offline)"))
+
+const journal = Command.make("journal").pipe(
+  Command.withDescription("the tape and its integrity"),
+  Command.withSubcommands([tail, verify])
+)
+
+// =============================================================================
+// The command tree
+// =============================================================================
+
+/**
+ * The whole command tree.
+ *
+ * @since 0.1.0
+ * @category Commands
+ */
+export const command = Command.make("palyra", {}, () =>
+  Effect.fail(new Usage({ message: "name a command (palyra --help lists them)" }))
+).pipe(
+  Command.withDescription("the command-line client of palyrad"),
+  Command.withSubcommands([status, chat, approvals, grants, sessions, agents, journal, Init.command, Doctor.command])
+)
+
+const cli = Command.run(command, { name: "palyra", version: "0.1.0" })
+
+/**
+ * Run the CLI with these arguments (without `node` and the script); succeeds with the exit code.
+ *
+ * @since 0.1.0
+ * @category Main
+ */
+export const run = (argv: ReadonlyArray<string>) =>
+  cli(["node", "palyra", ...argv]).pipe(
+    Effect.as(0),
+    Effect.catchIf(ValidationError.isValidationError, () => Effect.succeed(2)),
+    Effect.catchTag("QuitException", () => Effect.as(err("palyra: cancelled\n"), 1)),
+    Effect.catchAll((failure: CliFailure) =>
+      Effect.as(failure.message === "" ? Effect.void : err(`palyra: ${failure.message}\n`), exitCode(failure))
+    ),
+    Effect.catchAllDefect((defect) =>
+      Effect.as(err(`palyra: ${defect instanceof Error ? defect.message : String(defect)}\n`), 1)
     )
   )
-  const file = join(dataDir, "admin.token")
-  if (existsSync(file)) return readFileSync(file, "utf8").trim()
-  throw new CliError(`no token: pass --token, set PALYRA_TOKEN, or run where ${file} exists`, 4)
-}
 
-interface Client {
-  readonly request: (
-    method: string,
-    path: string,
-    body?: unknown,
-    headers?: Record<string, string>
-  ) => Promise<Response>
-  readonly json: <A>(method: string, path: string, body?: unknown) => Promise<A>
-}
-
-const makeClient = (url: string, token: () => string): Client => {
-  const request = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
-    let response: Response
-    try {
-      response = await fetch(`${url}${path}`, {
-        method,
-        headers: {
-          authorization: `Bearer ${token()}`,
-          ...(body === undefined ? {} : { "content-type": "application/json" }),
-          ...headers
-        },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) })
-      })
-    } catch (error) {
-      if (error instanceof CliError) throw error
-      throw new CliError(`cannot reach palyrad at ${url} (is it running? start it with \`npm start\`)`, 3)
-    }
-    if (response.status === 401)
-      throw new CliError("the daemon refused the token (401): check --token / PALYRA_TOKEN", 4)
-    if (!response.ok) {
-      const problem = (await response.json().catch(() => ({}))) as { code?: string; message?: string }
-      throw new CliError(`${problem.code ?? response.status}: ${problem.message ?? response.statusText}`, 1)
-    }
-    return response
-  }
-  return { request, json: async <A>(m: string, p: string, b?: unknown) => (await (await request(m, p, b)).json()) as A }
-}
-
-// biome-ignore lint/suspicious/noExplicitAny: events and records are printed loosely
-type Json = any
-
-async function* sse(response: Response): AsyncGenerator<Json> {
-  const reader = response.body!.getReader()
-  const decoder = new TextDecoder()
-  let buffer = ""
-  while (true) {
-    const { done, value } = await reader.read()
-    if (done) return
-    buffer += decoder.decode(value, { stream: true })
-    let cut = buffer.indexOf("\n\n")
-    while (cut >= 0) {
-      const frame = buffer.slice(0, cut)
-      buffer = buffer.slice(cut + 2)
-      cut = buffer.indexOf("\n\n")
-      const data = frame
-        .split("\n")
-        .filter((l) => l.startsWith("data: "))
-        .map((l) => l.slice(6))
-        .join("\n")
-      if (data) yield JSON.parse(data)
-    }
-  }
-}
-
-const status = async (client: Client, url: string, io: Io) => {
-  let health: Response
-  try {
-    health = await fetch(`${url}/readyz`)
-  } catch {
-    throw new CliError(`palyrad is not reachable at ${url}`, 3)
-  }
-  const ready = health.ok
-  const sessions = await client.json<Array<Json>>("GET", "/v1/sessions?limit=1000")
-  const pending = await client.json<Array<Json>>("GET", "/v1/approvals?status=pending")
-  io.out(
-    `palyrad at ${url}: ${ready ? "ready" : "starting"}\n  sessions: ${sessions.length}\n  pending approvals: ${pending.length}\n`
+/**
+ * Everything the CLI needs: Node's file system, path and terminal, `fetch`, the I/O and the
+ * environment its flags fall back to (read through a `ConfigProvider`, so `PALYRA_URL` and
+ * `PALYRA_TOKEN` come from `env`, not from `process.env`).
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const layer = (env: Record<string, string | undefined>, io: Io, cwd: string = process.cwd()) =>
+  Layer.mergeAll(
+    NodeContext.layer,
+    FetchHttpClient.layer,
+    Layer.succeed(CliIo, io),
+    Layer.succeed(CliEnv, { env, cwd }),
+    CliConfig.layer({ showBuiltIns: false }),
+    Layer.setConfigProvider(
+      ConfigProvider.fromMap(
+        new Map(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined))
+      )
+    )
   )
-  return ready ? 0 : 1
-}
 
-const answerApproval = async (client: Client, event: Json, args: Args, io: Io) => {
-  io.out(`\n⚠ approval needed: ${event.summary} (risk: ${event.risk})\n`)
-  let answer: string
-  if (args.options.yes) answer = "y"
-  else if (args.options.no) answer = "n"
-  else answer = (await io.ask("  approve? [y]es / [n]o / [a]lways for these exact arguments: ")).trim().toLowerCase()
-  const decision = answer === "y" || answer === "yes" || answer === "a" || answer === "always" ? "approve" : "deny"
-  const scope = answer === "a" || answer === "always" ? "always" : "once"
-  await client.json("POST", `/v1/approvals/${event.approvalId}`, { decision, scope, reason: "answered in palyra chat" })
-  io.out(`  ${decision === "approve" ? `approved (${scope})` : "denied"}\n`)
-}
+/**
+ * Run the CLI; resolves with the exit code.
+ *
+ * @since 0.1.0
+ * @category Main
+ */
+export const main = (
+  argv: ReadonlyArray<string>,
+  env: Record<string, string | undefined>,
+  io: Io,
+  cwd: string = process.cwd()
+): Promise<number> => Effect.runPromise(run(argv).pipe(Effect.provide(layer(env, io, cwd))))
 
-const chatOnce = async (client: Client, text: string, sessionKey: string, args: Args, io: Io) => {
-  const response = await client.request("POST", "/v1/runs?stream=true", { text, sessionKey, channel: "cli" })
-  let final = "Done"
-  let streaming = false
-  for await (const event of sse(response)) {
-    switch (event._tag) {
-      case "AssistantDelta":
-        if (!streaming) io.out("assistant: ")
-        streaming = true
-        io.out(event.text)
-        break
-      case "AssistantMessage":
-        if (streaming) io.out("\n")
-        streaming = false
-        break
-      case "PolicyDecided":
-        io.out(`  [policy] ${event.tool}: ${event.decision} (${event.policyIds.join(", ") || "no policy"})\n`)
-        break
-      case "ApprovalRequested":
-        await answerApproval(client, event, args, io)
-        break
-      case "ToolResult":
-        io.out(
-          `  [tool] ${event.tool}: ${event.status}${event.status === "ok" ? "" : ` — ${String(event.output).slice(0, 200)}`}\n`
-        )
-        break
-      case "RunError":
-        io.err(`run failed: ${event.code}: ${event.message}\n`)
-        break
-      case "RunStateChanged":
-        if (["Done", "Cancelled", "Failed"].includes(event.to)) final = event.to
-        break
-    }
-  }
-  return final === "Done" ? 0 : 1
-}
-
-const chat = async (client: Client, message: string, args: Args, io: Io) => {
-  const sessionKey = String(args.options.session ?? "cli")
-  if (message.length > 0) return chatOnce(client, message, sessionKey, args, io)
-  if (!io.interactive) throw new CliError("chat needs a message when stdin is not a terminal", 2)
-  io.out(`palyra chat — session "${sessionKey}". Empty line or Ctrl-D to quit.\n`)
-  while (true) {
-    const line = (await io.ask("you: ").catch(() => "")).trim()
-    if (line.length === 0) return 0
-    await chatOnce(client, line, sessionKey, args, io).catch((e) => {
-      if (e instanceof CliError && e.exitCode !== 1) throw e
-      io.err(`${e instanceof Error ? e.message : String(e)}\n`)
-    })
-  }
-}
-
-const approvals = async (client: Client, sub: string | undefined, rest: Array<string>, args: Args, io: Io) => {
-  if (sub === "list" || sub === undefined) {
-    const status = String(args.options.status ?? "pending")
-    const list = await client.json<Array<Json>>("GET", `/v1/approvals?status=${encodeURIComponent(status)}`)
-    if (list.length === 0) io.out(`no ${status} approvals\n`)
-    for (const a of list) {
-      io.out(`${a.id}  ${a.status.padEnd(8)} ${a.risk.padEnd(9)} ${a.tool}  ${a.summary}\n`)
-    }
-    return 0
-  }
-  if (sub === "approve" || sub === "deny") {
-    const id = rest[0]
-    if (!id) throw new CliError(`approvals ${sub} needs an approval id`, 2)
-    const record = await client.json<Json>("POST", `/v1/approvals/${id}`, {
-      decision: sub,
-      ...(sub === "approve" && args.options.scope ? { scope: String(args.options.scope) } : {}),
-      ...(args.options.reason ? { reason: String(args.options.reason) } : {}),
-      ...(args.options["expires-in"] ? { expiresInSeconds: Number(args.options["expires-in"]) } : {}),
-      ...(args.options["max-uses"] ? { maxUses: Number(args.options["max-uses"]) } : {})
-    })
-    io.out(`${record.id}: ${record.status}${record.status === "approved" ? ` (${record.scope})` : ""}\n`)
-    return 0
-  }
-  throw new CliError(`unknown approvals command "${sub}" (list, approve, deny)`, 2)
-}
-
-const grants = async (client: Client, sub: string | undefined, rest: Array<string>, io: Io) => {
-  if (sub === "list" || sub === undefined) {
-    const list = await client.json<Array<Json>>("GET", "/v1/grants")
-    if (list.length === 0) io.out("no standing grants\n")
-    for (const g of list) {
-      const limits = [
-        g.grantMaxUses === null ? `${g.grantUses} uses` : `${g.grantUses}/${g.grantMaxUses} uses`,
-        g.grantExpiresAt === null ? "no expiry" : `expires ${new Date(g.grantExpiresAt).toISOString()}`
-      ].join(", ")
-      io.out(
-        `${g.id}  ${g.status.padEnd(8)} ${g.scope.padEnd(8)} ${g.principal} ${g.tool} (${limits})\n${g.policy ?? ""}\n\n`
-      )
-    }
-    return 0
-  }
-  if (sub === "revoke") {
-    const id = rest[0]
-    if (!id) throw new CliError("grants revoke needs a grant id (see `palyra grants list`)", 2)
-    const g = await client.json<Json>("POST", `/v1/grants/${id}/revoke`)
-    io.out(`${g.id}: ${g.status}\n`)
-    return 0
-  }
-  throw new CliError(`unknown grants command "${sub}" (list, revoke)`, 2)
-}
-
-const sessions = async (client: Client, sub: string | undefined, rest: Array<string>, io: Io) => {
-  if (sub === "list" || sub === undefined) {
-    const list = await client.json<Array<Json>>("GET", "/v1/sessions")
-    if (list.length === 0) io.out("no sessions\n")
-    for (const s of list) {
-      io.out(
-        `${s.id}  ${String(s.key ?? "-").padEnd(12)} ${s.principal.padEnd(10)} tokens ${s.tokensUsed}  updated ${new Date(s.updatedAt).toISOString()}\n`
-      )
-    }
-    return 0
-  }
-  const id = rest[0]
-  if (!id) throw new CliError(`sessions ${sub} needs a session id`, 2)
-  if (sub === "show") {
-    const s = await client.json<Json>("GET", `/v1/sessions/${id}`)
-    const tape = await client.json<Array<Json>>("GET", `/v1/sessions/${id}/tape?limit=5000`)
-    io.out(`${JSON.stringify(s, null, 2)}\n${tape.length} tape events\n`)
-    return 0
-  }
-  if (sub === "reset") {
-    const s = await client.json<Json>("POST", `/v1/sessions/${id}/reset`)
-    io.out(`session ${s.id} reset (generation ${s.resetGeneration})\n`)
-    return 0
-  }
-  throw new CliError(`unknown sessions command "${sub}" (list, show, reset)`, 2)
-}
-
-const printEvent = (e: Json) => {
-  const { _tag, tapeSeq, at, sessionId: _s, runId, ...rest } = e
-  return `${String(tapeSeq).padStart(5)}  ${new Date(at).toISOString()}  ${String(_tag).padEnd(18)} ${runId ? `${runId.slice(-6)} ` : ""}${JSON.stringify(rest).slice(0, 160)}\n`
-}
-
-const journal = async (client: Client, sub: string | undefined, rest: Array<string>, args: Args, io: Io) => {
-  if (sub === "verify") {
-    const result = await client.json<Json>("GET", "/v1/journal/verify")
-    if (result.ok) {
-      io.out(`journal verified: ${result.checked} events, hash chain intact\n`)
-      return 0
-    }
-    io.out(`journal BROKEN after ${result.checked} good events: ${result.reason} — ${result.detail}\n`)
-    return 1
-  }
-  if (sub === "tail") {
-    const id = rest[0]
-    if (!id) throw new CliError("journal tail needs a session id (see `palyra sessions list`)", 2)
-    if (args.options.follow) {
-      const response = await client.request("GET", `/v1/sessions/${id}/events`)
-      for await (const e of sse(response)) io.out(printEvent(e))
-      return 0
-    }
-    const tape = await client.json<Array<Json>>("GET", `/v1/sessions/${id}/tape?limit=5000`)
-    for (const e of tape) io.out(printEvent(e))
-    return 0
-  }
-  throw new CliError(`unknown journal command "${sub}" (tail, verify)`, 2)
-}
-
-/** Terminal I/O for the real binary. @since 0.1.0 @category Io */
-export const processIo = (): Io & { readonly close: () => void } => {
-  let rl: Interface | undefined
-  const lines: Array<string> = []
-  const waiting: Array<(line: string) => void> = []
-  let closed = false
-  const ensure = () => {
-    if (rl) return
-    rl = createInterface({ input: process.stdin, terminal: Boolean(process.stdin.isTTY) })
-    rl.on("line", (line) => {
-      const w = waiting.shift()
-      if (w) w(line)
-      else lines.push(line)
-    })
-    rl.on("close", () => {
-      closed = true
-      for (const w of waiting.splice(0)) w("")
-    })
-  }
-  return {
-    out: (t) => void process.stdout.write(t),
-    err: (t) => void process.stderr.write(t),
-    interactive: Boolean(process.stdin.isTTY),
-    ask: (question) => {
-      ensure()
-      process.stdout.write(question)
-      const next = lines.shift()
-      if (next !== undefined) return Promise.resolve(next)
-      if (closed) return Promise.resolve("")
-      return new Promise((r) => waiting.push(r))
-    },
-    close: () => rl?.close()
-  }
-}
+/**
+ * Terminal I/O for the real binary.
+ *
+ * @since 0.1.0
+ * @category Io
+ */
+export const processIo: () => Io & { readonly close: () => void } = makeProcessIo

@@ -11,11 +11,9 @@
  *
  * @since 0.1.0
  */
-import { join } from "node:path"
 import type { Errors, Journal } from "@palyra/core"
 import { Anchor, SqliteJournal } from "@palyra/journal"
-import { Effect, Either } from "effect"
-import * as Config from "./Config.js"
+import { Effect } from "effect"
 
 /** What to verify. @since 0.1.0 @category Models */
 export interface Request {
@@ -31,12 +29,57 @@ export interface Report {
   readonly anchor: Anchor.VerifyResult
 }
 
-/** Verify a journal file and its witness, read-only. @since 0.1.0 @category Verification */
-export const verify = (request: Request): Effect.Effect<Report, Errors.JournalError> =>
+/**
+ * How far a verification has got: rows of one chain checked so far, of `total` (the committed chain
+ * head's count, read before the walk starts).
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Progress {
+  readonly chain: SqliteJournal.ChainName
+  readonly checked: number
+  readonly total: number
+}
+
+/**
+ * Verify a journal file's chains and stored records, read-only (no anchors); `onProgress` hears
+ * after every page read.
+ *
+ * @since 0.1.0
+ * @category Verification
+ */
+export const verifyChains = (
+  db: string,
+  onProgress: (progress: Progress) => Effect.Effect<void> = () => Effect.void
+): Effect.Effect<Journal.VerifyResult, Errors.JournalError> =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const journal = yield* SqliteJournal.make({ filename: db, readonly: true })
+      const head = yield* journal.chainHead
+      return yield* journal.verifyWithProgress(({ chain, checked }) =>
+        onProgress({ chain, checked, total: chain === "tape" ? head.count : head.records })
+      )
+    })
+  )
+
+/**
+ * Verify a journal file and its witness, read-only; `onProgress` hears after every page read.
+ *
+ * @since 0.1.0
+ * @category Verification
+ */
+export const verify = (
+  request: Request,
+  onProgress: (progress: Progress) => Effect.Effect<void> = () => Effect.void
+): Effect.Effect<Report, Errors.JournalError> =>
   Effect.scoped(
     Effect.gen(function* () {
       const journal = yield* SqliteJournal.make({ filename: request.db, readonly: true })
-      const chains = yield* journal.verify
+      const head = yield* journal.chainHead
+      const chains = yield* journal.verifyWithProgress(({ chain, checked }) =>
+        onProgress({ chain, checked, total: chain === "tape" ? head.count : head.records })
+      )
       const anchor = yield* Anchor.verify(journal, { witnessFile: request.witnessFile, keyFile: request.keyFile })
       return { ok: chains.ok && anchor.ok, journal: chains, anchor }
     })
@@ -64,51 +107,4 @@ export const format = (request: Request, report: Report): string => {
   }
   out.push(report.ok ? "verified" : "NOT verified")
   return `${out.join("\n")}\n`
-}
-
-/**
- * The CLI branch: resolve paths, verify, print; resolves with the exit code.
- *
- * @since 0.1.0
- * @category Main
- */
-export const main = async (
-  options: Readonly<Record<string, string | true>>,
-  env: Record<string, string | undefined>,
-  io: { readonly out: (text: string) => void; readonly err: (text: string) => void }
-): Promise<number> => {
-  const value = (name: string) => {
-    const v = options[name]
-    return typeof v === "string" ? v : undefined
-  }
-  const witnessFile = value("anchor")
-  if (witnessFile === undefined) {
-    io.err("palyra: journal verify --anchor needs the witness file (e.g. <data_dir>/journal.anchor)\n")
-    return 2
-  }
-  const db = value("db")
-  const key = value("key")
-  let config: Config.Config | undefined
-  if (db === undefined || key === undefined) {
-    const loaded = await Effect.runPromise(
-      Effect.either(Config.load({ config: value("config"), dataDir: value("data-dir") }, env))
-    )
-    if (Either.isLeft(loaded)) {
-      io.err(`palyra: ${loaded.left.message}\n`)
-      return 2
-    }
-    config = loaded.right
-  }
-  const request: Request = {
-    db: db ?? join(config!.dataDir, "journal.db"),
-    witnessFile,
-    keyFile: key ?? config!.anchorKeyFile
-  }
-  const report = await Effect.runPromise(Effect.either(verify(request)))
-  if (Either.isLeft(report)) {
-    io.err(`palyra: cannot verify ${request.db}: ${report.left.message}\n`)
-    return 1
-  }
-  io.out(format(request, report.right))
-  return report.right.ok ? 0 : 1
 }

@@ -128,6 +128,16 @@ export interface Service extends Journal.Service {
   readonly durableHead: Effect.Effect<Option.Option<ChainHead>, Errors.JournalError>
   /** The hash stored at 1-based `position` of a chain (the genesis hash at 0); `None` past its end. */
   readonly hashAt: (chain: ChainName, position: number) => Effect.Effect<Option.Option<string>, Errors.JournalError>
+  /** `verify`, reporting after every page read of either chain (for a progress bar). */
+  readonly verifyWithProgress: (
+    onProgress: (progress: VerifyProgress) => Effect.Effect<void>
+  ) => Effect.Effect<Journal.VerifyResult, Errors.JournalError>
+}
+
+/** How far `verifyWithProgress` has got: rows of one chain checked so far. @since 0.1.0 @category Models */
+export interface VerifyProgress {
+  readonly chain: ChainName
+  readonly checked: number
 }
 
 /** The SQLite journal's own tag (the same service is also provided as `Journal`). @since 0.1.0 @category Tags */
@@ -909,6 +919,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
           Option.map(Option.fromNullable(st.checkpoint.get(id) as Record<string, unknown> | undefined), toCheckpoint)
         ),
       verify,
+      verifyWithProgress: (onProgress) => verifyInternal.verifyJournal(db, onProgress),
       chainHead,
       durableHead,
       hashAt

@@ -42,12 +42,22 @@ export const rowHash = (
 
 const PAGE = 2000
 
+/** How far a verification has got: rows of one chain checked so far. @internal */
+export interface VerifyProgress {
+  readonly chain: "tape" | "records"
+  readonly checked: number
+}
+
 /**
  * Verify a journal file: the tape chain and its head, the record chain and its head, then every
- * stored record against its last version. Reads in pages and yields between them.
+ * stored record against its last version. Reads in pages and yields between them; `onProgress`
+ * hears after every page of either chain.
  * @internal
  */
-export const verifyJournal = (db: Database.Database): Effect.Effect<Journal.VerifyResult, Errors.JournalError> =>
+export const verifyJournal = (
+  db: Database.Database,
+  onProgress: (progress: VerifyProgress) => Effect.Effect<void> = () => Effect.void
+): Effect.Effect<Journal.VerifyResult, Errors.JournalError> =>
   Effect.gen(function* () {
     const sync = <A>(f: () => A) =>
       Effect.try({
@@ -124,6 +134,7 @@ export const verifyJournal = (db: Database.Database): Effect.Effect<Journal.Veri
           after = row.chain_seq
           checked++
         }
+        yield* onProgress({ chain: "tape", checked })
         if (rows.length < PAGE) return undefined
         yield* Effect.yieldNow()
       }
@@ -168,6 +179,7 @@ export const verifyJournal = (db: Database.Database): Effect.Effect<Journal.Veri
           recPrev = v.hash
           recAfter = v.seq
         }
+        yield* onProgress({ chain: "records", checked: recAfter })
         if (rows.length < PAGE) return undefined
         yield* Effect.yieldNow()
       }
