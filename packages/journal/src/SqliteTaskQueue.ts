@@ -94,14 +94,14 @@ export const make = (options: Options): Effect.Effect<TaskQueue.Service, Errors.
         "INSERT INTO task_log (task_id, at, event, attempt, owner, detail) VALUES (@taskId, @at, @event, @attempt, @owner, @detail)"
       ),
       logOf: db.prepare("SELECT * FROM task_log WHERE task_id = ? ORDER BY seq"),
-      // What time has overtaken: queued past expiry, or running with an expired lease.
+      // What time has overtaken: past expiry, or running with an expired lease.
       overdueOf: db.prepare(
         `SELECT * FROM tasks WHERE kind = @kind AND (
-           (state = 'queued' AND expires_at IS NOT NULL AND expires_at <= @now)
+           (state IN ('queued', 'running') AND expires_at IS NOT NULL AND expires_at <= @now)
            OR (state = 'running' AND lease_expires_at <= @now))`
       ),
       overdue: db.prepare(
-        `SELECT * FROM tasks WHERE (state = 'queued' AND expires_at IS NOT NULL AND expires_at <= @now)
+        `SELECT * FROM tasks WHERE (state IN ('queued', 'running') AND expires_at IS NOT NULL AND expires_at <= @now)
            OR (state = 'running' AND lease_expires_at <= @now)`
       ),
       next: db.prepare(
