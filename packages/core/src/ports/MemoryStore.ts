@@ -179,6 +179,7 @@ export interface Service {
   readonly forget: (principal: string, id: string) => Effect.Effect<void, NotFound | JournalError>
   /** Delete expired items; returns how many. */
   readonly purgeExpired: Effect.Effect<number, JournalError>
+  /** Queue a candidate for review (a pending one with the same normalized text and scope is returned instead). */
   readonly propose: (input: NewCandidate) => Effect.Effect<Candidate, InvalidArgument | JournalError>
   /** Candidates, oldest first. */
   readonly candidates: (filter?: CandidateFilter) => Effect.Effect<ReadonlyArray<Candidate>, JournalError>
@@ -599,6 +600,19 @@ export const makeMemory = (options: StoreOptions = {}): Effect.Effect<Service> =
       }),
       propose: (input) =>
         Effect.map(prepareCandidate(input, o), (c) => {
+          const hash = contentHash(c.text)
+          for (const p of candidates.values()) {
+            if (
+              p.status === "pending" &&
+              p.principal === c.principal &&
+              p.agent === c.agent &&
+              p.sessionId === c.sessionId &&
+              p.kind === c.kind &&
+              contentHash(p.text) === hash
+            ) {
+              return p
+            }
+          }
           candidates.set(c.id, c)
           return c
         }),
