@@ -10,8 +10,8 @@ import {
   PromptAssembler,
   Records,
   ScriptedModel,
-  Tool,
-  type TapeEvent
+  type TapeEvent,
+  Tool
 } from "@palyra/core"
 import { Learning, Memory, MemoryStore, TaskQueue } from "@palyra/core/memory"
 import { gatewayLayer } from "@palyra/core/testing"
@@ -28,7 +28,11 @@ const agentModel = () =>
     const last = request.messages.at(-1)
     const user = [...request.messages].reverse().find((m) => m.role === "user")
     const text = user?.role === "user" ? user.text : ""
-    const calls = /call: ([\w., ]+)/.exec(text)?.[1]?.split(",").map((s) => s.trim()) ?? []
+    const calls =
+      /call: ([\w., ]+)/
+        .exec(text)?.[1]
+        ?.split(",")
+        .map((s) => s.trim()) ?? []
     const done = request.messages.filter((m) => m.role === "tool").length
     if (last?.role === "tool" && done >= Math.max(1, calls.length)) return { text: "Done." }
     const save = /^save: (.*)$/.exec(text)
@@ -244,7 +248,10 @@ describe("learning", () => {
           ["pending", "Dana likes tables"]
         ]
       )
-      assert.include(model.prompts[0]!.messages[0]!.role === "user" ? model.prompts[0]!.messages[0]!.text : "", "<transcript>")
+      assert.include(
+        model.prompts[0]!.messages[0]!.role === "user" ? model.prompts[0]!.messages[0]!.text : "",
+        "<transcript>"
+      )
       const second = yield* learning.reflect(runId)
       assert.strictEqual(second.extractor, "deterministic")
       assert.deepStrictEqual(

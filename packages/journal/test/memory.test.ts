@@ -13,9 +13,7 @@ const dir = mkdtempSync(join(tmpdir(), "palyra-memory-"))
 let files = 0
 const fresh = () => join(dir, `memory-${files++}.db`)
 
-const adapters: ReadonlyArray<
-  readonly [string, () => Effect.Effect<MemoryStore.Service, unknown, Scope.Scope>]
-> = [
+const adapters: ReadonlyArray<readonly [string, () => Effect.Effect<MemoryStore.Service, unknown, Scope.Scope>]> = [
   ["memory", () => MemoryStore.makeMemory()],
   ["sqlite", () => SqliteMemoryStore.make({ filename: fresh() })]
 ]
@@ -48,7 +46,11 @@ for (const [name, open] of adapters) {
         assert.strictEqual(same.item.id, coffee.item.id)
         assert.strictEqual(same.item.updatedAt, 3_600_000)
         assert.strictEqual(same.item.confidenceBps, 9_000)
-        const near = yield* m.save({ principal: "alice", kind: "preference", text: "Alice drinks her coffee black daily" })
+        const near = yield* m.save({
+          principal: "alice",
+          kind: "preference",
+          text: "Alice drinks her coffee black daily"
+        })
         assert.strictEqual(near.outcome, "merged")
         // Another kind, or another principal, is another item.
         assert.strictEqual(
@@ -62,10 +64,7 @@ for (const [name, open] of adapters) {
         assert.strictEqual((yield* m.list("alice")).length, 4)
         // Hostile query syntax is just words.
         assert.deepStrictEqual(yield* m.search({ principal: "alice", text: '") OR scope : * NEAR(' }), [])
-        assert.strictEqual(
-          (yield* Effect.flip(m.search({ principal: "", text: "coffee" })))._tag,
-          "InvalidArgument"
-        )
+        assert.strictEqual((yield* Effect.flip(m.search({ principal: "", text: "coffee" })))._tag, "InvalidArgument")
       })
     )
 
@@ -81,7 +80,12 @@ for (const [name, open] of adapters) {
           [recent.item.id, old.item.id]
         )
         assert.isAbove(hits[0]!.recency, hits[1]!.recency)
-        const pinned = yield* m.save({ principal: "a", kind: "note", text: "build server keys rotate monthly", pinned: true })
+        const pinned = yield* m.save({
+          principal: "a",
+          kind: "note",
+          text: "build server keys rotate monthly",
+          pinned: true
+        })
         assert.strictEqual((yield* m.search({ principal: "a", text: "build server" }))[0]!.item.id, pinned.item.id)
       })
     )
@@ -99,7 +103,11 @@ for (const [name, open] of adapters) {
         assert.deepStrictEqual(yield* texts(null, null), ["general kiwi fact"])
         assert.deepStrictEqual(yield* texts("coder", null), ["coder kiwi fact", "general kiwi fact"])
         assert.deepStrictEqual(yield* texts("writer", "S1"), ["general kiwi fact", "session kiwi fact"])
-        assert.deepStrictEqual(yield* texts("coder", "S1"), ["coder kiwi fact", "general kiwi fact", "session kiwi fact"])
+        assert.deepStrictEqual(yield* texts("coder", "S1"), [
+          "coder kiwi fact",
+          "general kiwi fact",
+          "session kiwi fact"
+        ])
       })
     )
 
@@ -126,8 +134,18 @@ for (const [name, open] of adapters) {
     it.scoped("candidates: a pending duplicate is proposed once; accepting saves it, deciding twice conflicts", () =>
       Effect.gen(function* () {
         const m = yield* open()
-        const c = yield* m.propose({ principal: "a", kind: "preference", text: "Likes short answers", confidenceBps: 7_000 })
-        const again = yield* m.propose({ principal: "a", kind: "preference", text: "likes short answers.", confidenceBps: 6_000 })
+        const c = yield* m.propose({
+          principal: "a",
+          kind: "preference",
+          text: "Likes short answers",
+          confidenceBps: 7_000
+        })
+        const again = yield* m.propose({
+          principal: "a",
+          kind: "preference",
+          text: "likes short answers.",
+          confidenceBps: 6_000
+        })
         assert.strictEqual(again.id, c.id)
         assert.deepStrictEqual(
           (yield* m.candidates({ principal: "a", status: "pending" })).map((x) => x.id),
@@ -169,11 +187,15 @@ describe("memory isolation (property)", () => {
               Effect.scoped(
                 Effect.gen(function* () {
                   const m = yield* open()
-                  yield* m.saveMany(items.map((i) => ({ principal: i.principal, kind: "fact", text: i.words.join(" ") })))
+                  yield* m.saveMany(
+                    items.map((i) => ({ principal: i.principal, kind: "fact", text: i.words.join(" ") }))
+                  )
                   const hits = yield* m.search({ principal, text: query.join(" "), limit: 50 })
                   for (const h of hits) assert.strictEqual(h.item.principal, principal)
                   // …and the search is not vacuous: the principal's matching items are found.
-                  const expected = items.some((i) => i.principal === principal && i.words.some((w) => query.includes(w)))
+                  const expected = items.some(
+                    (i) => i.principal === principal && i.words.some((w) => query.includes(w))
+                  )
                   assert.strictEqual(hits.length > 0, expected)
                 })
               ) as Effect.Effect<void>

@@ -6,16 +6,14 @@ import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "@effect/vitest"
 import { TaskQueue } from "@palyra/core/memory"
 import Database from "better-sqlite3"
-import { Effect, Option, type Scope, Schedule, TestClock } from "effect"
+import { Effect, Option, Schedule, type Scope, TestClock } from "effect"
 import { SqliteTaskQueue } from "../src/index.js"
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-tasks-"))
 let files = 0
 const fresh = () => join(dir, `queue-${files++}.db`)
 
-const adapters: ReadonlyArray<
-  readonly [string, () => Effect.Effect<TaskQueue.Service, unknown, Scope.Scope>]
-> = [
+const adapters: ReadonlyArray<readonly [string, () => Effect.Effect<TaskQueue.Service, unknown, Scope.Scope>]> = [
   ["memory", () => TaskQueue.makeMemory()],
   ["sqlite", () => SqliteTaskQueue.make({ filename: fresh() })]
 ]
@@ -36,7 +34,11 @@ for (const [name, open] of adapters) {
         const low = yield* q.enqueue({ kind: "k", payload: { n: 1 } })
         const high = yield* q.enqueue({ kind: "k", payload: { n: 2 }, priority: 10 })
         const later = yield* q.enqueue({ kind: "k", priority: 50, delay: "1 minute" })
-        const again = yield* q.enqueue({ kind: "k", dedupeKey: "once", payload: { api_key: "sk-abcdefghijklmnop1234" } })
+        const again = yield* q.enqueue({
+          kind: "k",
+          dedupeKey: "once",
+          payload: { api_key: "sk-abcdefghijklmnop1234" }
+        })
         const dup = yield* q.enqueue({ kind: "k", dedupeKey: "once", payload: { other: true } })
         assert.strictEqual(dup.id, again.id)
         assert.deepStrictEqual(again.payload, { api_key: "[REDACTED:apikey]" })
@@ -107,83 +109,87 @@ for (const [name, open] of adapters) {
       })
     )
 
-    it.scoped("a lost lease: the task is reclaimed with the attempt counted, and the old owner can no longer finish it", () =>
-      Effect.gen(function* () {
-        const q = yield* open()
-        const t = yield* q.enqueue({ kind: "k", maxAttempts: 2 })
-        yield* q.claim({ kind: "k", owner: "dead", lease: "30 seconds" })
-        yield* TestClock.adjust("20 seconds")
-        yield* q.heartbeat(t.id, "dead", "30 seconds") // kept: expires at 50 s now
-        yield* TestClock.adjust("29 seconds")
-        assert.deepStrictEqual(yield* q.expiredLeases, [])
-        yield* TestClock.adjust("2 seconds")
-        assert.deepStrictEqual(
-          (yield* q.expiredLeases).map((x) => x.id),
-          [t.id]
-        )
-        const second = some(yield* q.claim({ kind: "k", owner: "alive", lease: "30 seconds" }))
-        assert.strictEqual(second.attempts, 2)
-        assert.strictEqual((yield* Effect.flip(q.complete(t.id, "dead")))._tag, "Conflict")
-        assert.strictEqual((yield* Effect.flip(q.heartbeat(t.id, "dead", "30 seconds")))._tag, "Conflict")
-        yield* TestClock.adjust("31 seconds") // the second owner dies too: no attempt left
-        const [failed] = yield* q.sweep("watchdog")
-        assert.strictEqual(failed?.state, "failed")
-        assert.deepStrictEqual(
-          (yield* q.log(t.id)).map((e) => [e.event, e.owner]),
-          [
-            ["enqueued", null],
-            ["claimed", "dead"],
-            ["lease_lost", "dead"],
-            ["requeued", "alive"],
-            ["claimed", "alive"],
-            ["lease_lost", "alive"],
-            ["failed", "watchdog"]
-          ]
-        )
-      })
+    it.scoped(
+      "a lost lease: the task is reclaimed with the attempt counted, and the old owner can no longer finish it",
+      () =>
+        Effect.gen(function* () {
+          const q = yield* open()
+          const t = yield* q.enqueue({ kind: "k", maxAttempts: 2 })
+          yield* q.claim({ kind: "k", owner: "dead", lease: "30 seconds" })
+          yield* TestClock.adjust("20 seconds")
+          yield* q.heartbeat(t.id, "dead", "30 seconds") // kept: expires at 50 s now
+          yield* TestClock.adjust("29 seconds")
+          assert.deepStrictEqual(yield* q.expiredLeases, [])
+          yield* TestClock.adjust("2 seconds")
+          assert.deepStrictEqual(
+            (yield* q.expiredLeases).map((x) => x.id),
+            [t.id]
+          )
+          const second = some(yield* q.claim({ kind: "k", owner: "alive", lease: "30 seconds" }))
+          assert.strictEqual(second.attempts, 2)
+          assert.strictEqual((yield* Effect.flip(q.complete(t.id, "dead")))._tag, "Conflict")
+          assert.strictEqual((yield* Effect.flip(q.heartbeat(t.id, "dead", "30 seconds")))._tag, "Conflict")
+          yield* TestClock.adjust("31 seconds") // the second owner dies too: no attempt left
+          const [failed] = yield* q.sweep("watchdog")
+          assert.strictEqual(failed?.state, "failed")
+          assert.deepStrictEqual(
+            (yield* q.log(t.id)).map((e) => [e.event, e.owner]),
+            [
+              ["enqueued", null],
+              ["claimed", "dead"],
+              ["lease_lost", "dead"],
+              ["requeued", "alive"],
+              ["claimed", "alive"],
+              ["lease_lost", "alive"],
+              ["failed", "watchdog"]
+            ]
+          )
+        })
     )
 
-    it.scoped("the worker runs at most `concurrency` tasks of a kind at once and retries failures after the backoff", () =>
-      Effect.gen(function* () {
-        const q = yield* open()
-        let running = 0
-        let peak = 0
-        const done: Array<unknown> = []
-        let flaky = 0
-        for (let i = 0; i < 5; i++) yield* q.enqueue({ kind: "slow", payload: i })
-        const retry = yield* q.enqueue({ kind: "flaky", backoffBase: "5 seconds" })
-        yield* TaskQueue.worker({
-          owner: "w1",
-          concurrency: { slow: 2 },
-          pollInterval: "1 second",
-          lease: "1 minute",
-          handlers: {
-            slow: (task) =>
-              Effect.gen(function* () {
-                running++
-                peak = Math.max(peak, running)
-                yield* Effect.sleep("10 seconds")
-                running--
-                done.push(task.payload)
-              }),
-            flaky: () => (flaky++ === 0 ? Effect.fail(new Error("first try fails")) : Effect.void)
+    it.scoped(
+      "the worker runs at most `concurrency` tasks of a kind at once and retries failures after the backoff",
+      () =>
+        Effect.gen(function* () {
+          const q = yield* open()
+          let running = 0
+          let peak = 0
+          const done: Array<unknown> = []
+          let flaky = 0
+          for (let i = 0; i < 5; i++) yield* q.enqueue({ kind: "slow", payload: i })
+          const retry = yield* q.enqueue({ kind: "flaky", backoffBase: "5 seconds" })
+          yield* TaskQueue.worker({
+            owner: "w1",
+            concurrency: { slow: 2 },
+            pollInterval: "1 second",
+            lease: "1 minute",
+            handlers: {
+              slow: (task) =>
+                Effect.gen(function* () {
+                  running++
+                  peak = Math.max(peak, running)
+                  yield* Effect.sleep("10 seconds")
+                  running--
+                  done.push(task.payload)
+                }),
+              flaky: () => (flaky++ === 0 ? Effect.fail(new Error("first try fails")) : Effect.void)
+            }
+          }).pipe(Effect.provideService(TaskQueue.TaskQueue, q))
+          for (let i = 0; i < 40; i++) {
+            yield* TestClock.adjust("1 second")
+            yield* settle
           }
-        }).pipe(Effect.provideService(TaskQueue.TaskQueue, q))
-        for (let i = 0; i < 40; i++) {
-          yield* TestClock.adjust("1 second")
-          yield* settle
-        }
-        assert.strictEqual(peak, 2)
-        assert.deepStrictEqual([...done].sort(), [0, 1, 2, 3, 4])
-        assert.strictEqual((yield* q.list({ kind: "slow", states: ["succeeded"] })).length, 5)
-        const r = some(yield* q.get(retry.id))
-        assert.strictEqual(r.state, "succeeded")
-        assert.strictEqual(r.attempts, 2)
-        assert.deepStrictEqual(
-          (yield* q.log(retry.id)).map((e) => e.event),
-          ["enqueued", "claimed", "retry_scheduled", "claimed", "succeeded"]
-        )
-      })
+          assert.strictEqual(peak, 2)
+          assert.deepStrictEqual([...done].sort(), [0, 1, 2, 3, 4])
+          assert.strictEqual((yield* q.list({ kind: "slow", states: ["succeeded"] })).length, 5)
+          const r = some(yield* q.get(retry.id))
+          assert.strictEqual(r.state, "succeeded")
+          assert.strictEqual(r.attempts, 2)
+          assert.deepStrictEqual(
+            (yield* q.log(retry.id)).map((e) => e.event),
+            ["enqueued", "claimed", "retry_scheduled", "claimed", "succeeded"]
+          )
+        })
     )
 
     it.scoped("cancelling a running task stops its handler at the next heartbeat; nothing completes it", () =>
@@ -326,7 +332,9 @@ describe("SqliteTaskQueue", () => {
       const b = yield* SqliteTaskQueue.make({ filename })
       for (let i = 0; i < 20; i++) yield* a.enqueue({ kind: "k", payload: i })
       const claims = yield* Effect.all(
-        Array.from({ length: 30 }, (_, i) => (i % 2 === 0 ? a : b).claim({ kind: "k", owner: `w${i}`, lease: "1 minute" })),
+        Array.from({ length: 30 }, (_, i) =>
+          (i % 2 === 0 ? a : b).claim({ kind: "k", owner: `w${i}`, lease: "1 minute" })
+        ),
         { concurrency: "unbounded" }
       )
       const ids = claims.filter(Option.isSome).map((c) => c.value.id)

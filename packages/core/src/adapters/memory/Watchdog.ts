@@ -9,7 +9,8 @@
  * | `journal_stall` | a journal append (through `JournalProbe`) in flight, or finished, after more than `journalStallAfter` | none (it is reported) |
  *
  * Modes: `off` (nothing runs), `observe` (incidents only), `auto` (incidents and remediations).
- * There is one open incident per subject; it is resolved when the condition clears. Incidents are
+ * There is one open incident per subject; it is resolved when the condition clears. An `auto`
+ * watchdog also remediates an incident an observing one opened (and records that it did). Incidents are
  * journaled as `SessionNote`s (author `watchdog`) on a system session owned by the watchdog's
  * principal (key `watchdog.incidents`), so they are durable, hash-chained like every tape event, and
  * reloaded at start; notes about a run or an approval also go on that session's tape. The
@@ -22,7 +23,7 @@
 import { Clock, Context, Duration, Effect, Either, Layer, Metric, Option, Schedule, Schema, type Scope } from "effect"
 import * as Caller from "../../domain/Caller.js"
 import { PermissionDenied } from "../../domain/Errors.js"
-import type { ApprovalId, RunId, SessionId } from "../../domain/Ids.js"
+import type { RunId, SessionId } from "../../domain/Ids.js"
 import { ulid } from "../../domain/Ids.js"
 import * as Gateway from "../../kernel/Gateway.js"
 import { Journal, type Service as JournalService } from "../../ports/Journal.js"
@@ -182,11 +183,15 @@ export interface Service {
 export class Watchdog extends Context.Tag("@palyra/core/Watchdog")<Watchdog, Service>() {}
 
 const OPENED = "incident opened: "
+const ACTED = "incident acted on: "
 const RESOLVED = "incident resolved: "
 const Resolution = Schema.Struct({ id: Schema.String, resolvedAt: Schema.Number })
+const Acted = Schema.Struct({ id: Schema.String, action: Incident.fields.action })
 const decodeIncident = Schema.decodeUnknownEither(Schema.parseJson(Incident))
 const decodeResolution = Schema.decodeUnknownEither(Schema.parseJson(Resolution))
-const fmt = (ms: number) => Duration.format(Duration.millis(Math.round(ms / 1000) * 1000))
+const decodeActed = Schema.decodeUnknownEither(Schema.parseJson(Acted))
+const fmt = (ms: number) =>
+  Duration.format(Duration.millis(ms >= 10_000 ? Math.round(ms / 1000) * 1000 : Math.round(ms)))
 const MAX_RESOLVED_KEPT = 1_000
 
 /**
@@ -223,6 +228,12 @@ export const make = (deps: Deps, options: Options = {}): Effect.Effect<Service> 
                 if (Either.isRight(decoded)) {
                   incidents.set(decoded.right.id, decoded.right)
                   openBySubject.set(key(decoded.right.kind, decoded.right.subject), decoded.right.id)
+                }
+              } else if (e.text.startsWith(ACTED)) {
+                const decoded = decodeActed(e.text.slice(ACTED.length))
+                const found = Either.isRight(decoded) ? incidents.get(decoded.right.id) : undefined
+                if (found !== undefined && Either.isRight(decoded)) {
+                  incidents.set(found.id, { ...found, action: decoded.right.action })
                 }
               } else if (e.text.startsWith(RESOLVED)) {
                 const decoded = decodeResolution(e.text.slice(RESOLVED.length))
@@ -273,6 +284,20 @@ export const make = (deps: Deps, options: Options = {}): Effect.Effect<Service> 
         openBySubject.delete(key(incident.kind, incident.subject))
         yield* log(`${RESOLVED}${JSON.stringify({ id: incident.id, resolvedAt })}`)
       })
+    /** Record what was done about an incident opened earlier (e.g. by an observing watchdog). */
+    const acted = (incident: Incident, action: Incident["action"]) =>
+      Effect.gen(function* () {
+        incidents.set(incident.id, { ...incident, action })
+        yield* log(`${ACTED}${JSON.stringify({ id: incident.id, action })}`)
+      })
+    /**
+     * What a condition needs: an incident when none is open; in `auto` mode a remediation, unless one
+     * was already done for the open incident.
+     */
+    const needs = (kind: IncidentKind, subject: string) => {
+      const current = openFor(kind, subject)
+      return { current, remediate: mode === "auto" && (current === undefined || current.action === "none") }
+    }
     const openFor = (kind: IncidentKind, subject: string) => {
       const id = openBySubject.get(key(kind, subject))
       return id === undefined ? undefined : incidents.get(id)
@@ -302,15 +327,18 @@ export const make = (deps: Deps, options: Options = {}): Effect.Effect<Service> 
           const since = yield* lastProgress(run.id, run.sessionId, run.updatedAt)
           if (now - since <= runStallMs) continue
           stalled.add(run.id)
-          if (openFor("run_stalled", run.id) !== undefined) continue
+          const { current, remediate } = needs("run_stalled", run.id)
+          if (current !== undefined && !remediate) continue
           const detail = `run ${run.id} made no progress for ${fmt(now - since)} (limit ${fmt(runStallMs)})`
           let action: Incident["action"] = "none"
-          if (mode === "auto") {
+          if (remediate) {
             yield* noteOn(run.sessionId, run.id, `watchdog: ${detail}: cancelling it`)
             const cancelled = yield* Effect.either(gateway.cancelRun(operator, run.id))
             action = Either.isRight(cancelled) ? "cancelled" : "remediation_failed"
           }
-          opened.push(yield* open({ kind: "run_stalled", subject: run.id, sessionId: run.sessionId, detail, action }))
+          if (current !== undefined) yield* acted(current, action)
+          else
+            opened.push(yield* open({ kind: "run_stalled", subject: run.id, sessionId: run.sessionId, detail, action }))
         }
         yield* resolveCleared("run_stalled", stalled)
         return opened
@@ -322,13 +350,18 @@ export const make = (deps: Deps, options: Options = {}): Effect.Effect<Service> 
         const opened: Array<Incident> = []
         const expired = yield* queue.expiredLeases
         const still = new Set(expired.map((t) => t.id))
-        const fresh = expired.filter((t) => openFor("task_lease_expired", t.id) === undefined)
-        const requeued =
-          mode === "auto" && expired.length > 0 ? yield* Effect.either(queue.sweep(operator.principal)) : undefined
-        for (const task of fresh) {
+        const todo = expired.map((task) => ({ task, ...needs("task_lease_expired", task.id) }))
+        const requeued = todo.some((t) => t.remediate)
+          ? yield* Effect.either(queue.sweep(operator.principal))
+          : undefined
+        const action: Incident["action"] =
+          requeued === undefined ? "none" : Either.isRight(requeued) ? "requeued" : "remediation_failed"
+        for (const { task, current, remediate } of todo) {
+          if (current !== undefined) {
+            if (remediate) yield* acted(current, action)
+            continue
+          }
           const detail = `task ${task.id} (${task.kind}, attempt ${task.attempts}) lost its lease: its worker (${task.leaseOwner ?? "?"}) stopped heartbeating`
-          const action: Incident["action"] =
-            requeued === undefined ? "none" : Either.isRight(requeued) ? "requeued" : "remediation_failed"
           opened.push(yield* open({ kind: "task_lease_expired", subject: task.id, sessionId: null, detail, action }))
         }
         if (requeued !== undefined && Either.isRight(requeued)) {
@@ -346,22 +379,19 @@ export const make = (deps: Deps, options: Options = {}): Effect.Effect<Service> 
         for (const a of yield* journal.listApprovals({ status: "pending" })) {
           if (now >= a.expiresAt || now - a.requestedAt < approvalWarnMs) continue
           waiting.add(a.id)
-          if (openFor("approval_pending", a.id) !== undefined) continue
+          const { current, remediate } = needs("approval_pending", a.id)
+          if (current !== undefined && !remediate) continue
           const detail = `approval ${a.id} for ${a.tool} (run ${a.runId}) has been pending for ${fmt(now - a.requestedAt)}; it expires in ${fmt(a.expiresAt - now)}`
           let action: Incident["action"] = "none"
-          if (mode === "auto") {
+          if (remediate) {
             yield* noteOn(a.sessionId, a.runId, `watchdog: ${detail}. Approvers: please approve or deny it.`)
             action = "notified"
           }
-          opened.push(
-            yield* open({
-              kind: "approval_pending",
-              subject: a.id as ApprovalId,
-              sessionId: a.sessionId,
-              detail,
-              action
-            })
-          )
+          if (current !== undefined) yield* acted(current, action)
+          else
+            opened.push(
+              yield* open({ kind: "approval_pending", subject: a.id, sessionId: a.sessionId, detail, action })
+            )
         }
         yield* resolveCleared("approval_pending", waiting)
         return opened
@@ -420,16 +450,19 @@ export const make = (deps: Deps, options: Options = {}): Effect.Effect<Service> 
       check,
       incidents: (caller, filter = {}) =>
         caller.operator
-          ? Effect.sync(() => {
-              const out = [...incidents.values()]
-                .filter(
-                  (i) =>
-                    (filter.state === undefined || i.state === filter.state) &&
-                    (filter.kind === undefined || i.kind === filter.kind)
-                )
-                .sort((a, b) => (a.id < b.id ? 1 : -1))
-              return filter.limit === undefined ? out : out.slice(0, Math.max(0, filter.limit))
-            })
+          ? Effect.zipRight(
+              logSession,
+              Effect.sync(() => {
+                const out = [...incidents.values()]
+                  .filter(
+                    (i) =>
+                      (filter.state === undefined || i.state === filter.state) &&
+                      (filter.kind === undefined || i.kind === filter.kind)
+                  )
+                  .sort((a, b) => (a.id < b.id ? 1 : -1))
+                return filter.limit === undefined ? out : out.slice(0, Math.max(0, filter.limit))
+              })
+            )
           : Effect.fail(new PermissionDenied({ message: "watchdog incidents need an operator" })),
       run:
         mode === "off" ? Effect.void : Effect.asVoid(Effect.forkScoped(Effect.repeat(check, Schedule.spaced(interval))))
