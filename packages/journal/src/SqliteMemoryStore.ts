@@ -6,11 +6,13 @@
  *   core's `MemoryStore.rank`. The user's text never reaches FTS5's query syntax: it is reduced to
  *   words (`MemoryStore.searchTerms`), each quoted.
  * - **Isolation** is in the query: every read has `principal = ?` in its `WHERE`, so a search for
- *   principal A never scores, let alone returns, principal B's items. (Each item is also indexed
- *   with a token derived from its principal, which lets FTS5 read only that principal's postings:
- *   an accelerator, never the check.)
+ *   principal A never returns principal B's items. Below that, the index itself is per principal:
+ *   every word is indexed prefixed with a mark derived from its principal (a contentless FTS5
+ *   table), so a lookup reads only that principal's postings — its cost follows the principal's
+ *   items, not the store's, and another principal's words do not even match.
  * - **Dedupe**: the same normalized text (a SHA-256 in `hash`), or word overlap of at least
- *   `mergeOverlap` with one of the five best FTS matches, in the same scope and kind, merges.
+ *   `mergeOverlap` with one of the ten best FTS matches of the item's few words any such item must
+ *   contain (`MemoryStore.pigeonholeTerms`), in the same scope and kind, merges.
  * - **Forgetting** deletes the row, and FTS5's `secure-delete` removes its tokens from the index;
  *   `secure_delete` overwrites the freed pages.
  * - Texts are redacted before they are written.
@@ -64,12 +66,30 @@ const toCandidate = (r: Row): MemoryStore.Candidate => ({
   itemId: (r.item_id as string | null) ?? null
 })
 
-/** The token an item is indexed under for its principal (letters and digits: one FTS5 token). */
-const scopeToken = (principal: string) => `p${Canonical.sha256(principal).slice(0, 24)}`
+/**
+ * The principal's mark: 12 letters from a digest of the principal. Every indexed word is prefixed
+ * with it, so FTS5 reads only the principal's postings. (Letters only: mark and word stay one token.)
+ */
+const markOf = (principal: string) =>
+  Canonical.sha256(principal)
+    .slice(0, 12)
+    .replace(/[0-9a-f]/g, (h) => String.fromCharCode(97 + Number.parseInt(h, 16)))
 
-/** An FTS5 query for the words, within the principal's postings. Words are letters/digits only. */
-const matchOf = (principal: string, terms: ReadonlyArray<string>) =>
-  `scope : "${scopeToken(principal)}" AND text : (${terms.map((t) => `"${t.replace(/"/g, '""')}"`).join(" OR ")})`
+/** What the index holds for an item: each word of its normalized text (repeats kept), marked. */
+const indexed = (principal: string, text: string) => {
+  const mark = markOf(principal)
+  return MemoryStore.normalize(text)
+    .split(" ")
+    .filter((w) => w.length > 0 && w.length <= 64)
+    .map((w) => mark + w)
+    .join(" ")
+}
+
+/** An FTS5 query for any of the words, in the principal's postings. Words are letters/digits only. */
+const matchOf = (principal: string, terms: ReadonlyArray<string>) => {
+  const mark = markOf(principal)
+  return `terms : (${terms.map((t) => `"${mark}${t.replace(/"/g, '""')}"`).join(" OR ")})`
+}
 
 /**
  * Open the store on the journal's file (migrating it if needed); closed when the scope closes.
@@ -85,11 +105,12 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
 
     const st = {
       insert: db.prepare(
-        `INSERT INTO memory_items (id, principal, agent, session_id, kind, text, scope, hash, source_run_id, source_seq,
+        `INSERT INTO memory_items (id, principal, agent, session_id, kind, text, hash, source_run_id, source_seq,
           confidence_bps, pinned, created_at, updated_at, expires_at)
-         VALUES (@id, @principal, @agent, @sessionId, @kind, @text, @scope, @hash, @sourceRunId, @sourceSeq,
+         VALUES (@id, @principal, @agent, @sessionId, @kind, @text, @hash, @sourceRunId, @sourceSeq,
           @confidenceBps, @pinned, @createdAt, @updatedAt, @expiresAt)`
       ),
+      index: db.prepare("INSERT INTO memory_fts (rowid, terms) VALUES (?, ?)"),
       merge: db.prepare(
         `UPDATE memory_items SET updated_at = @updatedAt, pinned = @pinned, confidence_bps = @confidenceBps,
           expires_at = @expiresAt WHERE id = @id`
@@ -102,7 +123,7 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
         `SELECT m.* FROM memory_fts JOIN memory_items m ON m.n = memory_fts.rowid
          WHERE memory_fts MATCH @match AND m.principal = @principal AND m.agent IS @agent
            AND m.session_id IS @sessionId AND m.kind = @kind AND (m.expires_at IS NULL OR m.expires_at > @now)
-         ORDER BY bm25(memory_fts, 1.0, 0.0) LIMIT 5`
+         ORDER BY bm25(memory_fts) LIMIT 10`
       ),
       get: db.prepare(
         "SELECT * FROM memory_items WHERE id = ? AND principal = ? AND (expires_at IS NULL OR expires_at > ?)"
@@ -137,9 +158,9 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
       const now = item.createdAt
       let existing = st.sameHash.get({ ...scope, hash, now }) as Row | undefined
       if (existing === undefined) {
-        const terms = MemoryStore.searchTerms(item.text)
+        const words = MemoryStore.wordSet(item.text)
+        const terms = MemoryStore.pigeonholeTerms(words, o.mergeOverlap)
         if (terms.length > 0) {
-          const words = MemoryStore.wordSet(item.text)
           const rows = st.similar.all({ ...scope, match: matchOf(item.principal, terms), now }) as Array<Row>
           existing = rows.find(
             (r) => MemoryStore.overlap(words, MemoryStore.wordSet(r.text as string)) >= o.mergeOverlap
@@ -151,7 +172,8 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
         st.merge.run({ ...next, pinned: next.pinned ? 1 : 0 })
         return { item: next, outcome: "merged" }
       }
-      st.insert.run({ ...item, pinned: item.pinned ? 1 : 0, scope: scopeToken(item.principal), hash })
+      const n = st.insert.run({ ...item, pinned: item.pinned ? 1 : 0, hash }).lastInsertRowid
+      st.index.run(n, indexed(item.principal, item.text))
       return { item, outcome: "created" }
     }
 
@@ -164,10 +186,10 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
           const kindClause = kinds === undefined ? "" : `AND m.kind IN (${kinds.map(() => "?").join(", ")})`
           return db
             .prepare(
-              `SELECT m.*, -bm25(memory_fts, 1.0, 0.0) AS raw FROM memory_fts JOIN memory_items m ON m.n = memory_fts.rowid
+              `SELECT m.*, -bm25(memory_fts) AS raw FROM memory_fts JOIN memory_items m ON m.n = memory_fts.rowid
                WHERE memory_fts MATCH ? AND m.principal = ? AND (m.agent IS NULL OR m.agent = ?)
                  AND (m.session_id IS NULL OR m.session_id = ?) AND (m.expires_at IS NULL OR m.expires_at > ?) ${kindClause}
-               ORDER BY bm25(memory_fts, 1.0, 0.0) LIMIT ?`
+               ORDER BY bm25(memory_fts) LIMIT ?`
             )
             .all(
               matchOf(scope.principal, terms),

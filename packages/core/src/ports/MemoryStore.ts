@@ -285,6 +285,20 @@ export const searchTerms = (text: string): ReadonlyArray<string> => {
   return (content.length > 0 ? content : words).slice(0, 32)
 }
 
+/**
+ * The words a near-duplicate must share at least one of: an item with Jaccard overlap ≥ `t` with
+ * `words` (n of them) holds at least ⌈t·n⌉ of them, so it holds one of any n − ⌈t·n⌉ + 1. The
+ * longest are chosen (long words tend to be rare, which keeps the index lookup short).
+ *
+ * @since 0.1.0
+ * @category Utils
+ */
+export const pigeonholeTerms = (words: ReadonlySet<string>, t: number): ReadonlyArray<string> => {
+  const all = [...words].filter((w) => w.length <= 64)
+  const k = Math.max(1, all.length - Math.ceil(Math.min(1, Math.max(0, t)) * all.length) + 1)
+  return all.sort((a, b) => b.length - a.length || (a < b ? -1 : 1)).slice(0, k)
+}
+
 /** `2^(-age / halfLife)`. @since 0.1.0 @category Utils */
 export const recency = (ageMs: number, halfLifeMs: number): number => 2 ** (-Math.max(0, ageMs) / halfLifeMs)
 

@@ -235,9 +235,11 @@ const tasksAndMemory = Effect.gen(function* () {
   ) STRICT`
   yield* sql`CREATE INDEX task_log_task ON task_log(task_id, seq)`
 
-  // Memory (see SqliteMemoryStore.ts): items, with an FTS5 index over their text (porter stemming,
-  // diacritics folded). `scope` holds a token derived from the principal, indexed beside the text so
-  // a search reads only the principal's postings; the principal column stays the authority.
+  // Memory (see SqliteMemoryStore.ts): items, and a contentless FTS5 index over their words, each
+  // indexed as one token prefixed with a mark of its principal (porter stemming, diacritics folded).
+  // A lookup reads only the principal's postings: its cost follows the principal's items, not the
+  // whole store's, and one principal's words cannot even match another's. The `principal` column
+  // stays the authority every query checks.
   yield* sql`CREATE TABLE memory_items (
     n INTEGER PRIMARY KEY,
     id TEXT NOT NULL UNIQUE,
@@ -246,7 +248,6 @@ const tasksAndMemory = Effect.gen(function* () {
     session_id TEXT,
     kind TEXT NOT NULL,
     text TEXT NOT NULL,
-    scope TEXT NOT NULL,
     hash TEXT NOT NULL,
     source_run_id TEXT,
     source_seq INTEGER,
@@ -259,19 +260,12 @@ const tasksAndMemory = Effect.gen(function* () {
   yield* sql`CREATE INDEX memory_items_principal ON memory_items(principal, updated_at DESC)`
   yield* sql`CREATE INDEX memory_items_hash ON memory_items(principal, hash)`
   yield* sql`CREATE INDEX memory_items_expiry ON memory_items(expires_at) WHERE expires_at IS NOT NULL`
-  yield* sql`CREATE VIRTUAL TABLE memory_fts USING fts5(text, scope, content='memory_items', content_rowid='n',
+  yield* sql`CREATE VIRTUAL TABLE memory_fts USING fts5(terms, content='', contentless_delete=1,
     tokenize='porter unicode61 remove_diacritics 2')`
   // Forgotten items leave no tokens behind in the index.
   yield* sql`INSERT INTO memory_fts(memory_fts, rank) VALUES ('secure-delete', 1)`
-  yield* sql`CREATE TRIGGER memory_items_ai AFTER INSERT ON memory_items BEGIN
-    INSERT INTO memory_fts(rowid, text, scope) VALUES (new.n, new.text, new.scope);
-  END`
   yield* sql`CREATE TRIGGER memory_items_ad AFTER DELETE ON memory_items BEGIN
-    INSERT INTO memory_fts(memory_fts, rowid, text, scope) VALUES ('delete', old.n, old.text, old.scope);
-  END`
-  yield* sql`CREATE TRIGGER memory_items_au AFTER UPDATE OF text, scope ON memory_items BEGIN
-    INSERT INTO memory_fts(memory_fts, rowid, text, scope) VALUES ('delete', old.n, old.text, old.scope);
-    INSERT INTO memory_fts(rowid, text, scope) VALUES (new.n, new.text, new.scope);
+    DELETE FROM memory_fts WHERE rowid = old.n;
   END`
   yield* sql`CREATE TABLE memory_candidates (
     id TEXT PRIMARY KEY,
