@@ -85,11 +85,19 @@ const indexed = (principal: string, text: string) => {
     .join(" ")
 }
 
-/** An FTS5 query for any of the words, in the principal's postings. Words are letters/digits only. */
-const matchOf = (principal: string, terms: ReadonlyArray<string>) => {
+/** An FTS5 query for any (or all) of the words, in the principal's postings. Words are letters/digits only. */
+const matchOf = (principal: string, terms: ReadonlyArray<string>, join: "OR" | "AND" = "OR") => {
   const mark = markOf(principal)
-  return `terms : (${terms.map((t) => `"${mark}${t.replace(/"/g, '""')}"`).join(" OR ")})`
+  return `terms : (${terms.map((t) => `"${mark}${t.replace(/"/g, '""')}"`).join(` ${join} `)})`
 }
+
+/**
+ * A word held by more of the principal's items than this is "common" for the principal. Ranking
+ * every item that holds any query word costs in proportion to how many there are: common words are
+ * dropped from a query that also has selective ones (a dynamic stop-word list: they weigh least in
+ * BM25 anyway), and a query of common words only looks for items holding all of them first.
+ */
+const COMMON = 2_000
 
 /**
  * Open the store on the journal's file (migrating it if needed); closed when the scope closes.
@@ -127,6 +135,10 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
       ),
       get: db.prepare(
         "SELECT * FROM memory_items WHERE id = ? AND principal = ? AND (expires_at IS NULL OR expires_at > ?)"
+      ),
+      // How many items hold a word, counted up to just past COMMON (bounded cost).
+      frequency: db.prepare(
+        `SELECT count(*) AS n FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? LIMIT ${COMMON + 1})`
       ),
       forget: db.prepare("DELETE FROM memory_items WHERE id = ? AND principal = ?"),
       purge: db.prepare("DELETE FROM memory_items WHERE expires_at IS NOT NULL AND expires_at <= ?"),
@@ -184,15 +196,15 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
         const now = yield* Clock.currentTimeMillis
         const rows = yield* sync("search", () => {
           const kindClause = kinds === undefined ? "" : `AND m.kind IN (${kinds.map(() => "?").join(", ")})`
-          return db
-            .prepare(
-              `SELECT m.*, -bm25(memory_fts) AS raw FROM memory_fts JOIN memory_items m ON m.n = memory_fts.rowid
-               WHERE memory_fts MATCH ? AND m.principal = ? AND (m.agent IS NULL OR m.agent = ?)
-                 AND (m.session_id IS NULL OR m.session_id = ?) AND (m.expires_at IS NULL OR m.expires_at > ?) ${kindClause}
-               ORDER BY bm25(memory_fts) LIMIT ?`
-            )
-            .all(
-              matchOf(scope.principal, terms),
+          const query = db.prepare(
+            `SELECT m.*, -bm25(memory_fts) AS raw FROM memory_fts JOIN memory_items m ON m.n = memory_fts.rowid
+             WHERE memory_fts MATCH ? AND m.principal = ? AND (m.agent IS NULL OR m.agent = ?)
+               AND (m.session_id IS NULL OR m.session_id = ?) AND (m.expires_at IS NULL OR m.expires_at > ?) ${kindClause}
+             ORDER BY bm25(memory_fts) LIMIT ?`
+          )
+          const run = (match: string) =>
+            query.all(
+              match,
               scope.principal,
               scope.agent,
               scope.sessionId,
@@ -200,6 +212,18 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
               ...(kinds ?? []),
               Math.max(limit * 4, 20)
             ) as Array<Row>
+          if (terms.length === 1) return run(matchOf(scope.principal, terms))
+          const counted = terms.map((t) => ({
+            t,
+            n: (st.frequency.get(matchOf(scope.principal, [t])) as { n: number }).n
+          }))
+          const present = counted.filter((c) => c.n > 0)
+          if (present.length === 0) return []
+          const selective = present.filter((c) => c.n <= COMMON).map((c) => c.t)
+          if (selective.length > 0) return run(matchOf(scope.principal, selective))
+          const all = present.map((c) => c.t)
+          const together = run(matchOf(scope.principal, all, "AND"))
+          return together.length >= limit ? together : run(matchOf(scope.principal, all))
         })
         return MemoryStore.rank(
           rows.map((r) => ({ item: toItem(r), raw: r.raw as number })),
