@@ -2,12 +2,12 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
-import { MemoryStore } from "@palyra/core/memory"
+import { Memory, MemoryStore, TaskQueue } from "@palyra/core/memory"
 import Database from "better-sqlite3"
 import { Effect, Option, type Scope, TestClock } from "effect"
 import fc from "fast-check"
 import { it as vitestIt } from "vitest"
-import { SqliteMemoryStore } from "../src/index.js"
+import { SqliteMemoryStore, SqliteTaskQueue } from "../src/index.js"
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-memory-"))
 let files = 0
@@ -227,6 +227,28 @@ describe("SqliteMemoryStore", () => {
       assert.isFalse(before.some((t) => t.includes("hunter2")))
       yield* m.forget("a", saved.item.id)
       assert.deepStrictEqual(vocabulary(), [])
+    })
+  )
+
+  it.scoped("the memory.purge task deletes expired items from the file", () =>
+    Effect.gen(function* () {
+      const filename = fresh()
+      const m = yield* SqliteMemoryStore.make({ filename })
+      const q = yield* SqliteTaskQueue.make({ filename })
+      yield* m.save({ principal: "a", kind: "note", text: "short lived otter", ttl: "1 hour" })
+      yield* m.save({ principal: "a", kind: "note", text: "long lived otter" })
+      yield* TaskQueue.worker({ handlers: Memory.handlers(m), pollInterval: "1 second" }).pipe(
+        Effect.provideService(TaskQueue.TaskQueue, q)
+      )
+      yield* TestClock.adjust("2 hours")
+      const task = yield* q.enqueue({ kind: Memory.PURGE })
+      yield* TestClock.adjust("1 second")
+      yield* Effect.repeatN(Effect.yieldNow(), 20)
+      assert.strictEqual(Option.getOrThrow(yield* q.get(task.id)).state, "succeeded")
+      const db = new Database(filename, { readonly: true })
+      const rows = db.prepare("SELECT text FROM memory_items").all()
+      db.close()
+      assert.deepStrictEqual(rows, [{ text: "long lived otter" }])
     })
   )
 })

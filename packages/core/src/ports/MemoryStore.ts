@@ -22,6 +22,9 @@
  * `makeMemory` / `layerMemory` keep everything in process memory (search by MiniSearch's BM25); the
  * SQLite store of `@palyra/journal` (`SqliteMemoryStore`) uses FTS5.
  *
+ * Vectors are not part of this version: search is lexical (BM25) plus recency. An embedding hook
+ * would add a vector per item and blend a cosine score into `rank`; the port leaves room for it.
+ *
  * @since 0.1.0
  */
 import { Clock, Context, Duration, Effect, Layer, Option, Schema } from "effect"

@@ -34,6 +34,7 @@ import {
   type Service as StoreService
 } from "../../ports/MemoryStore.js"
 import type { ModelProvider, PromptMessage } from "../../ports/ModelProvider.js"
+import type { Handler } from "../../ports/TaskQueue.js"
 import * as Tool from "../../ports/Tool.js"
 
 // =============================================================================================
@@ -339,3 +340,15 @@ export const tools = (store: StoreService, options: ToolsOptions = {}): Readonly
   searchTool(store, options),
   saveTool(store, options)
 ]
+
+// =============================================================================================
+// Maintenance
+// =============================================================================================
+
+/** The task kind that deletes expired items (enqueue it periodically, e.g. daily). @since 0.1.0 @category Maintenance */
+export const PURGE = "memory.purge"
+
+/** Handlers for `TaskQueue.worker`: `memory.purge`. @since 0.1.0 @category Maintenance */
+export const handlers = (store: StoreService): Readonly<Record<string, Handler>> => ({
+  [PURGE]: () => store.purgeExpired
+})
