@@ -170,41 +170,45 @@ const PRINCIPALS = ["alice", "bob", "carol"]
 
 describe("memory isolation (property)", () => {
   for (const [name, open] of adapters) {
-    vitestIt(`${name}: a search for one principal never returns another principal's items`, async () => {
-      await fc.assert(
-        fc.asyncProperty(
-          fc.array(
-            fc.record({
-              principal: fc.constantFrom(...PRINCIPALS),
-              words: fc.array(fc.constantFrom(...WORDS), { minLength: 1, maxLength: 5 })
-            }),
-            { minLength: 1, maxLength: 30 }
+    vitestIt(
+      `${name}: a search for one principal never returns another principal's items`,
+      async () => {
+        await fc.assert(
+          fc.asyncProperty(
+            fc.array(
+              fc.record({
+                principal: fc.constantFrom(...PRINCIPALS),
+                words: fc.array(fc.constantFrom(...WORDS), { minLength: 1, maxLength: 5 })
+              }),
+              { minLength: 1, maxLength: 30 }
+            ),
+            fc.constantFrom(...PRINCIPALS),
+            fc.array(fc.constantFrom(...WORDS), { minLength: 1, maxLength: 4 }),
+            async (items, principal, query) => {
+              await Effect.runPromise(
+                Effect.scoped(
+                  Effect.gen(function* () {
+                    const m = yield* open()
+                    yield* m.saveMany(
+                      items.map((i) => ({ principal: i.principal, kind: "fact", text: i.words.join(" ") }))
+                    )
+                    const hits = yield* m.search({ principal, text: query.join(" "), limit: 50 })
+                    for (const h of hits) assert.strictEqual(h.item.principal, principal)
+                    // …and the search is not vacuous: the principal's matching items are found.
+                    const expected = items.some(
+                      (i) => i.principal === principal && i.words.some((w) => query.includes(w))
+                    )
+                    assert.strictEqual(hits.length > 0, expected)
+                  })
+                ) as Effect.Effect<void>
+              )
+            }
           ),
-          fc.constantFrom(...PRINCIPALS),
-          fc.array(fc.constantFrom(...WORDS), { minLength: 1, maxLength: 4 }),
-          async (items, principal, query) => {
-            await Effect.runPromise(
-              Effect.scoped(
-                Effect.gen(function* () {
-                  const m = yield* open()
-                  yield* m.saveMany(
-                    items.map((i) => ({ principal: i.principal, kind: "fact", text: i.words.join(" ") }))
-                  )
-                  const hits = yield* m.search({ principal, text: query.join(" "), limit: 50 })
-                  for (const h of hits) assert.strictEqual(h.item.principal, principal)
-                  // …and the search is not vacuous: the principal's matching items are found.
-                  const expected = items.some(
-                    (i) => i.principal === principal && i.words.some((w) => query.includes(w))
-                  )
-                  assert.strictEqual(hits.length > 0, expected)
-                })
-              ) as Effect.Effect<void>
-            )
-          }
-        ),
-        { numRuns: 40 }
-      )
-    })
+          { numRuns: 30 }
+        )
+      },
+      120_000
+    )
   }
 })
 

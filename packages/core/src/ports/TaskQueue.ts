@@ -609,7 +609,9 @@ export const worker = (options: WorkerOptions): Effect.Effect<void, never, TaskQ
     const runTask = (task: Task, handler: Handler) =>
       Effect.gen(function* () {
         const beat = queue.heartbeat(task.id, owner, lease)
+        // Only a lost lease (Conflict, NotFound) stops the handler; a storage hiccup is retried at the next beat.
         const keepLease = beat.pipe(
+          Effect.catchTag("JournalError", (e) => Effect.logWarning("task heartbeat failed: retrying", e)),
           Effect.repeat(Schedule.spaced(every)),
           Effect.mapError((e) => new LeaseLost(e)),
           Effect.zipRight(Effect.never)
