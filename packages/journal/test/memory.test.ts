@@ -241,10 +241,10 @@ describe("SqliteMemoryStore", () => {
       const q = yield* SqliteTaskQueue.make({ filename })
       yield* m.save({ principal: "a", kind: "note", text: "short lived otter", ttl: "1 hour" })
       yield* m.save({ principal: "a", kind: "note", text: "long lived otter" })
+      yield* TestClock.adjust("2 hours")
       yield* TaskQueue.worker({ handlers: Memory.handlers(m), pollInterval: "1 second" }).pipe(
         Effect.provideService(TaskQueue.TaskQueue, q)
       )
-      yield* TestClock.adjust("2 hours")
       const task = yield* q.enqueue({ kind: Memory.PURGE })
       yield* TestClock.adjust("1 second")
       yield* Effect.repeatN(Effect.yieldNow(), 20)

@@ -275,6 +275,13 @@ export const overlap = (a: ReadonlySet<string>, b: ReadonlySet<string>): number 
   return shared / (a.size + b.size - shared)
 }
 
+/** The distinct words of a text without common stop words (all of them if nothing else is left). @since 0.1.0 @category Utils */
+export const contentWords = (text: string): Set<string> => {
+  const words = wordSet(text)
+  const content = new Set([...words].filter((w) => !STOPWORDS.has(w)))
+  return content.size > 0 ? content : words
+}
+
 /**
  * The words a search looks for: normalized, without common stop words (unless nothing else is
  * left), at most 32, each at most 64 characters. Never raw user syntax: adapters quote each word.
@@ -288,18 +295,53 @@ export const searchTerms = (text: string): ReadonlyArray<string> => {
   return (content.length > 0 ? content : words).slice(0, 32)
 }
 
+const fnv = (text: string, seed: number): number => {
+  let h = seed
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i)
+    h = Math.imul(h, 0x01000193)
+  }
+  return h >>> 0
+}
+const mix = (v: number): number => {
+  let x = v
+  x ^= x >>> 16
+  x = Math.imul(x, 0x85ebca6b)
+  x ^= x >>> 13
+  x = Math.imul(x, 0xc2b2ae35)
+  x ^= x >>> 16
+  return x >>> 0
+}
+const BANDS = 8
+const ROWS = 4
+const SEEDS = Array.from({ length: BANDS * ROWS }, (_, i) => mix(0x9e3779b9 + Math.imul(i + 1, 0x632be5ab)) | 1)
+
 /**
- * The words a near-duplicate must share at least one of: an item with Jaccard overlap ≥ `t` with
- * `words` (n of them) holds at least ⌈t·n⌉ of them, so it holds one of any n − ⌈t·n⌉ + 1. The
- * longest are chosen (long words tend to be rare, which keeps the index lookup short).
+ * Locality-sensitive keys for near-duplicate lookup (MinHash, 8 bands of 4): two word sets with
+ * Jaccard overlap `J` share at least one key with probability `1 − (1 − J⁴)⁸` — 98.5% at 0.8,
+ * 99.98% at 0.9, 40% at 0.5 (candidates are then checked exactly). Keys are scoped: texts of
+ * different scopes never share one. Each key is a non-negative safe integer. Give it content words
+ * (`contentWords`): stop words, in nearly every text, would make unrelated texts share keys.
  *
  * @since 0.1.0
  * @category Utils
  */
-export const pigeonholeTerms = (words: ReadonlySet<string>, t: number): ReadonlyArray<string> => {
-  const all = [...words].filter((w) => w.length <= 64)
-  const k = Math.max(1, all.length - Math.ceil(Math.min(1, Math.max(0, t)) * all.length) + 1)
-  return all.sort((a, b) => b.length - a.length || (a < b ? -1 : 1)).slice(0, k)
+export const nearDuplicateKeys = (scope: string, words: ReadonlySet<string>): ReadonlyArray<number> => {
+  if (words.size === 0) return []
+  const mins = new Array<number>(SEEDS.length).fill(0xffffffff)
+  for (const w of words) {
+    const h = fnv(w, 0x811c9dc5)
+    for (let i = 0; i < SEEDS.length; i++) {
+      const v = mix(Math.imul(h, SEEDS[i]!) ^ SEEDS[i]!)
+      if (v < mins[i]!) mins[i] = v
+    }
+  }
+  const keys: Array<number> = []
+  for (let b = 0; b < BANDS; b++) {
+    const band = `${scope}\u0000${b}:${mins.slice(b * ROWS, (b + 1) * ROWS).join(",")}`
+    keys.push((fnv(band, 0x01234567) & 0x1fffff) * 2 ** 32 + fnv(band, 0x811c9dc5))
+  }
+  return keys
 }
 
 /** `2^(-age / halfLife)`. @since 0.1.0 @category Utils */

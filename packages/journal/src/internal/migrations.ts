@@ -264,8 +264,16 @@ const tasksAndMemory = Effect.gen(function* () {
     tokenize='porter unicode61 remove_diacritics 2')`
   // Forgotten items leave no tokens behind in the index.
   yield* sql`INSERT INTO memory_fts(memory_fts, rank) VALUES ('secure-delete', 1)`
+  // Near-duplicate lookup: each item's MinHash band keys (MemoryStore.nearDuplicateKeys).
+  yield* sql`CREATE TABLE memory_lsh (
+    key INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (key, n)
+  ) STRICT, WITHOUT ROWID`
+  yield* sql`CREATE INDEX memory_lsh_n ON memory_lsh(n)`
   yield* sql`CREATE TRIGGER memory_items_ad AFTER DELETE ON memory_items BEGIN
     DELETE FROM memory_fts WHERE rowid = old.n;
+    DELETE FROM memory_lsh WHERE n = old.n;
   END`
   yield* sql`CREATE TABLE memory_candidates (
     id TEXT PRIMARY KEY,
