@@ -8,6 +8,7 @@ export default defineConfig({
     "src/models.ts",
     "src/tools.ts",
     "src/context.ts",
+    "src/memory.ts",
     "src/testing.ts",
     "src/journal-contract.ts"
   ],

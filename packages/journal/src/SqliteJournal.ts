@@ -531,6 +531,9 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       const results: Array<Either.Either<ReadonlyArray<TapeEvent.TapeEvent>, AppendError>> = []
       const local = new Map<string, SessionHead | null>()
       try {
+        // BEGIN IMMEDIATE: the batch reads before it writes, and a deferred transaction that must
+        // upgrade while another connection (a task queue or memory store on this file, another
+        // process) writes fails at once with SQLITE_BUSY; an immediate one waits (busy_timeout).
         db.transaction(() => {
           for (const p of batch) {
             let h = local.get(p.sessionId)
@@ -575,7 +578,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
             }
           }
           st.setHead.run(head.chain_seq, head.hash, head.count)
-        })()
+        }).immediate()
       } catch (error) {
         head = before
         const failure = journalError("append")(error)

@@ -4,9 +4,13 @@
  * Effect API: `SqliteJournal.layer({ filename })`. Promise API: `sqliteJournal({ filename })`, passed to
  * `createPalyra({ journal })`. `Anchor.layer({ keyFile, witnessFile })` signs checkpoints of the
  * journal's chains into a witness file; `Anchor.verify` checks a journal against them.
+ * `SqliteTaskQueue.layer({ filename })` and `SqliteMemoryStore.layer({ filename })` put the
+ * background queue and memory (ports of `@palyra/core/memory`) in the same file.
  *
  * @since 0.1.0
  */
 export * as Anchor from "./Anchor.js"
 export * as SqliteJournal from "./SqliteJournal.js"
 export { sqliteJournal } from "./SqliteJournal.js"
+export * as SqliteMemoryStore from "./SqliteMemoryStore.js"
+export * as SqliteTaskQueue from "./SqliteTaskQueue.js"

@@ -229,6 +229,112 @@ const sessionAgents = Effect.gen(function* () {
   }
 })
 
+const tasksAndMemory = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  // The background queue (see SqliteTaskQueue.ts): replaces 0002's `background_tasks`, which no
+  // version wrote (its rows, if any, are carried over as queued tasks).
+  yield* sql`CREATE TABLE tasks (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    priority INTEGER NOT NULL DEFAULT 0,
+    state TEXT NOT NULL,
+    not_before INTEGER NOT NULL,
+    expires_at INTEGER,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    max_attempts INTEGER NOT NULL,
+    backoff_base_ms INTEGER NOT NULL,
+    backoff_max_ms INTEGER NOT NULL,
+    lease_owner TEXT,
+    lease_expires_at INTEGER,
+    heartbeat_at INTEGER,
+    dedupe_key TEXT,
+    last_error TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    finished_at INTEGER
+  ) STRICT`
+  yield* sql`INSERT INTO tasks (id, kind, payload, state, not_before, attempts, max_attempts, backoff_base_ms,
+      backoff_max_ms, created_at, updated_at)
+    SELECT id, kind, payload, 'queued', run_at, attempts, max(5, attempts + 1), 1000, 300000, created_at, updated_at
+    FROM background_tasks WHERE state NOT IN ('done', 'succeeded', 'failed', 'cancelled')`
+  yield* sql`DROP TABLE background_tasks`
+  yield* sql`CREATE INDEX tasks_due ON tasks(kind, state, priority DESC, not_before, id)`
+  yield* sql`CREATE INDEX tasks_lease ON tasks(state, lease_expires_at)`
+  yield* sql`CREATE UNIQUE INDEX tasks_dedupe ON tasks(dedupe_key) WHERE dedupe_key IS NOT NULL`
+  yield* sql`CREATE TABLE task_log (
+    seq INTEGER PRIMARY KEY,
+    task_id TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    event TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    owner TEXT,
+    detail TEXT
+  ) STRICT`
+  yield* sql`CREATE INDEX task_log_task ON task_log(task_id, seq)`
+
+  // Memory (see SqliteMemoryStore.ts): items, and a contentless FTS5 index over their words, each
+  // indexed as one token prefixed with a mark of its principal (porter stemming, diacritics folded).
+  // A lookup reads only the principal's postings: its cost follows the principal's items, not the
+  // whole store's, and one principal's words cannot even match another's. The `principal` column
+  // stays the authority every query checks.
+  yield* sql`CREATE TABLE memory_items (
+    n INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    principal TEXT NOT NULL,
+    agent TEXT,
+    session_id TEXT,
+    kind TEXT NOT NULL,
+    text TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    source_run_id TEXT,
+    source_seq INTEGER,
+    confidence_bps INTEGER,
+    pinned INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    expires_at INTEGER
+  ) STRICT`
+  yield* sql`CREATE INDEX memory_items_principal ON memory_items(principal, updated_at DESC)`
+  yield* sql`CREATE INDEX memory_items_hash ON memory_items(principal, hash)`
+  yield* sql`CREATE INDEX memory_items_expiry ON memory_items(expires_at) WHERE expires_at IS NOT NULL`
+  yield* sql`CREATE VIRTUAL TABLE memory_fts USING fts5(terms, content='', contentless_delete=1,
+    tokenize='porter unicode61 remove_diacritics 2')`
+  // Forgotten items leave no tokens behind in the index.
+  yield* sql`INSERT INTO memory_fts(memory_fts, rank) VALUES ('secure-delete', 1)`
+  // Near-duplicate lookup: each item's MinHash band keys (MemoryStore.nearDuplicateKeys).
+  yield* sql`CREATE TABLE memory_lsh (
+    key INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (key, n)
+  ) STRICT, WITHOUT ROWID`
+  yield* sql`CREATE INDEX memory_lsh_n ON memory_lsh(n)`
+  yield* sql`CREATE TRIGGER memory_items_ad AFTER DELETE ON memory_items BEGIN
+    DELETE FROM memory_fts WHERE rowid = old.n;
+    DELETE FROM memory_lsh WHERE n = old.n;
+  END`
+  yield* sql`CREATE TABLE memory_candidates (
+    id TEXT PRIMARY KEY,
+    principal TEXT NOT NULL,
+    agent TEXT,
+    session_id TEXT,
+    kind TEXT NOT NULL,
+    text TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    confidence_bps INTEGER NOT NULL,
+    source_run_id TEXT,
+    source_seq INTEGER,
+    status TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    decided_at INTEGER,
+    decided_by TEXT,
+    reason TEXT,
+    item_id TEXT
+  ) STRICT`
+  yield* sql`CREATE INDEX memory_candidates_status ON memory_candidates(status, principal, id)`
+  yield* sql`CREATE INDEX memory_candidates_hash ON memory_candidates(principal, hash) WHERE status = 'pending'`
+})
+
 /** Every migration, in order. Never edit a released one: add a new one. @internal */
 export const migrations = {
   "0001_init": init,
@@ -236,7 +342,7 @@ export const migrations = {
   "0003_grant_limits": grantLimits,
   "0004_session_key_digests": sessionKeyDigests,
   "0005_record_versions": recordVersions,
-  // 0006 is the memory/task-queue migration (another branch).
+  "0006_tasks_memory": tasksAndMemory,
   "0007_session_agents": sessionAgents
 } as const
 
