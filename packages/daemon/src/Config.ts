@@ -224,6 +224,19 @@ export const ConfigFile = Schema.Struct({
   ),
   /** Chat platforms in front of the Gateway (`[[channels]]`: telegram, webhook). */
   channels: Schema.optionalWith(ChannelConfig.Entries, { default: () => [] }),
+  /** The context engine: token counting against the model's window, compaction with checkpoints. */
+  context: Schema.optionalWith(
+    Schema.Struct({
+      enabled: Schema.optionalWith(Schema.Boolean, { default: () => true }),
+      /** Compact on its own when the prompt passes the threshold (else only `palyra sessions compact`). */
+      auto_compact: Schema.optionalWith(Schema.Boolean, { default: () => true }),
+      /** Override the model's context window (tokens). */
+      context_window: Schema.optional(Positive),
+      /** Turns kept verbatim after a compaction. */
+      keep_turns: Schema.optional(Positive)
+    }),
+    { default: () => ({ enabled: true, auto_compact: true }) }
+  ),
   telemetry: Schema.optionalWith(TelemetrySection, {
     default: () => ({ service_name: "palyrad", headers: {}, sample_ratio: 1 })
   }),

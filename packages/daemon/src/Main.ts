@@ -11,6 +11,7 @@ import { join } from "node:path"
 import { ChannelConfig, Channels } from "@palyra/channels"
 import { type Auth, Journal, Kernel, Metrics, PolicyEngine } from "@palyra/core"
 import { CedarPolicy } from "@palyra/core/cedar"
+import { ContextEngine } from "@palyra/core/context"
 import { Models } from "@palyra/core/models"
 import { BuiltinTools } from "@palyra/core/tools"
 import { Anchor, SqliteJournal } from "@palyra/journal"
@@ -188,9 +189,20 @@ export const run = (
         ...ChannelConfig.secrets(config.channels)
       ]
     }
+    const cx = config.context
     const kernel = Kernel.layer({
       model,
       tools: [...tools, ...pluginTools],
+      // Window-aware prompts and compaction with checkpoints (`[context] enabled = false` to turn off).
+      ...(cx.enabled
+        ? {
+            promptAssembler: ContextEngine.layer({
+              autoCompact: cx.auto_compact,
+              ...(cx.context_window ? { contextWindow: cx.context_window } : {}),
+              ...(cx.keep_turns ? { keepTurns: cx.keep_turns } : {})
+            })
+          }
+        : {}),
       // Signed anchors of the journal's chain heads (a witness file beside it, and the log); the
       // anchor writes its last checkpoint at shutdown, before the journal closes.
       journal: Anchor.layer({
