@@ -263,8 +263,9 @@ describe("limits: memory and time, and the host stays healthy", () => {
       const started = Date.now()
       yield* Fiber.interrupt(fiber)
       assert.isBelow(Date.now() - started, 1_000)
-      yield* Effect.sleep("20 millis").pipe(Effect.repeat({ until: () => ports() === baseline, times: 50 }))
-      assert.strictEqual(ports(), baseline)
+      // Its worker is gone: no more open ports than before the call (another test's worker may close too).
+      yield* Effect.sleep("20 millis").pipe(Effect.repeat({ until: () => ports() <= baseline, times: 50 }))
+      assert.isAtMost(ports(), baseline)
       assert.strictEqual(spin.invocations(), 1)
     })
   )
