@@ -9,7 +9,7 @@
 import { existsSync, readFileSync } from "node:fs"
 import { validateHeaderName, validateHeaderValue } from "node:http"
 import { dirname, isAbsolute, join, resolve } from "node:path"
-import { ChannelConfig } from "@palyra/channels"
+import { ChannelConfig } from "@palyra/channels/config"
 import { Agent } from "@palyra/core"
 import { Data, Effect, Either, ParseResult, Schema } from "effect"
 import { parse as parseToml } from "smol-toml"

@@ -8,7 +8,7 @@
 import { randomBytes } from "node:crypto"
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { ChannelConfig, Channels } from "@palyra/channels"
+import { ChannelConfig } from "@palyra/channels/config"
 import { type Auth, Journal, Kernel, Metrics, PolicyEngine } from "@palyra/core"
 import { CedarPolicy } from "@palyra/core/cedar"
 import { ContextEngine } from "@palyra/core/context"
@@ -241,6 +241,8 @@ export const run = (
       yield* Metrics.monitorEventLoop()
       // Chat platforms (when configured): their router reaches the Gateway as each paired principal.
       if (config.channels.length > 0) {
+        // Loaded only when configured: the connectors (grammY, …) cost start-up time and memory.
+        const { Channels } = yield* Effect.promise(() => import("@palyra/channels"))
         yield* Layer.build(
           Channels.layer({ channels: config.channels, store: { filename: join(config.dataDir, "channels.sqlite") } })
         )

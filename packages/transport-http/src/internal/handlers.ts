@@ -6,7 +6,7 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Auth, Gateway } from "@palyra/core"
-import { Clock, Effect, Layer } from "effect"
+import { Clock, Effect, Layer, Scope } from "effect"
 import {
   Api,
   ApprovalPayload,
@@ -23,7 +23,6 @@ import { readJson } from "./body.js"
 import { chatCompletions } from "./chat.js"
 import { answer, eventStream, type HandlerOptions } from "./common.js"
 import { openAiError } from "./openaiErrors.js"
-import { makeRenderer } from "./prometheus.js"
 
 const runs = (options: HandlerOptions) =>
   HttpApiBuilder.group(Api, "runs", (handlers) =>
@@ -233,9 +232,16 @@ const health = (options: HandlerOptions) =>
 
 const meta = HttpApiBuilder.group(Api, "meta", (handlers) =>
   Effect.gen(function* () {
-    const render = yield* makeRenderer
+    // The Prometheus exporter (OpenTelemetry's SDK) loads on the first scrape, not at start-up.
+    const scope = yield* Effect.scope
+    const render = yield* Effect.cached(
+      Effect.flatMap(
+        Effect.promise(() => import("./prometheus.js")),
+        (m) => Scope.extend(m.makeRenderer, scope)
+      )
+    )
     const document = { ...OpenApi.fromApi(Api) }
-    return handlers.handle("openapi", () => Effect.succeed(document)).handle("metrics", () => render)
+    return handlers.handle("openapi", () => Effect.succeed(document)).handle("metrics", () => Effect.flatten(render))
   })
 )
 
