@@ -27,6 +27,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net"
 import { Clock, Duration, Effect, FiberSet, Redacted, type Scope } from "effect"
 import { type Connector, ConnectorError, RateLimited, SendFailed, type Sink } from "../Connector.js"
+import { readBody } from "./internal/http.js"
 
 /** @since 0.1.0 @category Models */
 export interface Options {
@@ -89,21 +90,6 @@ export const verify = (
   if (Math.abs(nowMs - Number(ts) * 1000) > windowMs) return "stale_signature"
   return undefined
 }
-
-const readBody = (req: IncomingMessage, max: number) =>
-  new Promise<Buffer | "too_large">((resolve, reject) => {
-    const chunks: Array<Buffer> = []
-    let size = 0
-    req.on("data", (chunk: Buffer) => {
-      size += chunk.length
-      if (size > max) {
-        resolve("too_large")
-        req.pause()
-      } else chunks.push(chunk)
-    })
-    req.on("end", () => resolve(Buffer.concat(chunks)))
-    req.on("error", reject)
-  })
 
 const reply = (res: ServerResponse, status: number, body: Record<string, unknown>) => {
   if (res.headersSent) return

@@ -21,6 +21,7 @@ import { Bot, GrammyError, HttpError, webhookCallback } from "grammy"
 import type { Message, MessageEntity } from "grammy/types"
 import { type Connector, ConnectorError, RateLimited, SendFailed, type Sink } from "../Connector.js"
 import type * as Inbound from "../InboundMessage.js"
+import { readBody } from "./internal/http.js"
 
 /** @since 0.1.0 @category Models */
 export type Mode =
@@ -155,21 +156,6 @@ const classify = (cause: unknown): RateLimited | SendFailed => {
   }
   return new SendFailed({ outcome: "unknown", permanent: false, message: String(cause) })
 }
-
-const readBody = (req: IncomingMessage, max: number) =>
-  new Promise<Buffer | "too_large">((resolve, reject) => {
-    const chunks: Array<Buffer> = []
-    let size = 0
-    req.on("data", (chunk: Buffer) => {
-      size += chunk.length
-      if (size > max) {
-        resolve("too_large")
-        req.pause()
-      } else chunks.push(chunk)
-    })
-    req.on("end", () => resolve(Buffer.concat(chunks)))
-    req.on("error", reject)
-  })
 
 const status = (res: ServerResponse, code: number) => {
   if (res.headersSent) return
