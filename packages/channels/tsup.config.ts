@@ -1,7 +1,7 @@
 import { defineConfig } from "tsup"
 
 export default defineConfig({
-  entry: ["src/index.ts", "src/config.ts"],
+  entry: ["src/index.ts", "src/config.ts", "src/connectors/Slack.ts"],
   format: ["esm"],
   target: "node22",
   platform: "node",

@@ -16,12 +16,20 @@
  * signing_secret = "…at least 32 characters…"
  * listen_port = 7430
  * callback_url = "https://example.com/palyra-replies"
+ *
+ * [[channels]]
+ * name = "slack"
+ * kind = "slack"
+ * signing_secret = "…"            # Basic Information → App Credentials
+ * bot_token = "xoxb-…"             # OAuth & Permissions
+ * listen_port = 7431               # Event Subscriptions → Request URL reaches this
  * ```
  *
  * @since 0.1.0
  */
 import { Duration, Redacted, Schema } from "effect"
 import type * as SignedWebhook from "./connectors/SignedWebhook.js"
+import type * as Slack from "./connectors/Slack.js"
 import type * as Telegram from "./connectors/Telegram.js"
 import { ChannelName } from "./InboundMessage.js"
 import type { ChannelSettings } from "./Settings.js"
@@ -112,8 +120,31 @@ export const WebhookEntry = Schema.Struct({
 /** @since 0.1.0 @category Schema */
 export type WebhookEntry = typeof WebhookEntry.Type
 
+/** A Slack app (Events API in, Web API out). @since 0.1.0 @category Schema */
+export const SlackEntry = Schema.Struct({
+  kind: Schema.Literal("slack"),
+  ...common,
+  /** Secret. */
+  signing_secret: Schema.String.pipe(
+    Schema.pattern(/^[A-Za-z0-9]{16,128}$/, { message: () => "must be the app's signing secret (letters and digits)" })
+  ),
+  /** Secret. */
+  bot_token: Schema.String.pipe(
+    Schema.pattern(/^xox[bp]-[A-Za-z0-9-]{10,}$/, { message: () => "must be a Slack bot token (xoxb-…)" })
+  ),
+  api_root: Schema.optional(HttpUrl),
+  listen_host: Schema.optionalWith(Schema.String, { default: () => "127.0.0.1" }),
+  listen_port: Port,
+  path: Schema.optional(Path),
+  replay_window_seconds: Schema.optional(Positive),
+  max_body_bytes: Schema.optional(Positive),
+  max_message_length: Schema.optional(Schema.Int.pipe(Schema.between(16, 40_000)))
+})
+/** @since 0.1.0 @category Schema */
+export type SlackEntry = typeof SlackEntry.Type
+
 /** One `[[channels]]` entry. @since 0.1.0 @category Schema */
-export const Entry = Schema.Union(TelegramEntry, WebhookEntry)
+export const Entry = Schema.Union(TelegramEntry, WebhookEntry, SlackEntry)
 /** @since 0.1.0 @category Schema */
 export type Entry = typeof Entry.Type
 
@@ -139,7 +170,9 @@ export const secrets = (entries: ReadonlyArray<Entry>): ReadonlyArray<string> =>
   entries.flatMap((e) =>
     e.kind === "telegram"
       ? [e.bot_token, ...(e.webhook_secret === undefined ? [] : [e.webhook_secret])]
-      : [e.signing_secret]
+      : e.kind === "slack"
+        ? [e.signing_secret, e.bot_token]
+        : [e.signing_secret]
   )
 
 const seconds = (n: number | undefined) => (n === undefined ? undefined : Duration.seconds(n))
@@ -194,6 +227,18 @@ export const webhookOptions = (e: WebhookEntry): SignedWebhook.Options => ({
   signingSecret: Redacted.make(e.signing_secret),
   listen: { host: e.listen_host, port: e.listen_port, path: e.path },
   callbackUrl: e.callback_url,
+  replayWindow: seconds(e.replay_window_seconds),
+  maxBodyBytes: e.max_body_bytes,
+  maxMessageLength: e.max_message_length
+})
+
+/** The Slack connector's options for an entry. @since 0.1.0 @category Conversion */
+export const slackOptions = (e: SlackEntry): Slack.Options => ({
+  channel: e.name,
+  signingSecret: Redacted.make(e.signing_secret),
+  botToken: Redacted.make(e.bot_token),
+  apiRoot: e.api_root,
+  listen: { host: e.listen_host, port: e.listen_port, path: e.path },
   replayWindow: seconds(e.replay_window_seconds),
   maxBodyBytes: e.max_body_bytes,
   maxMessageLength: e.max_message_length

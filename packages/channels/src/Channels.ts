@@ -106,11 +106,22 @@ export interface Options {
   readonly inboundRetention?: Duration.DurationInput | undefined
 }
 
-/** Connect the connector an entry describes. @since 0.1.0 @category Constructors */
+/**
+ * Connect the connector an entry describes. Slack's client (`@slack/web-api`) is loaded only when a
+ * Slack channel is configured.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
 export const connect = (entry: ChannelConfig.Entry): Effect.Effect<Connector, ConnectorError, Scope.Scope> =>
   entry.kind === "telegram"
     ? Telegram.make(ChannelConfig.telegramOptions(entry))
-    : SignedWebhook.make(ChannelConfig.webhookOptions(entry))
+    : entry.kind === "slack"
+      ? Effect.flatMap(
+          Effect.promise(() => import("./connectors/Slack.js")),
+          (Slack) => Slack.make(ChannelConfig.slackOptions(entry))
+        )
+      : SignedWebhook.make(ChannelConfig.webhookOptions(entry))
 
 /**
  * The channel layer from configuration.
