@@ -68,7 +68,10 @@ const common = {
   pairing_max_failures: Schema.optional(Positive),
   pairing_lockout_seconds: Schema.optional(Positive),
   pairing_hint_interval_seconds: Schema.optional(Positive),
-  binding_ttl_seconds: Schema.optional(Positive)
+  binding_ttl_seconds: Schema.optional(Positive),
+  pairing_channel_max_failures: Schema.optional(Positive),
+  pairing_channel_window_seconds: Schema.optional(Positive),
+  pairing_channel_lockout_seconds: Schema.optional(Positive)
 }
 
 /** A Telegram bot. @since 0.1.0 @category Schema */
@@ -201,7 +204,10 @@ export const toSettings = (e: Entry): ChannelSettings => ({
     maxFailures: e.pairing_max_failures,
     lockout: seconds(e.pairing_lockout_seconds),
     hintInterval: seconds(e.pairing_hint_interval_seconds),
-    bindingTtl: seconds(e.binding_ttl_seconds)
+    bindingTtl: seconds(e.binding_ttl_seconds),
+    channelMaxFailures: e.pairing_channel_max_failures,
+    channelFailureWindow: seconds(e.pairing_channel_window_seconds),
+    channelLockout: seconds(e.pairing_channel_lockout_seconds)
   }
 })
 

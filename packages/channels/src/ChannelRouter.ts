@@ -5,7 +5,7 @@
  * dropped (`duplicate`, by (channel, platform message id), durable); then length (`too_long`),
  * content (`empty`), the platform's word for the sender (`unverified_sender`), the deny and allow
  * lists (`sender_denied`), the DM policy (`dm_denied`), mentions in groups (`not_mentioned`,
- * `broadcast_denied`), and pairing (`not_paired`, `pairing_failed`, `locked_out`). Every rejection
+ * `broadcast_denied`), and pairing (`not_paired`, `pairing_failed`, `locked_out`, `pairing_throttled`). Every rejection
  * is counted under its stable code; nothing else of a rejected message is kept.
  *
  * An admitted message goes through the coalescer (quick successive messages from one sender become
@@ -22,7 +22,7 @@
  */
 import { Caller, Errors, Gateway, Ids, type Records, type RunState, TapeEvent } from "@palyra/core"
 import { Clock, Context, Effect, Either, Layer, Option, Queue, Schema, type Scope, Stream } from "effect"
-import { ChannelStore, type Watch } from "./ChannelStore.js"
+import { ChannelStore, channelAttempts, type Watch } from "./ChannelStore.js"
 import * as Coalescer from "./Coalescer.js"
 import * as Codes from "./Codes.js"
 import type { Sink } from "./Connector.js"
@@ -414,6 +414,16 @@ export const make = (
             yield* answer(message, "hint", HINT)
           return yield* reject(settings.name, "not_paired")
         }
+        // The channel-wide cap: many senders guessing together are refused like one.
+        const channelKey = channelAttempts(settings.name)
+        const channelState = yield* store.getAttempts(channelKey)
+        if (
+          Option.isSome(channelState) &&
+          channelState.value.lockedUntil !== null &&
+          channelState.value.lockedUntil > now
+        ) {
+          return yield* reject(settings.name, "pairing_throttled")
+        }
         const bound = yield* store.redeemPairingCode({ digest: Codes.digest(code), identity, at: now })
         if (Option.isSome(bound)) {
           yield* answer(message, "paired", `Paired. You are now talking to this assistant as ${bound.value.principal}.`)
@@ -424,6 +434,16 @@ export const make = (
           windowMs: settings.pairing.failureWindowMs,
           lockoutMs: settings.pairing.lockoutMs
         })
+        const channelAfter = yield* store.recordFailure(channelKey, now, {
+          maxFailures: settings.pairing.channelMaxFailures,
+          windowMs: settings.pairing.channelFailureWindowMs,
+          lockoutMs: settings.pairing.channelLockoutMs
+        })
+        if (channelAfter.lockedUntil !== null && channelAfter.lockedUntil === now + settings.pairing.channelLockoutMs) {
+          yield* Effect.logWarning("too many wrong pairing codes on the channel: pairing paused").pipe(
+            Effect.annotateLogs({ channel: settings.name, until: channelAfter.lockedUntil })
+          )
+        }
         const locked = after.lockedUntil !== null && after.lockedUntil > now
         yield* answer(
           message,

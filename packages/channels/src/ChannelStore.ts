@@ -49,6 +49,8 @@ export interface PairingCode {
   /** How long the binding made with this code lasts (ms), if limited. */
   readonly bindingTtlMs: number | null
   readonly usedAt: number | null
+  /** When an operator revoked it (unset: never). */
+  readonly revokedAt?: number | null | undefined
 }
 
 /** @since 0.1.0 @category Models */
@@ -164,6 +166,10 @@ export interface Service {
     readonly identity: Identity
     readonly at: number
   }) => R<Option.Option<Binding>>
+  /** Pairing codes (of a channel), newest first. */
+  readonly listPairingCodes: (filter: { readonly channel?: string | undefined }) => R<ReadonlyArray<PairingCode>>
+  /** Revoke a code that is unused and not revoked yet; None when there is no such code. */
+  readonly revokePairingCode: (digest: string, at: number) => R<Option.Option<PairingCode>>
   /** Bind an identity directly (replacing any binding it had). */
   readonly putBinding: (binding: Binding) => R<void>
   /** The identity's binding if it applies at `at`. */
@@ -211,6 +217,15 @@ export class ChannelStore extends Context.Tag("@palyra/channels/ChannelStore")<C
 
 /** The one string an identity is keyed by. @since 0.1.0 @category Utils */
 export const identityKey = (i: Identity): string => JSON.stringify([i.channel, i.account, i.senderId])
+
+/**
+ * The identity a channel's pairing attempts are counted under, all senders together (the
+ * channel-wide cap): an account no platform uses (it holds a NUL).
+ *
+ * @since 0.1.0
+ * @category Utils
+ */
+export const channelAttempts = (channel: string): Identity => ({ channel, account: "\u0000channel", senderId: "*" })
 
 /** Next counters after one wrong code. Shared by both implementations. @since 0.1.0 @category Utils */
 export const nextAttempts = (previous: Attempts | undefined, at: number, policy: LockoutPolicy): Attempts => {
@@ -276,7 +291,13 @@ export const makeMemory = (): Service => {
     redeemPairingCode: ({ digest, identity, at }) =>
       ok(() => {
         const code = codes.get(digest)
-        if (code === undefined || code.channel !== identity.channel || code.usedAt !== null || at >= code.expiresAt) {
+        if (
+          code === undefined ||
+          code.channel !== identity.channel ||
+          code.usedAt !== null ||
+          (code.revokedAt ?? null) !== null ||
+          at >= code.expiresAt
+        ) {
           return Option.none()
         }
         codes.set(digest, { ...code, usedAt: at })
@@ -291,6 +312,20 @@ export const makeMemory = (): Service => {
         bindings.set(identityKey(identity), binding)
         attempts.delete(identityKey(identity))
         return Option.some(binding)
+      }),
+    listPairingCodes: (filter) =>
+      ok(() =>
+        [...codes.values()]
+          .filter((c) => filter.channel === undefined || c.channel === filter.channel)
+          .sort((a, b) => b.createdAt - a.createdAt)
+      ),
+    revokePairingCode: (digest, at) =>
+      ok(() => {
+        const code = codes.get(digest)
+        if (code === undefined || code.usedAt !== null || (code.revokedAt ?? null) !== null) return Option.none()
+        const revoked = { ...code, revokedAt: at }
+        codes.set(digest, revoked)
+        return Option.some(revoked)
       }),
     putBinding: (binding) => ok(() => void bindings.set(identityKey(binding), binding)),
     getBinding: (identity, at) =>

@@ -15,7 +15,7 @@
  *
  * @since 0.1.0
  */
-import type { Errors, Gateway } from "@palyra/core"
+import { type Errors, type Gateway, Pairing as PairingPort } from "@palyra/core"
 import { Clock, Context, Duration, Effect, Layer, Schedule, type Scope } from "effect"
 import * as ChannelConfig from "./ChannelConfig.js"
 import * as ChannelRouter from "./ChannelRouter.js"
@@ -34,8 +34,20 @@ export class Connectors extends Context.Tag("@palyra/channels/Connectors")<
   ReadonlyMap<string, Connector>
 >() {}
 
-/** What the channel layer provides. @since 0.1.0 @category Models */
-export type Services = ChannelRouter.ChannelRouter | Pairing.Pairing | Outbox.Outbox | Connectors | ChannelStore
+/**
+ * What the channel layer provides, core's `Pairing` port included (what the CLI and the HTTP API's
+ * `/v1/pairing` routes use).
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type Services =
+  | ChannelRouter.ChannelRouter
+  | Pairing.Pairing
+  | PairingPort.Pairing
+  | Outbox.Outbox
+  | Connectors
+  | ChannelStore
 
 /** @since 0.1.0 @category Models */
 export interface AssemblyOptions {
@@ -58,7 +70,7 @@ export interface AssemblyOptions {
 export const assemble = (
   options: AssemblyOptions
 ): Effect.Effect<
-  Context.Context<ChannelRouter.ChannelRouter | Pairing.Pairing | Outbox.Outbox | Connectors>,
+  Context.Context<ChannelRouter.ChannelRouter | Pairing.Pairing | PairingPort.Pairing | Outbox.Outbox | Connectors>,
   ConnectorError,
   Gateway.Gateway | ChannelStore | Scope.Scope
 > =>
@@ -77,6 +89,7 @@ export const assemble = (
     const outbox = yield* Outbox.make({ ...options.outbox, connectors: options.connectors })
     const router = yield* ChannelRouter.make({ channels: settings }).pipe(Effect.provideService(Outbox.Outbox, outbox))
     const pairing = yield* Pairing.make(settings)
+    const admin = yield* Pairing.makeAdmin(pairing)
     const store = yield* ChannelStore
 
     const retention = Duration.toMillis(Duration.decode(options.inboundRetention ?? "7 days"))
@@ -92,6 +105,7 @@ export const assemble = (
     }
     return Context.make(ChannelRouter.ChannelRouter, router)
       .pipe(Context.add(Pairing.Pairing, pairing))
+      .pipe(Context.add(PairingPort.Pairing, admin))
       .pipe(Context.add(Outbox.Outbox, outbox))
       .pipe(Context.add(Connectors, byChannel))
   })

@@ -10,9 +10,9 @@
  *
  * @since 0.1.0
  */
-import { Caller, Errors } from "@palyra/core"
+import { Caller, Errors, type Pairing as PairingPort } from "@palyra/core"
 import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
-import { type Binding, ChannelStore } from "./ChannelStore.js"
+import { type Binding, ChannelStore, isActive, type PairingCode } from "./ChannelStore.js"
 import * as Codes from "./Codes.js"
 import { IDENTITY_PRINCIPAL_PREFIX, type Identity } from "./SessionKey.js"
 import { type ChannelSettings, type Resolved, resolve } from "./Settings.js"
@@ -174,3 +174,162 @@ export const make = (channels: ReadonlyArray<ChannelSettings>): Effect.Effect<Se
 /** @since 0.1.0 @category Layers */
 export const layer = (channels: ReadonlyArray<ChannelSettings>): Layer.Layer<Pairing, never, ChannelStore> =>
   Layer.effect(Pairing, make(channels))
+
+const CODE_ID = /^[0-9a-f]{16}$/
+const MAX_TTL_SECONDS = 366 * 24 * 3600
+
+/** The listed id of a code: the first 16 hex digits of its digest. @since 0.1.0 @category Admin */
+export const codeId = (digest: string): string => digest.slice(0, 16)
+
+/** The opaque, URL-safe id of a paired identity. @since 0.1.0 @category Admin */
+export const identityId = (i: Identity): string =>
+  Buffer.from(JSON.stringify([i.channel, i.account, i.senderId]), "utf8").toString("base64url")
+
+/** The identity an id names, if it names one. @since 0.1.0 @category Admin */
+export const parseIdentityId = (id: string): Identity | undefined => {
+  if (!/^[A-Za-z0-9_-]{1,1400}$/.test(id)) return undefined
+  try {
+    const parsed: unknown = JSON.parse(Buffer.from(id, "base64url").toString("utf8"))
+    if (Array.isArray(parsed) && parsed.length === 3) {
+      const [channel, account, senderId] = parsed as Array<unknown>
+      if (typeof channel === "string" && typeof account === "string" && typeof senderId === "string") {
+        return { channel, account, senderId }
+      }
+    }
+  } catch {
+    // not an id of ours
+  }
+  return undefined
+}
+
+const codeInfo = (c: PairingCode, now: number): PairingPort.CodeInfo => ({
+  id: codeId(c.digest),
+  channel: c.channel,
+  principal: c.principal,
+  createdBy: c.createdBy,
+  createdAt: c.createdAt,
+  expiresAt: c.expiresAt,
+  bindingTtlSeconds: c.bindingTtlMs === null ? null : Math.round(c.bindingTtlMs / 1000),
+  status:
+    (c.revokedAt ?? null) !== null ? "revoked" : c.usedAt !== null ? "used" : c.expiresAt <= now ? "expired" : "active"
+})
+
+const identityInfo = (b: Binding, now: number): PairingPort.Identity => ({
+  id: identityId(b),
+  channel: b.channel,
+  account: b.account,
+  senderId: b.senderId,
+  principal: b.principal,
+  createdAt: b.createdAt,
+  createdBy: b.createdBy,
+  expiresAt: b.expiresAt,
+  revokedAt: b.revokedAt,
+  active: isActive(b, now)
+})
+
+const seconds = (field: string, value: number | undefined) =>
+  value === undefined
+    ? Effect.succeed(undefined)
+    : Number.isInteger(value) && value > 0 && value <= MAX_TTL_SECONDS
+      ? Effect.succeed(Duration.seconds(value))
+      : Effect.fail(
+          new Errors.InvalidArgument({
+            message: `${field} must be a whole number of seconds in 1..${MAX_TTL_SECONDS}`,
+            field
+          })
+        )
+
+/**
+ * The operator's pairing service for the CLI and the HTTP API (core's `Pairing` port), over this
+ * package's pairing and store. Every method is operator-only.
+ *
+ * @since 0.1.0
+ * @category Admin
+ */
+export const makeAdmin = (pairing: Service): Effect.Effect<PairingPort.Service, never, ChannelStore> =>
+  Effect.gen(function* () {
+    const store = yield* ChannelStore
+    const operatorOnly = (caller: Caller.Caller, what: string) =>
+      caller.operator ? Effect.void : Effect.fail(new Errors.PermissionDenied({ message: `${what} needs an operator` }))
+    const findCode = (codeOrId: string) =>
+      Effect.gen(function* () {
+        const code = Codes.normalize(codeOrId, 8)
+        if (code !== undefined) return Option.some(Codes.digest(code))
+        if (!CODE_ID.test(codeOrId)) return Option.none<string>()
+        const all = yield* store.listPairingCodes({})
+        return Option.fromNullable(all.find((c) => codeId(c.digest) === codeOrId)?.digest)
+      })
+
+    return {
+      mint: Effect.fn("Pairing.admin.mint")(function* (caller: Caller.Caller, request: PairingPort.MintRequest) {
+        yield* operatorOnly(caller, "minting a pairing code")
+        const ttl = yield* seconds("ttlSeconds", request.ttlSeconds)
+        const bindingTtl = yield* seconds("bindingTtlSeconds", request.bindingTtlSeconds)
+        const minted = yield* pairing.mint(caller, {
+          channel: request.channel,
+          principal: request.principal,
+          ttl,
+          bindingTtl
+        })
+        const now = yield* Clock.currentTimeMillis
+        const stored = yield* store.listPairingCodes({ channel: minted.channel })
+        const digest = Codes.digest(minted.code)
+        const info = stored.find((c) => c.digest === digest)
+        yield* Effect.logInfo("pairing code minted").pipe(
+          Effect.annotateLogs({ channel: minted.channel, principal: minted.principal, by: caller.principal })
+        )
+        return {
+          ...(info === undefined
+            ? {
+                id: codeId(digest),
+                channel: minted.channel,
+                principal: minted.principal,
+                createdBy: caller.principal,
+                createdAt: now,
+                expiresAt: minted.expiresAt,
+                bindingTtlSeconds: null,
+                status: "active" as const
+              }
+            : codeInfo(info, now)),
+          code: minted.code
+        }
+      }),
+      list: (caller, filter = {}) =>
+        Effect.gen(function* () {
+          yield* operatorOnly(caller, "listing pairing codes")
+          const now = yield* Clock.currentTimeMillis
+          return (yield* store.listPairingCodes({ channel: filter.channel })).map((c) => codeInfo(c, now))
+        }),
+      revoke: Effect.fn("Pairing.admin.revoke")(function* (caller: Caller.Caller, codeOrId: string) {
+        yield* operatorOnly(caller, "revoking a pairing code")
+        const now = yield* Clock.currentTimeMillis
+        const digest = yield* findCode(codeOrId.trim())
+        const revoked = Option.isNone(digest) ? Option.none() : yield* store.revokePairingCode(digest.value, now)
+        if (Option.isNone(revoked)) {
+          return yield* new Errors.NotFound({
+            entity: "unused pairing code",
+            id: CODE_ID.test(codeOrId) ? codeOrId : "(given)"
+          })
+        }
+        return codeInfo(revoked.value, now)
+      }),
+      listIdentities: (caller, filter = {}) =>
+        Effect.gen(function* () {
+          yield* operatorOnly(caller, "listing paired identities")
+          const now = yield* Clock.currentTimeMillis
+          const all = yield* store.listBindings({ channel: filter.channel, principal: filter.principal })
+          return all.map((b) => identityInfo(b, now))
+        }),
+      unpair: Effect.fn("Pairing.admin.unpair")(function* (caller: Caller.Caller, id: string) {
+        yield* operatorOnly(caller, "unpairing an identity")
+        const identity = parseIdentityId(id)
+        if (identity === undefined) return yield* new Errors.NotFound({ entity: "paired identity", id })
+        const now = yield* Clock.currentTimeMillis
+        const revoked = yield* pairing.revoke(caller, identity)
+        yield* Effect.logInfo("identity unpaired").pipe(
+          Effect.annotateLogs({ channel: identity.channel, principal: revoked.principal, by: caller.principal })
+        )
+        return identityInfo(revoked, now)
+      })
+    } satisfies PairingPort.Service
+  })

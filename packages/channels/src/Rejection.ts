@@ -34,6 +34,8 @@ export const Reason = Schema.Literal(
   "pairing_failed",
   /** Too many wrong pairing codes: the sender is locked out for a while. */
   "locked_out",
+  /** Too many wrong pairing codes on the channel, from all senders: pairing there is paused for a while. */
+  "pairing_throttled",
   /** A group message that does not mention the bot. */
   "not_mentioned",
   /** A group message that reached the bot only through `@everyone`/`@here`. */

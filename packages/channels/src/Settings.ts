@@ -70,6 +70,14 @@ export interface ChannelSettings {
         readonly hintInterval?: Duration.DurationInput | undefined
         /** How long a binding made by a code lasts (default: until revoked). */
         readonly bindingTtl?: Duration.DurationInput | undefined
+        /**
+         * Wrong codes allowed on the whole channel (all senders together) within
+         * `channelFailureWindow` before every pairing attempt on it is refused for
+         * `channelLockout` (default 20 per 15 minutes, refused for 15 minutes).
+         */
+        readonly channelMaxFailures?: number | undefined
+        readonly channelFailureWindow?: Duration.DurationInput | undefined
+        readonly channelLockout?: Duration.DurationInput | undefined
       }
     | undefined
 }
@@ -106,6 +114,9 @@ export interface Resolved {
     readonly lockoutMs: number
     readonly hintIntervalMs: number
     readonly bindingTtlMs: number | null
+    readonly channelMaxFailures: number
+    readonly channelFailureWindowMs: number
+    readonly channelLockoutMs: number
   }
 }
 
@@ -146,7 +157,10 @@ export const resolve = (s: ChannelSettings): Resolved => {
       failureWindowMs: ms(s.pairing?.failureWindow ?? "15 minutes"),
       lockoutMs: ms(s.pairing?.lockout ?? "15 minutes"),
       hintIntervalMs: ms(s.pairing?.hintInterval ?? "1 hour"),
-      bindingTtlMs: s.pairing?.bindingTtl === undefined ? null : ms(s.pairing.bindingTtl)
+      bindingTtlMs: s.pairing?.bindingTtl === undefined ? null : ms(s.pairing.bindingTtl),
+      channelMaxFailures: atLeast(s.pairing?.channelMaxFailures, 1, 20),
+      channelFailureWindowMs: ms(s.pairing?.channelFailureWindow ?? "15 minutes"),
+      channelLockoutMs: ms(s.pairing?.channelLockout ?? "15 minutes")
     }
   }
 }

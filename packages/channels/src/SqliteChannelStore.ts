@@ -57,6 +57,17 @@ const toBinding = (r: Row): Binding => ({
   expiresAt: numOrNull(r.expires_at),
   revokedAt: numOrNull(r.revoked_at)
 })
+const toPairingCode = (r: Row): PairingCode => ({
+  digest: str(r.digest),
+  channel: str(r.channel),
+  principal: str(r.principal),
+  createdBy: str(r.created_by),
+  createdAt: num(r.created_at),
+  expiresAt: num(r.expires_at),
+  bindingTtlMs: numOrNull(r.binding_ttl_ms),
+  usedAt: numOrNull(r.used_at),
+  revokedAt: numOrNull(r.revoked_at)
+})
 const toAttempts = (r: Row): Attempts => ({
   failures: num(r.failures),
   windowStart: num(r.window_start),
@@ -160,7 +171,13 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
        VALUES (@digest, @channel, @principal, @createdBy, @createdAt, @expiresAt, @bindingTtlMs, @usedAt)`
     )
     const useCode = stmt(
-      "UPDATE pairing_codes SET used_at = @at WHERE digest = @digest AND channel = @channel AND used_at IS NULL AND expires_at > @at RETURNING principal, binding_ttl_ms"
+      "UPDATE pairing_codes SET used_at = @at WHERE digest = @digest AND channel = @channel AND used_at IS NULL AND revoked_at IS NULL AND expires_at > @at RETURNING principal, binding_ttl_ms"
+    )
+    const selectCodes = stmt(
+      "SELECT * FROM pairing_codes WHERE (@channel IS NULL OR channel = @channel) ORDER BY created_at DESC, digest"
+    )
+    const revokeCode = stmt(
+      "UPDATE pairing_codes SET revoked_at = @at WHERE digest = @digest AND used_at IS NULL AND revoked_at IS NULL RETURNING *"
     )
     const upsertBinding = stmt(
       `INSERT INTO bindings (channel, account, sender_id, principal, created_at, created_by, expires_at, revoked_at)
@@ -292,6 +309,15 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
             at
           )
         ),
+      listPairingCodes: (filter) =>
+        q("listPairingCodes", () =>
+          (selectCodes.all({ channel: filter.channel ?? null }) as Array<Row>).map(toPairingCode)
+        ),
+      revokePairingCode: (digest, at) =>
+        q("revokePairingCode", () => {
+          const row = revokeCode.get({ digest, at }) as Row | undefined
+          return row === undefined ? Option.none() : Option.some(toPairingCode(row))
+        }),
       putBinding: (binding) => q("putBinding", () => void upsertBinding.run(binding)),
       getBinding: (i, at) =>
         q("getBinding", () => {

@@ -187,6 +187,13 @@ describe("ChannelConfig", () => {
   const decode = Schema.decodeUnknownEither(ChannelConfig.Entries)
   const telegram = { kind: "telegram", name: "tg", bot_token: "123:abcdefghijklmnopqrstuvwxyz" }
   const webhook = { kind: "webhook", name: "hooks", signing_secret: "s".repeat(32), listen_port: 7430 }
+  const slack = {
+    kind: "slack",
+    name: "slack",
+    signing_secret: "8f742231b10e8888abcd99yyyzzz85a5",
+    bot_token: "xoxb-1111-2222-TESTtokenABCDEF",
+    listen_port: 7431
+  }
 
   it("decodes [[channels]] entries with defaults and lists every secret for redaction", () => {
     const entries = Either.getOrThrow(
@@ -209,6 +216,15 @@ describe("ChannelConfig", () => {
     assert.notInclude(String(options.token), "abcdefghij")
   })
 
+  it("a Slack entry: both secrets are redaction literals and travel as Redacted values", () => {
+    const [entry] = decode([slack]).pipe(Either.getOrThrow)
+    assert.deepStrictEqual(ChannelConfig.secrets([entry!]), [slack.signing_secret, slack.bot_token])
+    const options = ChannelConfig.slackOptions(entry as ChannelConfig.SlackEntry)
+    assert.strictEqual(options.listen.host, "127.0.0.1")
+    assert.notInclude(String(options.botToken), "xoxb")
+    assert.strictEqual(ChannelConfig.toSettings(entry!).dmPolicy, undefined)
+  })
+
   it("refuses bad entries with a message naming the problem", () => {
     const bad: ReadonlyArray<readonly [unknown, RegExp]> = [
       [[telegram, { ...telegram }], /used twice/],
@@ -217,7 +233,10 @@ describe("ChannelConfig", () => {
       [[{ ...webhook, signing_secret: "short" }], /at least 32/],
       [[{ ...webhook, name: "Bad Name" }], /channel name/],
       [[{ ...webhook, callback_url: "ftp://x" }], /http\(s\) URL/],
-      [[{ ...webhook, kind: "slack" }], /kind/]
+      [[{ ...webhook, kind: "discord" }], /kind/],
+      [[{ ...slack, bot_token: "xoxa-nope" }], /Slack bot token/],
+      [[{ ...slack, signing_secret: "not a secret!" }], /signing secret/],
+      [[{ ...slack, listen_port: undefined }], /listen_port/]
     ]
     for (const [input, message] of bad) {
       const result = decode(input)

@@ -39,6 +39,7 @@ export * as RunView from "./kernel/RunView.js"
 export * as Compactor from "./ports/Compactor.js"
 export * as Journal from "./ports/Journal.js"
 export * as ModelProvider from "./ports/ModelProvider.js"
+export * as Pairing from "./ports/Pairing.js"
 export * as PolicyEngine from "./ports/PolicyEngine.js"
 export * as Tool from "./ports/Tool.js"
 

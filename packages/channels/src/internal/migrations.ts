@@ -104,6 +104,10 @@ export const migrations: ReadonlyArray<string> = [
     last_at INTEGER NOT NULL,
     PRIMARY KEY (channel, reason)
   ) STRICT;
+  `,
+  // 2: operators revoke pairing codes (CLI/HTTP).
+  `
+  ALTER TABLE pairing_codes ADD COLUMN revoked_at INTEGER;
   `
 ]
 
