@@ -222,7 +222,7 @@ export const ConfigFile = Schema.Struct({
     }),
     { default: () => ({ format: "auto" as const, level: "info" as const }) }
   ),
-  /** Chat platforms in front of the Gateway (`[[channels]]`: telegram, webhook). */
+  /** Chat platforms in front of the Gateway (`[[channels]]`: telegram, slack, webhook). */
   channels: Schema.optionalWith(ChannelConfig.Entries, { default: () => [] }),
   /** The context engine: token counting against the model's window, compaction with checkpoints. */
   context: Schema.optionalWith(

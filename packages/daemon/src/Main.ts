@@ -225,12 +225,28 @@ export const run = (
       ...config.auth.tokens
     ]
     yield* Effect.gen(function* () {
+      // Chat platforms (when configured): their router reaches the Gateway as each paired principal.
+      // Built before the HTTP server, whose /v1/pairing routes use the Pairing port they provide.
+      const channels =
+        config.channels.length > 0
+          ? yield* Effect.promise(() => import("@palyra/channels")).pipe(
+              // Loaded only when configured: the connectors (grammY, Slack's client) cost start-up time and memory.
+              Effect.flatMap(({ Channels }) =>
+                Layer.build(
+                  Channels.layer({
+                    channels: config.channels,
+                    store: { filename: join(config.dataDir, "channels.sqlite") }
+                  })
+                )
+              )
+            )
+          : Context.empty()
       const { url } = yield* HttpTransport.serve({
         host: config.server.host,
         port: config.server.http_port,
         maxBodyBytes: config.server.max_body_bytes,
         tokens
-      })
+      }).pipe(Effect.provide(channels))
       const grpc = yield* GrpcTransport.serve({
         host: config.server.host,
         port: config.server.grpc_port,
@@ -239,14 +255,6 @@ export const run = (
       })
       if (config.policiesDir) yield* CedarPolicy.watchDirectory(engine, config.policiesDir)
       yield* Metrics.monitorEventLoop()
-      // Chat platforms (when configured): their router reaches the Gateway as each paired principal.
-      if (config.channels.length > 0) {
-        // Loaded only when configured: the connectors (grammY, …) cost start-up time and memory.
-        const { Channels } = yield* Effect.promise(() => import("@palyra/channels"))
-        yield* Layer.build(
-          Channels.layer({ channels: config.channels, store: { filename: join(config.dataDir, "channels.sqlite") } })
-        )
-      }
       const journalService = yield* Journal.Journal
       const interrupted = yield* journalService.listRuns({ states: ["WaitingForApproval"] })
       yield* Effect.logInfo("palyrad ready").pipe(

@@ -26,6 +26,7 @@ import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Agent, type Caller, Errors, Ids, Records, RunState, TapeEvent } from "@palyra/core"
 import { Context, Schema } from "effect"
+import { PairingGroup } from "./api/PairingGroup.js"
 
 // =============================================================================
 // Errors
@@ -758,6 +759,7 @@ export class Api extends HttpApi.make("palyra")
   .add(HealthGroup)
   .add(MetaGroup)
   .add(OpenAiGroup)
+  .add(PairingGroup.addError(ApiError).middleware(Authentication))
   .annotateContext(
     OpenApi.annotations({
       title: "Palyra",

@@ -5,5 +5,6 @@
  * @since 0.1.0
  */
 export * as Api from "./Api.js"
+export * as PairingGroup from "./api/PairingGroup.js"
 export * as HttpTransport from "./HttpTransport.js"
 export * as Sse from "./Sse.js"

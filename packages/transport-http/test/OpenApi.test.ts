@@ -167,6 +167,12 @@ describe("the OpenAPI document", () => {
       "sessions.restore": () =>
         call("POST", `/v1/sessions/${sessionId}/restore`, { body: { checkpointId: "01KA0000000000000000000000" } }),
       "runs.cancel": () => call("POST", `/v1/runs/${runId}/cancel`),
+      // This server has no channels: pairing answers its documented 409 ("channels are not configured").
+      "pairing.mint": () => call("POST", "/v1/pairing/codes", { body: { channel: "tg", principal: "alice" } }),
+      "pairing.list": () => call("GET", "/v1/pairing/codes?channel=tg"),
+      "pairing.revoke": () => call("DELETE", "/v1/pairing/codes/ZZZZZZZZ"),
+      "pairing.identities": () => call("GET", "/v1/pairing/identities?principal=alice"),
+      "pairing.unpair": () => call("DELETE", "/v1/pairing/identities/WyJ0ZyIsImEiLCJzIl0"),
       "openai.chatCompletions": () =>
         call("POST", "/v1/chat/completions", {
           body: { model: "palyra", messages: [{ role: "user", content: "hello" }] }

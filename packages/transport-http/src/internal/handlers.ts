@@ -23,6 +23,7 @@ import { readJson } from "./body.js"
 import { chatCompletions } from "./chat.js"
 import { answer, eventStream, type HandlerOptions } from "./common.js"
 import { openAiError } from "./openaiErrors.js"
+import { pairing } from "./pairing.js"
 
 const runs = (options: HandlerOptions) =>
   HttpApiBuilder.group(Api, "runs", (handlers) =>
@@ -294,5 +295,6 @@ export const handlers = (options: HandlerOptions) =>
     journal,
     health(options),
     meta,
-    openai(options)
+    openai(options),
+    pairing(options)
   )
