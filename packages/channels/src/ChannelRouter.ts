@@ -134,6 +134,7 @@ const senderListed = (list: ReadonlyArray<string>, sender: Inbound.Sender) =>
 
 const decodeApprovalId = Schema.decodeUnknownOption(Ids.ApprovalId)
 const decodeRunId = Schema.decodeUnknownOption(Ids.RunId)
+const decodeSessionId = Schema.decodeUnknownOption(Ids.SessionId)
 
 const HINT =
   "Hi! This assistant only answers accounts that are paired with it. Ask its operator for a pairing code and send the code here."
@@ -307,9 +308,18 @@ export const make = (
       Effect.scoped(
         Effect.gen(function* () {
           const caller = callerOf(item.principal, item.identity)
-          // The conversation is an approval channel while the run lives: registered before the run
-          // is admitted, so an approval it asks for at once still finds someone to ask.
-          yield* gateway.registerApprover(caller)
+          // The conversation is an approval channel for this session (only) while the run lives:
+          // registered before the run is admitted, so an approval it asks for at once still finds
+          // someone to ask. (If the session cannot be resolved, `admit` reports why.)
+          const session = yield* Effect.option(
+            gateway.resolveSession(caller, {
+              key: item.sessionKey,
+              channel: item.settings.name,
+              account: item.identity.account,
+              conversation: item.conversation
+            })
+          )
+          if (Option.isSome(session)) yield* gateway.registerApprover(caller, session.value.id)
           const watch = yield* admit(item, caller)
           if (Option.isSome(watch)) yield* follow(watch.value, item.settings, caller)
         })
@@ -370,7 +380,8 @@ export const make = (
           Effect.scoped(
             Effect.gen(function* () {
               const caller = callerOf(watch.principal, watch)
-              yield* gateway.registerApprover(caller)
+              const sessionId = decodeSessionId(watch.sessionId)
+              if (Option.isSome(sessionId)) yield* gateway.registerApprover(caller, sessionId.value)
               yield* follow(watch, settings, caller)
             })
           ).pipe(logged("could not follow a channel run after a restart"))
@@ -505,6 +516,11 @@ export const make = (
               )
               const none = `No approval is waiting with code ${arg || "(none)"} here.`
               if (Option.isNone(approvalId)) return none
+              // Only an approval of the sender's own session (another sender's in a shared
+              // conversation, even of the same principal, is not theirs to answer).
+              const record = yield* Effect.either(gateway.getApproval(caller, approvalId.value))
+              if (Either.isLeft(record)) return none
+              if (record.right.sessionId !== (yield* session).id) return none
               const resolved = yield* Effect.either(
                 gateway.resolveApproval(caller, { approvalId: approvalId.value, decision: command, scope: "once" })
               )

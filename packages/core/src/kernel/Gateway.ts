@@ -213,9 +213,10 @@ export interface Service {
   readonly revokeGrant: (caller: Caller.Caller, approvalId: ApprovalId) => Effect.Effect<Grant, GatewayError>
   /**
    * Count the caller as an approval channel until the scope closes: for every session it may see
-   * (an operator console: all of them).
+   * (an operator console: all of them), or — with `sessionId` — for that one session only (a chat
+   * conversation). A session the caller may not see registers nothing.
    */
-  readonly registerApprover: (caller: Caller.Caller) => Effect.Effect<void, never, Scope.Scope>
+  readonly registerApprover: (caller: Caller.Caller, sessionId?: SessionId) => Effect.Effect<void, never, Scope.Scope>
   /**
    * Every approval the caller may answer that a run starts waiting for, from now on. While the
    * stream is consumed the caller counts as an approval channel.
@@ -614,7 +615,13 @@ export const make = (
           yield* syncGrants
           return withPolicy(record)
         }),
-      registerApprover: (caller) => approvers.register(caller),
+      registerApprover: (caller, sessionId) =>
+        sessionId === undefined
+          ? approvers.register(caller)
+          : Effect.matchEffect(session(caller, sessionId), {
+              onFailure: () => Effect.logDebug("approver not registered: no such session", { sessionId }),
+              onSuccess: () => approvers.register(caller, sessionId)
+            }),
       watchApprovals: approvers.watch,
       subscribe: (caller, sessionId, afterSeq, o) =>
         Stream.unwrapScoped(
