@@ -22,6 +22,8 @@ export interface PolicyRequest {
   readonly principal: string
   readonly sessionId: SessionId
   readonly channel: string | null
+  /** The id of the agent the session is bound to (engines read absent as `default`). */
+  readonly agent?: string | undefined
   readonly tool: {
     readonly name: string
     readonly risk: Risk
@@ -72,6 +74,8 @@ export interface Rule {
         readonly principals?: ReadonlyArray<string> | undefined
         /** Sandbox tiers (a tool that declares none counts as `none`). */
         readonly sandbox?: ReadonlyArray<SandboxTier> | undefined
+        /** Agent ids (a request without one counts as `default`). */
+        readonly agents?: ReadonlyArray<string> | undefined
       }
     | undefined
   readonly reason?: string | undefined
@@ -122,7 +126,8 @@ const matches = (rule: Rule, r: PolicyRequest): boolean => {
     (w.risk === undefined || w.risk.includes(r.tool.risk)) &&
     (w.categories === undefined || w.categories.includes(r.tool.category)) &&
     (w.principals === undefined || w.principals.includes(r.principal)) &&
-    (w.sandbox === undefined || w.sandbox.includes(r.tool.sandbox ?? "none"))
+    (w.sandbox === undefined || w.sandbox.includes(r.tool.sandbox ?? "none")) &&
+    (w.agents === undefined || w.agents.includes(r.agent ?? "default"))
   )
 }
 

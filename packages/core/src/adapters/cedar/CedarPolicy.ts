@@ -3,7 +3,7 @@
  *
  * Entities: `Palyra::Principal`, `Palyra::Tool` (attributes `risk`, `category`), actions
  * `Palyra::Action::"tool.execute"` and `"tool.request_approval"`; the context carries the session,
- * channel, a digest of the arguments and the time. The decision rule is the one every Palyra engine
+ * channel, agent, a digest of the arguments and the time. The decision rule is the one every Palyra engine
  * follows (see `PolicyEngine`), and every decision names the policies that made it: a policy's
  * `@id("…")` annotation (or Cedar's own positional id, `policy0`, `policy1`, …) and its
  * `@reason("…")`.
@@ -37,7 +37,8 @@ import { type PolicyAdapter, policyAdapter } from "../../promise/Palyra.js"
 
 /**
  * The Cedar schema of Palyra's entities and actions. `context.sandbox` is the sandbox tier of the
- * processes the tool starts (`"none"`, `"limits"` or `"os"`; `"none"` when the tool declares none).
+ * processes the tool starts (`"none"`, `"limits"` or `"os"`; `"none"` when the tool declares none);
+ * `context.agent` is the id of the session's agent (`when { context.agent == "support" }`).
  *
  * @since 0.1.0
  * @category Schema
@@ -46,7 +47,7 @@ export const schema = `namespace Palyra {
   entity Principal;
   entity Channel;
   entity Tool = { risk: String, category: String };
-  type ToolContext = { session: String, channel: String, argsDigest: String, now: Long, sandbox: String };
+  type ToolContext = { session: String, channel: String, agent: String, argsDigest: String, now: Long, sandbox: String };
   action "tool.execute", "tool.request_approval" appliesTo {
     principal: [Principal],
     resource: [Tool],
@@ -420,6 +421,7 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
         context: {
           session: request.sessionId,
           channel: request.channel ?? "",
+          agent: request.agent ?? "default",
           argsDigest: request.argsDigest ?? "",
           now,
           sandbox: request.tool.sandbox ?? "none"
@@ -472,7 +474,7 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
     const decideNow = (request: PolicyRequest, clock: Clock.Clock): Decision => {
       const compiled = state.current!
       if (cacheSize === 0 || compiled.timeSensitive) return evaluate(compiled, request, clock.unsafeCurrentTimeMillis())
-      const key = `${request.principal}\u0000${request.tool.name}\u0000${request.tool.risk}\u0000${request.tool.category}\u0000${request.sessionId}\u0000${request.channel ?? ""}\u0000${request.argsDigest ?? ""}\u0000${request.tool.sandbox ?? "none"}`
+      const key = `${request.principal}\u0000${request.tool.name}\u0000${request.tool.risk}\u0000${request.tool.category}\u0000${request.sessionId}\u0000${request.channel ?? ""}\u0000${request.argsDigest ?? ""}\u0000${request.tool.sandbox ?? "none"}\u0000${request.agent ?? "default"}`
       const hit = state.cache.get(key)
       if (hit) return hit
       const decision = evaluate(compiled, request, clock.unsafeCurrentTimeMillis())

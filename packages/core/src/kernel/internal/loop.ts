@@ -190,6 +190,7 @@ const decide = (
       principal: ctx.run.principal,
       sessionId: ctx.session.id,
       channel: ctx.session.channel,
+      agent: ctx.session.agentId,
       tool: { name: tool.name, risk: tool.risk, category: tool.category, sandbox: tool.sandbox },
       args: call.proposed.args,
       argsDigest: call.proposed.argsDigest
