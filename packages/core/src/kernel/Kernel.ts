@@ -99,15 +99,18 @@ export const layer = <EJ = never, EP = never, EA = never>(
     model,
     Tool.layer(options.tools ?? []),
     options.policy ?? PolicyEngine.layerRules(options.rules ?? PolicyEngine.defaultRules),
-    (options.promptAssembler ?? PromptAssembler.layer).pipe(Layer.provide(model)),
     Approvals.layer
-  ).pipe(Layer.provideMerge(journal), (base) =>
-    Agents.layer({
-      agents: options.agents,
-      bindings: options.bindings,
-      instructions: options.instructions,
-      budgets: options.budgets
-    }).pipe(Layer.provideMerge(base))
+  ).pipe(
+    Layer.provideMerge(journal),
+    (base) =>
+      Agents.layer({
+        agents: options.agents,
+        bindings: options.bindings,
+        instructions: options.instructions,
+        budgets: options.budgets
+      }).pipe(Layer.provideMerge(base)),
+    // The assembler sees the agents (the context engine summarizes with the session's agent's model).
+    (base) => (options.promptAssembler ?? PromptAssembler.layer).pipe(Layer.provideMerge(base))
   )
   const gateway = Gateway.layer(options).pipe(Layer.provideMerge(services))
   return options.redaction === undefined

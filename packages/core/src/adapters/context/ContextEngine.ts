@@ -28,6 +28,7 @@ import { Conflict, InvalidArgument, JournalError, NotFound } from "../../domain/
 import { type RunId, type SessionId, ulid } from "../../domain/Ids.js"
 import type { Session } from "../../domain/Records.js"
 import type { TapeEvent, TapeEventOf } from "../../domain/TapeEvent.js"
+import { AgentRegistry } from "../../kernel/Agents.js"
 import * as PromptAssembler from "../../kernel/PromptAssembler.js"
 import { Journal, type Service as JournalService, requireSession } from "../../ports/Journal.js"
 import {
@@ -95,7 +96,13 @@ export interface Options extends ModelLimits.Overrides {
 /** @since 0.1.0 @category Models */
 export interface Deps {
   readonly journal: JournalService
+  /** The model that writes summaries for sessions of agents `modelFor` does not name. */
   readonly model: ModelService
+  /**
+   * The model of an agent (its first): summaries of a session are written by its agent's model.
+   * `layer`/`assembler` take it from the context's `AgentRegistry` when there is one.
+   */
+  readonly modelFor?: ((agentId: string) => ModelService | undefined) | undefined
 }
 
 /** @since 0.1.0 @category Models */
@@ -347,7 +354,7 @@ export const make = (options: Deps & Options): Effect.Effect<ContextEngine, Inva
       )
 
     /** Ask the session's model for a summary; the text, or why there is none. */
-    const ask = (request: ModelRequest) =>
+    const ask = (model: ModelService, request: ModelRequest) =>
       Effect.gen(function* () {
         let text = ""
         const cap = summaryTokens * 16
@@ -407,7 +414,7 @@ export const make = (options: Deps & Options): Effect.Effect<ContextEngine, Inva
         const pinned = capPinned(counter, [...carried, ...newlyPinned], Math.floor(summaryTokens * 0.3))
         const facts = mustKeep(counter, previous, covered, pinned, Math.floor(summaryTokens * 0.6))
         const request = compactionRequest(counter, { previous, covered, facts, summaryTokens, maxPromptTokens: usable })
-        const written = yield* ask(request)
+        const written = yield* ask(options.modelFor?.(session.agentId) ?? model, request)
         const rejected = Either.isLeft(written) ? written.left : verify(counter, written.right, facts, summaryTokens)
         const summarizer: "model" | "extractive" = rejected === undefined ? "model" : "extractive"
         const body =
@@ -638,7 +645,21 @@ export const assembler = (
   Effect.map(engineOf(options), (e) => e.assembler)
 
 const engineOf = (options: Options) =>
-  Effect.flatMap(Effect.all({ journal: Journal, model: ModelProvider }), (deps) => make({ ...options, ...deps }))
+  Effect.flatMap(
+    Effect.all({ journal: Journal, model: ModelProvider, agents: Effect.serviceOption(AgentRegistry) }),
+    ({ agents, ...deps }) =>
+      make({
+        ...options,
+        ...deps,
+        modelFor: (agentId) =>
+          Option.getOrUndefined(
+            Option.map(
+              Option.flatMap(agents, (registry) => registry.get(agentId)),
+              (a) => a.models[0]
+            )
+          )
+      })
+  )
 
 /**
  * The assembler and the compactor of one engine (they share its per-session views), over the
