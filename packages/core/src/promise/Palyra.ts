@@ -156,6 +156,46 @@ export type ApprovalAnswer =
 /** A pending approval, as plain data. @since 0.1.0 @category Models */
 export type PalyraApproval = ApprovalRecord
 
+/** Budgets, in plain numbers. @since 0.1.0 @category Models */
+export interface PalyraBudgets {
+  readonly maxModelTurns?: number
+  readonly maxToolCalls?: number
+  readonly maxEventsPerTurn?: number
+  readonly wallClockMs?: number
+  readonly maxTokensPerRun?: number
+  readonly maxTokensPerSession?: number
+}
+
+/**
+ * An agent sessions can be bound to: its own instructions, model (or fail-over list) and tools.
+ * `id: "default"` replaces the instance's default agent.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface PalyraAgent {
+  readonly id: string
+  readonly description?: string
+  readonly instructions?: string
+  /** Its model, or a fail-over list (default: the instance's `model`). */
+  readonly model?: ModelAdapter | ReadonlyArray<ModelAdapter>
+  /** Tool names it may use; `ns.*` for a namespace, `*` for all (default). */
+  readonly tools?: ReadonlyArray<string>
+  /** Its budgets, over the instance's. */
+  readonly budgets?: PalyraBudgets
+}
+
+/**
+ * Which agent answers new sessions of a channel (and account, conversation) when a message names
+ * none. @since 0.1.0 @category Models
+ */
+export interface PalyraBinding {
+  readonly channel: string
+  readonly account?: string
+  readonly conversation?: string
+  readonly agent: string
+}
+
 /** @since 0.1.0 @category Models */
 export interface PalyraOptions {
   readonly model: ModelAdapter
@@ -167,14 +207,11 @@ export interface PalyraOptions {
   /** Default: in memory. */
   readonly journal?: JournalAdapter
   readonly instructions?: string
-  readonly budgets?: {
-    readonly maxModelTurns?: number
-    readonly maxToolCalls?: number
-    readonly maxEventsPerTurn?: number
-    readonly wallClockMs?: number
-    readonly maxTokensPerRun?: number
-    readonly maxTokensPerSession?: number
-  }
+  readonly budgets?: PalyraBudgets
+  /** Agents sessions can be bound to (`MessageOptions.agent`); without them, one default agent. */
+  readonly agents?: ReadonlyArray<PalyraAgent>
+  /** Which agent answers new sessions of a channel conversation (`MessageOptions.channel`, …). */
+  readonly bindings?: ReadonlyArray<PalyraBinding>
   readonly approvalTimeoutMs?: number
   /**
    * Answer approvals in-process (e.g. ask your own UI). While set, every session has an approval
@@ -191,6 +228,12 @@ export interface MessageOptions {
   readonly sessionId?: string
   /** Reuse (or create) the principal's session with this key. */
   readonly sessionKey?: string
+  /** The agent that answers a new session (an existing session keeps its own). */
+  readonly agent?: string
+  /** Where the message came from, for `bindings` (when no `agent` is named). */
+  readonly channel?: string
+  readonly account?: string
+  readonly conversation?: string
   readonly signal?: AbortSignal
 }
 
@@ -270,16 +313,8 @@ export const createPalyra = (options: PalyraOptions): Palyra => {
   // (its sessions, its keys); the rest act as an operator of this instance.
   const asUser = (o?: { readonly principal?: string | undefined }) => Caller.user(principalOf(o))
   const asOperator = (by?: string) => Caller.operator(by ?? principalOf())
-  const b = options.budgets
-  const kernel = Kernel.layer({
-    model: unwrap<ModelService>(options.model),
-    tools: (options.tools ?? []).map((t) => unwrap<Tool.AnyTool>(t)),
-    journal: unwrap<Layer.Layer<Journal.Journal, unknown>>(options.journal ?? memoryJournal()),
-    policy: options.policy ? unwrap<Layer.Layer<PolicyEngine.PolicyEngine, unknown>>(options.policy) : undefined,
-    rules: options.policies,
-    instructions: options.instructions,
-    approvalTimeout: options.approvalTimeoutMs === undefined ? undefined : Duration.millis(options.approvalTimeoutMs),
-    budgets: b && {
+  const budgetsOf = (b: PalyraBudgets | undefined) =>
+    b && {
       maxModelTurns: b.maxModelTurns,
       maxToolCalls: b.maxToolCalls,
       maxEventsPerTurn: b.maxEventsPerTurn,
@@ -287,6 +322,28 @@ export const createPalyra = (options: PalyraOptions): Palyra => {
       maxTokensPerRun: b.maxTokensPerRun,
       maxTokensPerSession: b.maxTokensPerSession
     }
+  const modelOf = (m: ModelAdapter | ReadonlyArray<ModelAdapter>) =>
+    Array.isArray(m)
+      ? (m as ReadonlyArray<ModelAdapter>).map((x) => unwrap<ModelService>(x))
+      : unwrap<ModelService>(m as ModelAdapter)
+  const kernel = Kernel.layer({
+    agents: options.agents?.map((a) => ({
+      id: a.id,
+      description: a.description,
+      instructions: a.instructions,
+      model: a.model === undefined ? undefined : modelOf(a.model),
+      tools: a.tools,
+      budgets: budgetsOf(a.budgets)
+    })),
+    bindings: options.bindings,
+    model: unwrap<ModelService>(options.model),
+    tools: (options.tools ?? []).map((t) => unwrap<Tool.AnyTool>(t)),
+    journal: unwrap<Layer.Layer<Journal.Journal, unknown>>(options.journal ?? memoryJournal()),
+    policy: options.policy ? unwrap<Layer.Layer<PolicyEngine.PolicyEngine, unknown>>(options.policy) : undefined,
+    rules: options.policies,
+    instructions: options.instructions,
+    approvalTimeout: options.approvalTimeoutMs === undefined ? undefined : Duration.millis(options.approvalTimeoutMs),
+    budgets: budgetsOf(options.budgets)
   })
   const onApproval = options.onApproval
   const approver = onApproval
@@ -347,7 +404,15 @@ export const createPalyra = (options: PalyraOptions): Palyra => {
   const message = (text: string, o?: MessageOptions) =>
     Effect.map(
       optionalId(Ids.SessionId, o?.sessionId, "sessionId"),
-      (sessionId): Gateway.MessageRequest => ({ text, sessionId, key: o?.sessionKey })
+      (sessionId): Gateway.MessageRequest => ({
+        text,
+        sessionId,
+        key: o?.sessionKey,
+        agent: o?.agent,
+        channel: o?.channel,
+        account: o?.account,
+        conversation: o?.conversation
+      })
     )
   const runIdOf = (id: string) => Ids.parse(Ids.RunId, id, "runId")
   const sessionIdOf = (id: string) => Ids.parse(Ids.SessionId, id, "sessionId")
