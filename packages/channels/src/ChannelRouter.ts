@@ -27,6 +27,7 @@ import * as Coalescer from "./Coalescer.js"
 import * as Codes from "./Codes.js"
 import type { Sink } from "./Connector.js"
 import * as Inbound from "./InboundMessage.js"
+import * as Metrics from "./internal/metrics.js"
 import * as Mentions from "./Mentions.js"
 import { Outbox, type Target } from "./Outbox.js"
 import type { Reason } from "./Rejection.js"
@@ -157,7 +158,9 @@ export const make = (
     const lanes = new Map<string, Lane>()
 
     const record = (channel: string, reason: Reason) =>
-      Effect.flatMap(Clock.currentTimeMillis, (at) => store.recordRejection(channel, reason, at))
+      Effect.flatMap(Clock.currentTimeMillis, (at) => store.recordRejection(channel, reason, at)).pipe(
+        Effect.zipLeft(Metrics.recordRejection(channel, reason))
+      )
     const reject = (channel: string, reason: Reason) => Effect.as(record(channel, reason), rejected(reason))
     const logged =
       (what: string) =>
@@ -437,6 +440,10 @@ export const make = (
         }
         const bound = yield* store.redeemPairingCode({ digest: Codes.digest(code), identity, at: now })
         if (Option.isSome(bound)) {
+          yield* Metrics.recordPairing(settings.name)
+          yield* Effect.logInfo("identity paired").pipe(
+            Effect.annotateLogs({ channel: settings.name, principal: bound.value.principal })
+          )
           yield* answer(message, "paired", `Paired. You are now talking to this assistant as ${bound.value.principal}.`)
           return { _tag: "Paired", principal: bound.value.principal } as const
         }

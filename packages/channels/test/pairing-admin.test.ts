@@ -1,8 +1,9 @@
 import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Caller, type Pairing as PairingPort, ScriptedModel } from "@palyra/core"
-import { Effect, Either, TestClock } from "effect"
+import { Effect, Either, Metric, TestClock } from "effect"
 import { ChannelRouter, ChannelStore, Pairing, SqliteChannelStore } from "../src/index.js"
+import * as Metrics from "../src/internal/metrics.js"
 import { channelsEnv, counts, message, operator } from "./support/env.js"
 import { tempDir } from "./support/tmp.js"
 
@@ -31,6 +32,11 @@ describe("Pairing: the channel-wide attempt cap", () => {
       const c = yield* counts()
       assert.strictEqual(c.pairing_failed, 5)
       assert.strictEqual(c.pairing_throttled, 2)
+      // …and exported as a metric, by channel and reason
+      const throttled = yield* Metric.value(
+        Metric.tagged(Metric.tagged(Metrics.rejections, "channel", "tg"), "reason", "pairing_throttled")
+      )
+      assert.strictEqual(throttled.count, 2)
       // the code was not consumed while pairing was paused
       assert.strictEqual((yield* port.list(operator))[0]!.status, "active")
 
