@@ -179,7 +179,12 @@ export const make = (
     })
 
     // ---- following a run to its end ------------------------------------------------------------
-    const promptApproval = (watch: Watch, target: Target, e: TapeEvent.TapeEventOf<"ApprovalRequested">) =>
+    const promptApproval = (
+      watch: Watch,
+      target: Target,
+      e: TapeEvent.TapeEventOf<"ApprovalRequested">,
+      settings: Resolved
+    ) =>
       Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
         let code: string | undefined
@@ -205,7 +210,7 @@ export const make = (
           target,
           [watch.sessionId, watch.runId],
           `approval:${e.approvalId}`,
-          `Approval needed: ${e.tool} (${e.risk}) — ${summary}\nReply /approve ${code} or /deny ${code} (expires in about ${minutes} min).`
+          `Approval needed: ${e.tool} (${e.risk}) — ${summary}\nReply ${settings.commandPrefix}approve ${code} or ${settings.commandPrefix}deny ${code} (expires in about ${minutes} min).`
         )
       })
 
@@ -230,7 +235,7 @@ export const make = (
           Stream.filter((e) => e.runId === run.id),
           Stream.takeUntil(TapeEvent.isRunEnd),
           Stream.runForEach((e) => {
-            if (e._tag === "ApprovalRequested") return promptApproval(watch, target, e)
+            if (e._tag === "ApprovalRequested") return promptApproval(watch, target, e, settings)
             if (e._tag === "AssistantMessage") reply = e.text
             else if (e._tag === "RunError") errorCode = e.code
             else if (e._tag === "RunStateChanged") end = e.to
@@ -491,7 +496,10 @@ export const make = (
         const act: Effect.Effect<string, Gateway.GatewayError | Errors.JournalError> = Effect.gen(function* () {
           switch (command) {
             case "help":
-              return "Commands: /status, /stop (cancel what is running), /reset (start afresh), /whoami, /approve <code>, /deny <code>."
+              return "Commands: /status, /stop (cancel what is running), /reset (start afresh), /whoami, /approve <code>, /deny <code>.".replaceAll(
+                "/",
+                settings.commandPrefix
+              )
             case "whoami":
               return `You are ${principal}${paired ? " (paired)" : ""}, sender ${identity.senderId} on ${identity.channel}.`
             case "status": {

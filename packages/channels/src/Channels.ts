@@ -83,7 +83,8 @@ export const assemble = (
         : {
             ...s,
             mentionPatterns: [...(s.mentionPatterns ?? []), ...c.self.mentionPatterns],
-            mentionIds: [...(s.mentionIds ?? []), ...c.self.mentionIds]
+            mentionIds: [...(s.mentionIds ?? []), ...c.self.mentionIds],
+            commandPrefix: s.commandPrefix ?? c.commandPrefix
           }
     })
     const outbox = yield* Outbox.make({ ...options.outbox, connectors: options.connectors })

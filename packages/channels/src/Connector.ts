@@ -76,6 +76,8 @@ export interface Connector {
   readonly maxMessageLength: number
   /** Where the connector listens for inbound requests, when it does (webhooks). */
   readonly inboundUrl?: string | undefined
+  /** How people write commands on this platform (default `/`): the bot's messages show it. */
+  readonly commandPrefix?: string | undefined
   /** The bot's own names (`@mybot`) and ids, added to the channel's mention patterns. */
   readonly self: { readonly mentionPatterns: ReadonlyArray<string>; readonly mentionIds: ReadonlyArray<string> }
   /** Start receiving; stops when the scope closes. */

@@ -39,6 +39,8 @@ export interface ChannelSettings {
   readonly broadcast?: BroadcastStrategy | undefined
   /** Put before every reply. */
   readonly responsePrefix?: string | undefined
+  /** How people write commands on the platform, in the bot's own messages (default `/`; Slack's connector says `!`). */
+  readonly commandPrefix?: string | undefined
   /** Runs of this channel at once (default 4). */
   readonly maxConcurrent?: number | undefined
   /** Admitted messages waiting for a run slot (default 64); more are rejected `queue_full`. */
@@ -96,6 +98,7 @@ export interface Resolved {
   readonly isolateSessionBySender: boolean
   readonly broadcast: BroadcastStrategy
   readonly responsePrefix: string
+  readonly commandPrefix: string
   readonly maxConcurrent: number
   readonly maxQueue: number
   readonly maxTextChars: number
@@ -140,6 +143,7 @@ export const resolve = (s: ChannelSettings): Resolved => {
     isolateSessionBySender: s.isolateSessionBySender ?? true,
     broadcast: s.broadcast ?? "mentionOnly",
     responsePrefix: s.responsePrefix ?? "",
+    commandPrefix: s.commandPrefix ?? "/",
     maxConcurrent: atLeast(s.maxConcurrent, 1, 4),
     maxQueue: atLeast(s.maxQueue, 1, 64),
     maxTextChars: atLeast(s.maxTextChars, 1, 4000),

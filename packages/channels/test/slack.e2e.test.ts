@@ -192,7 +192,8 @@ describe("Slack through the Events API and @slack/web-api against a local Slack 
               (p) => p.some((x) => x.text.startsWith("Approval needed")),
               "the approval prompt"
             )
-            const code = /\/approve ([0-9A-Z]{6})/.exec(prompt.at(-1)!.text)![1]!
+            // the prompt shows Slack's command form
+            const code = /Reply !approve ([0-9A-Z]{6}) or !deny /.exec(prompt.at(-1)!.text)![1]!
             assert.deepStrictEqual(calls, [])
             yield* deliver(SlackApi.messageEvent({ user: "U1", text: `!approve ${code}`, channel: "D1" }))
             const done = yield* waitPosted(
@@ -233,6 +234,44 @@ describe("Slack through the Events API and @slack/web-api against a local Slack 
         )
         assert.strictEqual(deliveries[0]!.platformMessageId, `D1:${posted[0]!.ts}`)
       })
+    )
+  )
+
+  it.live("two senders in one Slack channel get private sessions: neither sees the other's history", () =>
+    setup(
+      (api, url) =>
+        Effect.gen(function* () {
+          for (const user of ["U1", "U2"]) {
+            yield* Effect.flatMap(Pairing.Pairing, (p) =>
+              p.bind(operator, {
+                identity: { channel: "slack", account: BOT.teamId, senderId: user },
+                principal: "team"
+              })
+            )
+          }
+          const say = (user: string, text: string) =>
+            Effect.promise(() =>
+              api.deliver(
+                url,
+                SlackApi.messageEvent({ user, text: `<@U0BOT> ${text}`, channel: "C7", channelType: "channel" })
+              )
+            )
+          yield* say("U1", "my secret is apple")
+          yield* waitPosted(api, "C7", (p) => p.length === 1, "the first answer")
+          yield* say("U2", "my secret is banana")
+          yield* waitPosted(api, "C7", (p) => p.length === 2, "the second answer")
+          yield* say("U2", "what do you know?")
+          const answers = yield* waitPosted(api, "C7", (p) => p.length === 3, "the third answer")
+          assert.include(answers[2]!.text, "banana")
+          assert.notInclude(answers[2]!.text, "apple")
+        }),
+      [],
+      ScriptedModel.make((request) => ({
+        text: `I know: ${request.messages
+          .filter((m) => m.role === "user")
+          .map((m) => (m.role === "user" ? m.text : ""))
+          .join(" | ")}`
+      }))
     )
   )
 

@@ -416,6 +416,7 @@ export const make = (options: Options): Effect.Effect<SlackConnector, ConnectorE
       channel: options.channel,
       kind: "slack",
       maxMessageLength: options.maxMessageLength ?? 4000,
+      commandPrefix: "!",
       self: { mentionPatterns: [], mentionIds: [bot.userId.toLowerCase()] },
       bot,
       inboundUrl: `http://${host}:${address.port}${path}`,
