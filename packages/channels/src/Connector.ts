@@ -18,6 +18,8 @@ export interface Outbound {
   readonly thread: string | null
   readonly replyTo: string | null
   readonly text: string
+  /** When the delivery was enqueued (epoch ms): lets `reconcile` bound its search. */
+  readonly createdAt?: number | undefined
 }
 
 /** @since 0.1.0 @category Models */

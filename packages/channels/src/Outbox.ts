@@ -121,7 +121,8 @@ const toOutbound = (d: Delivery): Outbound => ({
   conversation: d.conversation,
   thread: d.thread,
   replyTo: d.replyTo,
-  text: d.text
+  text: d.text,
+  createdAt: d.createdAt
 })
 
 /** Backoff after the n-th transient failure: 1 s, 2 s, 4 s … capped at 5 minutes. */

@@ -2,8 +2,9 @@ import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { type Gateway, type ModelProvider, ScriptedModel, Tool } from "@palyra/core"
 import { gatewayLayer } from "@palyra/core/testing"
-import { Effect, Layer, Schema } from "effect"
-import { ChannelConfig, ChannelStore, Channels, Pairing } from "../src/index.js"
+import { Effect, Layer, Redacted, Schema } from "effect"
+import * as Slack from "../src/connectors/Slack.js"
+import { ChannelConfig, ChannelStore, Channels, Pairing, SqliteChannelStore } from "../src/index.js"
 import { counts, eventually, operator } from "./support/env.js"
 import * as SlackApi from "./support/SlackApi.js"
 import { tempDir } from "./support/tmp.js"
@@ -305,5 +306,101 @@ describe("Slack through the Events API and @slack/web-api against a local Slack 
         assert.strictEqual(model.prompts.length, 1)
       })
     )
+  )
+
+  it.live(
+    "reconcile: a delivery is found again by its key in message metadata; a whole window without it is resent",
+    () =>
+      Effect.gen(function* () {
+        const api = yield* SlackApi.make({ token: TOKEN, signingSecret: SECRET, bot: BOT })
+        const slack = yield* Slack.make({
+          channel: "slack",
+          signingSecret: Redacted.make(SECRET),
+          botToken: Redacted.make(TOKEN),
+          apiRoot: api.apiRoot,
+          listen: { port: 0 }
+        })
+        const now = Date.now()
+        const out = (key: string, thread: string | null = null, createdAt: number | null = now) => ({
+          key,
+          account: BOT.teamId,
+          conversation: "D1",
+          thread,
+          replyTo: null,
+          text: `text of ${key}`,
+          ...(createdAt === null ? {} : { createdAt })
+        })
+        yield* slack.send(out("k1"))
+        yield* slack.send(out("k3", "1700000000.000100"))
+        assert.deepStrictEqual(api.posted[0]!.metadata, { event_type: "palyra_delivery", event_payload: { key: "k1" } })
+        assert.strictEqual(yield* slack.reconcile(out("k1")), "sent")
+        assert.strictEqual(yield* slack.reconcile(out("k3", "1700000000.000100")), "sent")
+        assert.strictEqual(yield* slack.reconcile(out("k2")), "resend")
+        // without the time it was enqueued, the window is unbounded: never resent blindly
+        assert.strictEqual(yield* slack.reconcile(out("k2", null, null)), "unknown")
+        // more messages since than one page holds: not sure, so not resent
+        for (let i = 0; i < 201; i++) yield* slack.send(out(`other-${i}`))
+        assert.strictEqual(yield* slack.reconcile(out("k2")), "unknown")
+        assert.strictEqual(yield* slack.reconcile(out("k1")), "unknown")
+        // an unknown conversation (an error answer): unknown
+        assert.strictEqual(yield* slack.reconcile({ ...out("k1"), conversation: "nope" }), "unknown")
+      }).pipe(Effect.scoped)
+  )
+
+  it.live("after a crash: an unknown delivery Slack has is marked sent, one it lacks is sent once", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const filename = join(dir, "channels.sqlite")
+      const now = Date.now()
+      const delivery = (key: string) => ({
+        key,
+        channel: "slack",
+        account: BOT.teamId,
+        conversation: "D1",
+        thread: null,
+        replyTo: null,
+        sessionId: null,
+        runId: null,
+        part: "reply",
+        text: `answer ${key}`,
+        createdAt: now
+      })
+      // The previous process: both sends had started when it died.
+      yield* Effect.gen(function* () {
+        const store = yield* ChannelStore.ChannelStore
+        yield* store.enqueue([delivery("k-delivered"), delivery("k-lost")])
+        for (const key of ["k-delivered", "k-lost"]) yield* store.updateDelivery(key, { state: "unknown" }, now)
+      }).pipe(Effect.provide(SqliteChannelStore.layer({ filename })))
+      // Slack got the first one (with its key in the metadata), not the second.
+      const api = yield* SlackApi.make({
+        token: TOKEN,
+        signingSecret: SECRET,
+        bot: BOT,
+        history: [
+          {
+            channel: "D1",
+            text: "answer k-delivered",
+            ts: SlackApi.nextTs(),
+            at: now,
+            metadata: { event_type: "palyra_delivery", event_payload: { key: "k-delivered" } }
+          }
+        ]
+      })
+      const model = ScriptedModel.make([])
+      yield* Effect.gen(function* () {
+        const store = yield* ChannelStore.ChannelStore
+        const deliveries = yield* eventually(
+          store.listDeliveries({}),
+          (ds) => ds.every((d) => d.state === "sent"),
+          "both deliveries settled"
+        )
+        assert.strictEqual(deliveries.length, 2)
+        yield* Effect.sleep("200 millis")
+        assert.deepStrictEqual(
+          api.posted.map((p) => p.text),
+          ["answer k-lost"]
+        )
+      }).pipe(Effect.provide(channelsLayer(api, filename, model)))
+    }).pipe(Effect.scoped)
   )
 })

@@ -25,8 +25,11 @@
  * the thread (`thread_ts`) when the message they answer was in one. The client's own retries are
  * off: the outbox retries, and a 429 becomes `RateLimited` with Slack's `Retry-After`. `ok: false`
  * answers are permanent failures (`channel_not_found`, `not_in_channel`, …) except Slack's
- * transient ones. Slack cannot look a sent message up by our key, so a delivery whose outcome is
- * unknown after a crash stays marked rather than being sent twice.
+ * transient ones. Every message carries its delivery key as message metadata
+ * (`event_type: "palyra_delivery"`), so after a crash a delivery whose outcome is unknown is looked
+ * up in the conversation (`conversations.history`, or `conversations.replies` in a thread, since a
+ * minute before it was enqueued): found → `sent`; the whole window read and not found → `resend`;
+ * anything else (a longer window, a missing scope, an error) → left marked, never sent twice.
  *
  * @since 0.1.0
  */
@@ -42,7 +45,7 @@ import {
   WebClient
 } from "@slack/web-api"
 import { Clock, Duration, Effect, FiberSet, Redacted, type Scope } from "effect"
-import { type Connector, ConnectorError, RateLimited, SendFailed, type Sink } from "../Connector.js"
+import { type Connector, ConnectorError, RateLimited, type Reconciled, SendFailed, type Sink } from "../Connector.js"
 import type * as Inbound from "../InboundMessage.js"
 import { readBody } from "./internal/http.js"
 
@@ -209,6 +212,11 @@ export const toCandidate = (
     receivedAt: ts !== undefined && /^\d+(\.\d+)?$/.test(ts) ? Math.floor(Number(ts) * 1000) : 0
   }
 }
+
+/** The metadata event type every message we post carries, with its delivery key. */
+const DELIVERY_EVENT = "palyra_delivery"
+/** Messages read when reconciling (Slack's page limit is 1,000; 200 is its advice). */
+const RECONCILE_PAGE = 200
 
 /** Slack errors worth another try (the rest of `ok: false` answers are permanent). */
 const TRANSIENT = ["internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited"]
@@ -402,6 +410,8 @@ export const make = (options: Options): Effect.Effect<SlackConnector, ConnectorE
             link_names: false,
             unfurl_links: false,
             unfurl_media: false,
+            // Found again by `reconcile` after a crash.
+            metadata: { event_type: DELIVERY_EVENT, event_payload: { key: message.key } },
             ...(message.thread === null ? {} : { thread_ts: message.thread })
           }),
         catch: classify
@@ -410,6 +420,34 @@ export const make = (options: Options): Effect.Effect<SlackConnector, ConnectorE
           platformMessageId: typeof sent.ts === "string" ? `${sent.channel ?? message.conversation}:${sent.ts}` : null
         })),
         Effect.withSpan("Slack.postMessage", { attributes: { channel: options.channel } })
+      )
+
+    const reconcile: Connector["reconcile"] = (message) =>
+      Effect.tryPromise(() => {
+        const window = {
+          channel: message.conversation,
+          include_all_metadata: true,
+          limit: RECONCILE_PAGE,
+          ...(message.createdAt === undefined ? {} : { oldest: ((message.createdAt - 60_000) / 1000).toFixed(6) })
+        }
+        return message.thread === null
+          ? client.conversations.history(window)
+          : client.conversations.replies({ ...window, ts: message.thread })
+      }).pipe(
+        Effect.map((answer): Reconciled => {
+          const found = (answer.messages ?? []).some(
+            (m) =>
+              m.metadata?.event_type === DELIVERY_EVENT &&
+              (m.metadata.event_payload as { readonly key?: unknown } | undefined)?.key === message.key
+          )
+          if (found) return "sent"
+          // Sending again is safe only when every message since the delivery was enqueued was read.
+          return message.createdAt !== undefined && answer.has_more !== true ? "resend" : "unknown"
+        }),
+        Effect.catchAll((cause) =>
+          Effect.as(Effect.logWarning("Slack: could not look a delivery up", cause), "unknown" as const)
+        ),
+        Effect.withSpan("Slack.reconcile", { attributes: { channel: options.channel } })
       )
 
     const connector: SlackConnector = {
@@ -431,8 +469,7 @@ export const make = (options: Options): Effect.Effect<SlackConnector, ConnectorE
             })
         ),
       send,
-      // Slack cannot find a message by our key: leave it marked, never send it twice.
-      reconcile: () => Effect.succeed("unknown" as const)
+      reconcile
     }
     return connector
   }).pipe(Effect.withSpan("Slack.make"))

@@ -3,8 +3,9 @@
  * Events API side: `POST /api/<method>` with a form-encoded or JSON body and the token in
  * `Authorization: Bearer`; answers `{ ok: true, … }` or `{ ok: false, error }` (HTTP 200, as Slack
  * does), `invalid_auth` for a wrong token, HTTP 429 with `Retry-After` when told to rate limit;
- * `auth.test` and `chat.postMessage` (`channel_not_found`, `no_text`, 40,000-character limit,
- * `thread_ts` kept). Tests sign and post events to the app's Request URL like Slack does.
+ * `auth.test`, `chat.postMessage` (`channel_not_found`, `no_text`, 40,000-character limit,
+ * `thread_ts` and `metadata` kept), `conversations.history` and `conversations.replies` (newest
+ * first, `oldest`, `limit` with `has_more`, metadata only with `include_all_metadata`). Tests sign and post events to the app's Request URL like Slack does.
  */
 import { createHmac } from "node:crypto"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
@@ -17,6 +18,7 @@ export interface Posted {
   readonly thread_ts?: string
   readonly ts: string
   readonly at: number
+  readonly metadata?: { readonly event_type: string; readonly event_payload: Record<string, unknown> }
 }
 
 export interface SlackApi {
@@ -47,6 +49,8 @@ export interface SlackApiOptions {
   readonly bot: { readonly userId: string; readonly teamId: string; readonly botId: string }
   /** Conversations that exist (default: any id starting with C, D or G). */
   readonly conversations?: ReadonlyArray<string>
+  /** Messages already in the conversations (e.g. posted by a previous process). */
+  readonly history?: Array<Posted>
 }
 
 const read = (req: IncomingMessage) =>
@@ -62,10 +66,10 @@ const send = (res: ServerResponse, status: number, body: unknown, headers: Recor
   res.end(JSON.stringify(body))
 }
 
-let ts = 1_700_000_000
+let seq = 0
 
-/** A fresh Slack message timestamp. */
-export const nextTs = () => `${++ts}.000100`
+/** A fresh Slack message timestamp: the current second and a unique, increasing fraction. */
+export const nextTs = () => `${Math.floor(Date.now() / 1000)}.${String(++seq % 1_000_000).padStart(6, "0")}`
 
 /** An `event_callback` envelope around a `message` event. */
 export const messageEvent = (fields: {
@@ -143,11 +147,18 @@ export const make = (options: SlackApiOptions): Effect.Effect<SlackApi, never, S
           if (!exists(channel)) return send(res, 200, { ok: false, error: "channel_not_found" })
           if (text.length === 0) return send(res, 200, { ok: false, error: "no_text" })
           if (text.length > 40_000) return send(res, 200, { ok: false, error: "msg_too_long" })
+          const metadata =
+            typeof params.metadata === "string"
+              ? JSON.parse(params.metadata)
+              : typeof params.metadata === "object" && params.metadata !== null
+                ? params.metadata
+                : undefined
           const message: Posted = {
             channel,
             text,
             ts: nextTs(),
             at: Date.now(),
+            ...(metadata === undefined ? {} : { metadata }),
             ...(typeof params.thread_ts === "string" && params.thread_ts.length > 0
               ? { thread_ts: params.thread_ts }
               : {})
@@ -158,6 +169,35 @@ export const make = (options: SlackApiOptions): Effect.Effect<SlackApi, never, S
             channel,
             ts: message.ts,
             message: { type: "message", text, user: options.bot.userId, bot_id: options.bot.botId, ts: message.ts }
+          })
+        }
+        case "conversations.history":
+        case "conversations.replies": {
+          const channel = String(params.channel ?? "")
+          if (!exists(channel)) return send(res, 200, { ok: false, error: "channel_not_found" })
+          const oldest = Number(params.oldest ?? 0)
+          const limit = Number(params.limit ?? 100)
+          const withMetadata = params.include_all_metadata === true || params.include_all_metadata === "true"
+          const thread = method === "conversations.replies" ? String(params.ts ?? "") : undefined
+          const matching = [...posted, ...(options.history ?? [])]
+            .filter(
+              (m) =>
+                m.channel === channel &&
+                Number(m.ts) > oldest &&
+                (thread === undefined ? m.thread_ts === undefined : m.thread_ts === thread || m.ts === thread)
+            )
+            .sort((a, b) => Number(b.ts) - Number(a.ts))
+          const page = matching.slice(0, limit)
+          return send(res, 200, {
+            ok: true,
+            messages: page.map((m) => ({
+              type: "message",
+              text: m.text,
+              ts: m.ts,
+              ...(m.thread_ts === undefined ? {} : { thread_ts: m.thread_ts }),
+              ...(withMetadata && m.metadata !== undefined ? { metadata: m.metadata } : {})
+            })),
+            has_more: matching.length > page.length
           })
         }
         default:
