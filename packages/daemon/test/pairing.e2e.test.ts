@@ -16,6 +16,7 @@ afterEach(stopDaemons)
 
 const TOKEN = "xoxb-1111-2222-TESTtokenABCDEF"
 const SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
+const ALICE_TOKEN = "alice-token-0123456789abcdefghij"
 
 interface Posted {
   readonly channel: string
@@ -106,7 +107,8 @@ describe("pairing a Slack user through the palyra CLI against the real palyrad",
     writeFileSync(
       join(dir, "palyra.toml"),
       `[[channels]]\nkind = "slack"\nname = "slack"\nsigning_secret = "${SECRET}"\nbot_token = "${TOKEN}"\n` +
-        `api_root = "${slack.root}"\nlisten_port = ${port}\n`
+        `api_root = "${slack.root}"\nlisten_port = ${port}\n` +
+        `[[auth.tokens]]\ntoken = "${ALICE_TOKEN}"\nprincipal = "alice"\n`
     )
     try {
       const daemon = await startDaemon(dir, ["--port", "0"], { PALYRA_GRPC_PORT: "0" })
@@ -124,6 +126,13 @@ describe("pairing a Slack user through the palyra CLI against the real palyrad",
           }
         })
       }
+
+      // operator-only: alice's own token is refused (403, exit 1), whatever she asks
+      const refused = await cli("pairing", "mint", "slack", "--principal", "alice", "--token", ALICE_TOKEN)
+      expect(refused.code).toBe(1)
+      expect(refused.err).toMatch(/operator/)
+      const refusedList = await cli("pairing", "identities", "--token", ALICE_TOKEN)
+      expect(refusedList.code).toBe(1)
 
       const minted = await cli("pairing", "mint", "slack", "--principal", "alice", "--ttl", "5m", "--json")
       expect(minted.code, minted.err).toBe(0)
@@ -160,7 +169,7 @@ describe("pairing a Slack user through the palyra CLI against the real palyrad",
     } finally {
       slack.close()
     }
-  }, 90_000)
+  }, 150_000)
 
   it("without [[channels]] the pairing routes say channels are not configured", async () => {
     const dir = fresh("palyra-pairing-")
@@ -168,5 +177,5 @@ describe("pairing a Slack user through the palyra CLI against the real palyrad",
     const listed = await runCli(dir, ["pairing", "list", "--url", daemon.url])
     expect(listed.code).toBe(1)
     expect(listed.err).toMatch(/channels are not configured/)
-  }, 60_000)
+  }, 90_000)
 })
