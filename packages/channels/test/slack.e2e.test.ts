@@ -70,6 +70,41 @@ const setup = <A, E, R>(
     )
   }).pipe(Effect.scoped)
 
+describe("Slack events as InboundMessage candidates", () => {
+  const bot = { userId: "U0BOT", teamId: "T1" }
+  const base = { type: "message", channel: "C1", channel_type: "channel", user: "U1", ts: "1700000000.000100" }
+  it("reads mentions, broadcasts, threads, files and commands; ignores bots, our own messages and edits", () => {
+    const c = Slack.toCandidate("slack", bot, {
+      ...base,
+      text: "<@U0BOT|palyra> &lt;b&gt; &amp; <!here> see <@W22>",
+      thread_ts: "1699999999.000001",
+      files: [{ id: "F1", name: "a.png", mimetype: "image/png", size: 12 }, { id: "F2" }]
+    }) as Record<string, unknown>
+    assert.deepStrictEqual(c.mentions, ["u0bot", "@here", "w22"])
+    assert.strictEqual(c.text, "<@U0BOT|palyra> <b> & @here see <@W22>")
+    assert.strictEqual(c.thread, "1699999999.000001")
+    assert.strictEqual(c.platformMessageId, "C1:1700000000.000100")
+    assert.strictEqual(c.account, "T1")
+    assert.isFalse(c.isDirect)
+    assert.deepStrictEqual(c.attachments, [
+      { kind: "image", id: "F1", name: "a.png", mimeType: "image/png", size: 12 },
+      { kind: "file", id: "F2" }
+    ])
+    const text = (t: string) => (Slack.toCandidate("slack", bot, { ...base, text: t }) as { text: string }).text
+    assert.strictEqual(text("!approve K7Q2XM"), "/approve K7Q2XM")
+    assert.strictEqual(text("!important: read this"), "!important: read this")
+    for (const ignored of [
+      { ...base, user: "U0BOT", text: "our own" },
+      { ...base, bot_id: "B9", text: "a bot" },
+      { ...base, subtype: "message_changed", text: "an edit" },
+      { ...base, subtype: "channel_join", text: "joined" },
+      { ...base, type: "reaction_added" }
+    ]) {
+      assert.strictEqual(Slack.toCandidate("slack", bot, ignored), "ignore")
+    }
+  })
+})
+
 describe("Slack through the Events API and @slack/web-api against a local Slack API server", () => {
   it.live("a forged or expired signature is 401 and nothing is stored beyond a counter", () =>
     setup((api, url, model) =>

@@ -45,6 +45,7 @@ import {
   WebClient
 } from "@slack/web-api"
 import { Clock, Duration, Effect, FiberSet, Redacted, type Scope } from "effect"
+import { COMMANDS } from "../ChannelRouter.js"
 import { type Connector, ConnectorError, RateLimited, type Reconciled, SendFailed, type Sink } from "../Connector.js"
 import type * as Inbound from "../InboundMessage.js"
 import { readBody } from "./internal/http.js"
@@ -138,6 +139,8 @@ export interface SlackEvent {
 const MESSAGE_SUBTYPES: ReadonlyArray<unknown> = [undefined, "file_share", "thread_broadcast"]
 const BROADCAST: Record<string, string> = { here: "@here", channel: "@channel", everyone: "@everyone" }
 const str = (v: unknown) => (typeof v === "string" ? v : undefined)
+/** `!approve …` and the other chat commands (and `!pair <code>`), read as `/…`; other `!words` stay text. */
+const COMMAND = new RegExp(`^\\s*!((?:${[...COMMANDS, "pair"].join("|")})\\b)`, "i")
 
 /** Slack's `&amp;`, `&lt;`, `&gt;` escapes undone (after mentions are read). */
 const unescapeText = (text: string) => text.replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&")
@@ -193,7 +196,7 @@ export const toCandidate = (
   // Commands: Slack keeps `/` for its own, so `!approve` is read as `/approve`.
   const text = unescapeText(raw)
     .replace(/<!(here|channel|everyone)(?:\|[^>]*)?>/g, (_, b: string) => BROADCAST[b]!)
-    .replace(/^!(?=[A-Za-z])/, "/")
+    .replace(COMMAND, "/$1")
   const ts = str(event.ts)
   const conversation = str(event.channel)
   const thread = str(event.thread_ts)
