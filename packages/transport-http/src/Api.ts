@@ -26,6 +26,8 @@ import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Agent, type Caller, Errors, Ids, Records, RunState, TapeEvent } from "@palyra/core"
 import { Context, Schema } from "effect"
+import { ApprovalEventsGroup } from "./api/ApprovalEventsGroup.js"
+import { AuthGroup, sessionCookie } from "./api/AuthGroup.js"
 
 // =============================================================================
 // Errors
@@ -116,15 +118,16 @@ const bearer = HttpApiSecurity.bearer.pipe(
 )
 
 /**
- * Bearer-token authentication: provides the `CurrentCaller` or answers 401 `unauthenticated`.
+ * Bearer-token (or console session cookie) authentication: provides the `CurrentCaller` or answers
+ * 401 `unauthenticated`; a cookie-authenticated change without its CSRF token is 403.
  *
  * @since 0.1.0
  * @category Security
  */
 export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("@palyra/transport-http/Authentication", {
-  failure: ErrorBodies.unauthenticated,
+  failure: Schema.Union(ErrorBodies.unauthenticated, ErrorBodies.permission_denied),
   provides: CurrentCaller,
-  security: { bearer }
+  security: { bearer, cookie: sessionCookie }
 }) {}
 
 /**
@@ -758,6 +761,8 @@ export class Api extends HttpApi.make("palyra")
   .add(HealthGroup)
   .add(MetaGroup)
   .add(OpenAiGroup)
+  .add(AuthGroup.addError(ApiError))
+  .add(ApprovalEventsGroup.addError(ApiError).middleware(Authentication))
   .annotateContext(
     OpenApi.annotations({
       title: "Palyra",

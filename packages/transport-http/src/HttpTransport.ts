@@ -28,6 +28,7 @@ import type { Auth, Gateway } from "@palyra/core"
 import { Cause, Deferred, Effect, Layer, Option, type Scope } from "effect"
 import { Api } from "./Api.js"
 import { DEFAULT_MAX_DEPTH } from "./internal/body.js"
+import * as CookieSession from "./internal/cookieSession.js"
 import { authentication, handlers } from "./internal/handlers.js"
 import { openAiError } from "./internal/openaiErrors.js"
 
@@ -51,6 +52,8 @@ export interface Options {
   readonly metricsPublic?: boolean | undefined
   /** How long one chat completion may take, approval waits included, before it ends with a notice (default 300). */
   readonly chatTimeoutSeconds?: number | undefined
+  /** Console sign-in sessions (cookie + CSRF token): idle and absolute expiry, `Secure` cookies. */
+  readonly cookieSessions?: CookieSession.CookieSessionOptions | undefined
 }
 
 const json = (status: number, body: unknown) => HttpServerResponse.unsafeJson(body, { status })
@@ -139,17 +142,25 @@ const guard =
 export const httpApp = (options: Options): Effect.Effect<HttpApp.Default, never, Gateway.Gateway | Scope.Scope> =>
   Effect.gen(function* () {
     const maxBytes = options.maxBodyBytes ?? 1024 * 1024
+    const auths = {
+      tokens: options.tokens,
+      metricsPublic: options.metricsPublic ?? false,
+      sessions: CookieSession.make(options.cookieSessions)
+    }
     const api = HttpApiBuilder.api(Api).pipe(
       Layer.provide(
-        handlers({
-          limits: { maxBytes, maxDepth: options.maxJsonDepth ?? DEFAULT_MAX_DEPTH },
-          heartbeatSeconds: options.heartbeatSeconds ?? 15,
-          ready: options.ready ?? Effect.succeed(true),
-          shutdown: options.shutdown ?? Effect.never,
-          chatTimeoutSeconds: options.chatTimeoutSeconds ?? 300
-        })
+        handlers(
+          {
+            limits: { maxBytes, maxDepth: options.maxJsonDepth ?? DEFAULT_MAX_DEPTH },
+            heartbeatSeconds: options.heartbeatSeconds ?? 15,
+            ready: options.ready ?? Effect.succeed(true),
+            shutdown: options.shutdown ?? Effect.never,
+            chatTimeoutSeconds: options.chatTimeoutSeconds ?? 300
+          },
+          auths
+        )
       ),
-      Layer.provide(authentication({ tokens: options.tokens, metricsPublic: options.metricsPublic ?? false }))
+      Layer.provide(authentication(auths))
     )
     const context = yield* Layer.build(
       Layer.mergeAll(api, decodeErrorsAsInvalidArgument).pipe(

@@ -221,6 +221,11 @@ export interface Service {
    * stream is consumed the caller counts as an approval channel.
    */
   readonly watchApprovals: (caller: Caller.Caller) => Stream.Stream<ApprovalRecord>
+  /**
+   * Like `watchApprovals`, and also every approval of the caller's that is resolved or expires
+   * (the record's `status` tells which): what a console needs to keep an inbox current.
+   */
+  readonly watchApprovalChanges: (caller: Caller.Caller) => Stream.Stream<ApprovalRecord>
 
   /** Replay the session's tape after `afterSeq`, then follow it live. */
   readonly subscribe: (
@@ -616,6 +621,11 @@ export const make = (
         }),
       registerApprover: (caller) => approvers.register(caller),
       watchApprovals: approvers.watch,
+      watchApprovalChanges: (caller) =>
+        Stream.merge(
+          approvers.watch(caller),
+          Stream.filter(approvals.resolutions, (record) => Caller.owns(caller, record.principal))
+        ),
       subscribe: (caller, sessionId, afterSeq, o) =>
         Stream.unwrapScoped(
           Effect.gen(function* () {
