@@ -28,6 +28,7 @@ import { Agent, type Caller, Errors, Ids, Records, RunState, TapeEvent } from "@
 import { Context, Schema } from "effect"
 import { ApprovalEventsGroup } from "./api/ApprovalEventsGroup.js"
 import { AuthGroup, sessionCookie } from "./api/AuthGroup.js"
+import { RunListGroup } from "./api/RunListGroup.js"
 
 // =============================================================================
 // Errors
@@ -763,6 +764,7 @@ export class Api extends HttpApi.make("palyra")
   .add(OpenAiGroup)
   .add(AuthGroup.addError(ApiError))
   .add(ApprovalEventsGroup.addError(ApiError).middleware(Authentication))
+  .add(RunListGroup.addError(ApiError).middleware(Authentication))
   .annotateContext(
     OpenApi.annotations({
       title: "Palyra",

@@ -186,6 +186,7 @@ describe("the OpenAPI document", () => {
       "auth.signOut": () =>
         fetch(`${server.base}/v1/auth/session`, { method: "DELETE", headers: { cookie, "x-csrf-token": csrfToken } }),
       "approvalEvents.events": () => call("GET", "/v1/approvals/events"),
+      "runList.list": () => call("GET", `/v1/runs?sessionId=${sessionId}&limit=5`),
       "openai.chatCompletions": () =>
         call("POST", "/v1/chat/completions", {
           body: { model: "palyra", messages: [{ role: "user", content: "hello" }] }

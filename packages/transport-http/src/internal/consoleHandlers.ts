@@ -104,3 +104,21 @@ export const approvalEvents = (options: HandlerOptions) =>
       )
     })
   )
+
+/** @internal */
+export const runList = HttpApiBuilder.group(Api, "runList", (handlers) =>
+  Effect.gen(function* () {
+    const gateway = yield* Gateway.Gateway
+    return handlers.handle("list", ({ urlParams }) =>
+      answer(
+        Effect.flatMap(CurrentCaller, (caller) =>
+          gateway.listRuns(caller, {
+            sessionId: urlParams.sessionId,
+            states: urlParams.state === undefined ? undefined : [urlParams.state],
+            limit: urlParams.limit ?? 1000
+          })
+        )
+      )
+    )
+  })
+)

@@ -22,7 +22,7 @@ import {
 import { readJson } from "./body.js"
 import { chatCompletions } from "./chat.js"
 import { answer, eventStream, type HandlerOptions } from "./common.js"
-import { approvalEvents, auth } from "./consoleHandlers.js"
+import { approvalEvents, auth, runList } from "./consoleHandlers.js"
 import type { CookieSessions } from "./cookieSession.js"
 import { openAiError } from "./openaiErrors.js"
 
@@ -298,6 +298,7 @@ export const handlers = (options: HandlerOptions, auths: AuthOptions) =>
   Layer.mergeAll(
     auth(options, auths.tokens, auths.sessions),
     approvalEvents(options),
+    runList,
     runs(options),
     sessions(options),
     agents,
