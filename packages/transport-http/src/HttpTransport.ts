@@ -31,6 +31,7 @@ import { DEFAULT_MAX_DEPTH } from "./internal/body.js"
 import * as CookieSession from "./internal/cookieSession.js"
 import { authentication, handlers } from "./internal/handlers.js"
 import { openAiError } from "./internal/openaiErrors.js"
+import * as StaticConsole from "./internal/staticConsole.js"
 
 /** @since 0.1.0 @category Models */
 export type TokenGrant = Auth.TokenGrant
@@ -54,6 +55,11 @@ export interface Options {
   readonly chatTimeoutSeconds?: number | undefined
   /** Console sign-in sessions (cookie + CSRF token): idle and absolute expiry, `Secure` cookies. */
   readonly cookieSessions?: CookieSession.CookieSessionOptions | undefined
+  /**
+   * Serve the web console at `/` (and its files at `/assets/*`) from this built folder
+   * (`@palyra/console`'s `dist`); `{ dir: undefined }`: `/` explains how to build it. Off when absent.
+   */
+  readonly console?: { readonly dir: string | undefined } | undefined
 }
 
 const json = (status: number, body: unknown) => HttpServerResponse.unsafeJson(body, { status })
@@ -173,7 +179,16 @@ export const httpApp = (options: Options): Effect.Effect<HttpApp.Default, never,
       HttpRouter.withRouterConfig({ caseSensitive: true, ignoreTrailingSlash: false, ignoreDuplicateSlashes: false }),
       Effect.provide(context)
     )
-    return guard(maxBytes)(Effect.provide(app, context))
+    const routes = Effect.provide(app, context)
+    if (options.console === undefined) return guard(maxBytes)(routes)
+    const site = StaticConsole.load(options.console.dir)
+    const withConsole = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+      const path = request.url.split("?", 1)[0] ?? ""
+      return StaticConsole.handles(path)
+        ? Effect.succeed(StaticConsole.respond(site, request.method, path, request.headers["accept-encoding"]))
+        : routes
+    })
+    return guard(maxBytes)(withConsole)
   })
 
 /** @since 0.1.0 @category Models */
