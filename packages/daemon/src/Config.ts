@@ -248,6 +248,13 @@ export const ConfigFile = Schema.Struct({
       every_seconds: Schema.optionalWith(Positive, { default: () => 60 })
     }),
     { default: () => ({ every_seconds: 60 }) }
+  ),
+  /** `[console]`: the web console at `/` on the HTTP port (sign in with a token). */
+  console: Schema.optionalWith(
+    Schema.Struct({ enabled: Schema.optionalWith(Schema.Boolean, { default: () => true }) }),
+    {
+      default: () => ({ enabled: true })
+    }
   )
 })
 /** @since 0.1.0 @category Schema */

@@ -32,6 +32,7 @@ import {
 } from "effect"
 import type { Config } from "./Config.js"
 import { agentsOf, budgetsOf } from "./internal/agents.js"
+import { consoleAssetsDir } from "./internal/consoleAssets.js"
 
 /** The admin token: from config, or generated once and kept (mode 0600) in the data dir. @since 0.1.0 @category Auth */
 export const ensureAdminToken = (config: Config) =>
@@ -229,7 +230,8 @@ export const run = (
         host: config.server.host,
         port: config.server.http_port,
         maxBodyBytes: config.server.max_body_bytes,
-        tokens
+        tokens,
+        console: config.console.enabled ? { dir: consoleAssetsDir() } : undefined
       })
       const grpc = yield* GrpcTransport.serve({
         host: config.server.host,

@@ -4,7 +4,7 @@ import { useEffect } from "preact/hooks"
 import { api, duration, messageOf, type Run, shortId, time } from "../api.js"
 import { href } from "../router.js"
 
-const TERMINAL = new Set(["Completed", "Failed", "Cancelled"])
+const TERMINAL: ReadonlySet<Run["state"]> = new Set<Run["state"]>(["Done", "Failed", "Cancelled"])
 
 export const Runs = () => {
   const runs = useSignal<ReadonlyArray<Run> | null>(null)
