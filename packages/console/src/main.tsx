@@ -3,7 +3,7 @@ import "./styles.css"
 import { useSignal } from "@preact/signals"
 import { render } from "preact"
 import { useEffect } from "preact/hooks"
-import { api, expire, session, signInNotice } from "./api.js"
+import { api, session, signInNotice } from "./api.js"
 import { Approvals } from "./pages/Approvals.js"
 import { Feature, features, loadFeatures } from "./pages/Feature.js"
 import { Grants } from "./pages/Grants.js"
@@ -90,9 +90,8 @@ const App = () => {
     busy.value = true
     await api.DELETE("/v1/auth/session")
     busy.value = false
-    signInNotice.value = "Signed out."
-    expire()
     session.value = null
+    signInNotice.value = "Signed out."
   }
   return (
     <>

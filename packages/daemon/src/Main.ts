@@ -231,7 +231,12 @@ export const run = (
         port: config.server.http_port,
         maxBodyBytes: config.server.max_body_bytes,
         tokens,
-        console: config.console.enabled ? { dir: consoleAssetsDir() } : undefined
+        console: config.console.enabled ? { dir: consoleAssetsDir() } : undefined,
+        cookieSessions: {
+          idleSeconds: config.console.session_idle_seconds,
+          absoluteSeconds: config.console.session_max_seconds,
+          secureCookies: config.console.secure_cookies
+        }
       })
       const grpc = yield* GrpcTransport.serve({
         host: config.server.host,

@@ -10,7 +10,7 @@
  * Needs the built console (`pnpm --filter @palyra/console build`; the test command's build step
  * does it). Skips with one loud message when chromium is missing and could not be installed.
  */
-import { existsSync, mkdirSync, readFileSync } from "node:fs"
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -118,6 +118,7 @@ describe.skipIf(!hasChromium)("the web console in chromium", () => {
       chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu"] })
     ])
     context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+    context.setDefaultTimeout(10_000)
     tab = watch(await context.newPage(), "tab 1")
   }, 60_000)
   afterAll(async () => {
@@ -265,6 +266,7 @@ describe.skipIf(!hasChromium)("the web console in chromium", () => {
 
   it("signs out: the other tab is sent back to sign-in on its next request", async () => {
     await tab.getByRole("button", { name: "Sign out" }).click()
+    await tab.getByText("Signed out.").waitFor()
     await tab.getByLabel("Token").waitFor()
     await visit(other, "grants", "Palyra console").catch(async () => {
       await other.getByLabel("Token").waitFor()
@@ -272,4 +274,30 @@ describe.skipIf(!hasChromium)("the web console in chromium", () => {
     await other.getByLabel("Token").waitFor()
     expect(problems).toEqual([])
   })
+})
+
+describe.skipIf(!hasChromium)("an expired console session", () => {
+  it("sends the page back to sign-in with a notice", async () => {
+    const dir = fresh("palyra-console-expiry-")
+    writeFileSync(join(dir, "palyra.toml"), "[console]\nsession_idle_seconds = 1\n")
+    const [short, own] = await Promise.all([
+      startDaemon(dir, ["--port", "0"], { PALYRA_GRPC_PORT: "0" }),
+      chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu"] })
+    ])
+    try {
+      const page = watch(await own.newPage(), "expiry")
+      await page.goto(short.url)
+      await page.getByLabel("Token").fill(short.token)
+      await page.getByRole("button", { name: "Sign in" }).click()
+      await page.getByRole("heading", { level: 1, name: "Approvals" }).waitFor()
+      await new Promise((r) => setTimeout(r, 1500))
+      await page.getByRole("link", { name: "Grants" }).click()
+      await page.getByText("Your session expired. Sign in again.").waitFor()
+      await page.getByLabel("Token").waitFor()
+      expect(problems).toEqual([])
+    } finally {
+      await own.close()
+      stopDaemons()
+    }
+  }, 30_000)
 })

@@ -41,7 +41,15 @@ const EXPIRY = [
   ["604800", "7 days"]
 ] as const
 
-const Card = ({ approval, onDone }: { approval: ApprovalRecord; onDone: (id: string) => void }) => {
+const Card = ({
+  approval,
+  onDone,
+  onStale
+}: {
+  approval: ApprovalRecord
+  onDone: (id: string) => void
+  onStale: () => void
+}) => {
   const context = useCallContext(approval)
   const error = useSignal<string | null>(null)
   const busy = useSignal(false)
@@ -57,13 +65,21 @@ const Card = ({ approval, onDone }: { approval: ApprovalRecord; onDone: (id: str
             ...(maxUses.value ? { maxUses: Number(maxUses.value) } : {})
           }
         : {}
-    const { data, error: failed } = await api.POST("/v1/approvals/{id}", {
+    const {
+      data,
+      error: failed,
+      response
+    } = await api.POST("/v1/approvals/{id}", {
       params: { path: { id: approval.id } },
       body: { decision, scope, ...grant }
     })
     busy.value = false
     if (data) onDone(approval.id)
-    else error.value = messageOf(failed)
+    else {
+      error.value = messageOf(failed)
+      // Answered or expired meanwhile (say, its run was cancelled): show the inbox as it is now.
+      if (response.status === 409 || response.status === 404) onStale()
+    }
   }
   const headingId = `approval-${approval.id}`
   return (
@@ -186,7 +202,7 @@ export const Approvals = () => {
       )}
       <div class="cards">
         {(list ?? []).map((a) => (
-          <Card approval={a} key={a.id} onDone={remove} />
+          <Card approval={a} key={a.id} onDone={remove} onStale={reload} />
         ))}
       </div>
     </section>
