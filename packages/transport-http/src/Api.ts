@@ -11,7 +11,9 @@
  *
  * Groups: `runs`, `sessions`, `agents`, `approvals`, `grants`, `journal` (bearer token; each answers through
  * one Gateway call), `health` (open), `meta` (`/openapi.json`, `/metrics`) and `openai` (an
- * OpenAI-compatible `POST /v1/chat/completions` with OpenAI-shaped errors).
+ * OpenAI-compatible `POST /v1/chat/completions` with OpenAI-shaped errors); for the web console,
+ * `auth` (a token exchanged for a session cookie that then authenticates like the bearer token),
+ * `approvalEvents` (the live inbox) and `runList` (in `api/`).
  *
  * Errors are `{ code, message }` with the HTTP status from core's one table (`Errors.wire`).
  *
