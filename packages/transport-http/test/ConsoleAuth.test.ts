@@ -165,7 +165,11 @@ describe("GET /v1/approvals/events", () => {
           // aborted
         }
       })()
-      return { events, close: () => (controller.abort(), reading) }
+      const close = () => {
+        controller.abort()
+        return reading
+      }
+      return { events, close }
     }
     const tab1 = await open({ cookie })
     const tab2 = await open(ALICE)
