@@ -225,6 +225,22 @@ describe.skipIf(!hasChromium)("the web console in chromium", () => {
     expect(grants.map((g) => g.status)).toEqual(["revoked"])
   })
 
+  it("cancelling a waiting run on the Runs page closes its approval in the other tab's inbox", async () => {
+    await visit(tab, "approvals", "Approvals")
+    const { runId } = await startRun("write it down", "console-cancel")
+    await other.getByRole("article").filter({ hasText: "fs.write" }).waitFor()
+    await visit(tab, "runs", "Runs")
+    const row = tab.locator("tbody tr").filter({ hasText: "WaitingForApproval" })
+    await row.getByRole("button", { name: /Cancel/ }).click()
+    await poll(
+      () => runState(runId),
+      (s) => s === "Cancelled",
+      "the run to be cancelled"
+    )
+    await other.getByText("Nothing is waiting for you.").waitFor()
+    await tab.locator("tbody tr").filter({ hasText: "Cancelled" }).waitFor()
+  })
+
   it("lists runs and sessions, and verifies the journal", async () => {
     await visit(tab, "runs", "Runs")
     await tab.locator("tbody tr").first().waitFor()

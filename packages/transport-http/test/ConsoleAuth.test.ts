@@ -198,6 +198,18 @@ describe("GET /v1/approvals/events", () => {
     await waitFor(() => tab1.events.length >= 2 && tab2.events.length >= 2)
     expect(tab1.events[1]).toEqual({ event: "resolved", status: "denied", id: requested?.id })
     expect(tab2.events[1]).toEqual(tab1.events[1])
+    // A run cancelled while it waits closes its approval: the inboxes hear of it too.
+    const second = await fetch(`${server.base}/v1/runs`, {
+      method: "POST",
+      headers: { ...ALICE, "content-type": "application/json" },
+      body: JSON.stringify({ text: "please write again", sessionKey: "inbox" })
+    })
+    const { runId } = await json(second)
+    await waitFor(() => tab1.events.length >= 3)
+    expect(tab1.events[2]).toMatchObject({ event: "requested", status: "pending" })
+    expect((await fetch(`${server.base}/v1/runs/${runId}/cancel`, { method: "POST", headers: ALICE })).status).toBe(200)
+    await waitFor(() => tab2.events.length >= 4)
+    expect(tab2.events[3]).toEqual({ event: "resolved", status: "expired", id: tab1.events[2]?.id })
     expect(bob.events).toEqual([])
     await Promise.all([tab1.close(), tab2.close(), bob.close()])
     // Without a token or cookie: 401.

@@ -49,6 +49,8 @@ export interface Service {
   readonly findGrant: (query: GrantQuery) => Effect.Effect<Option.Option<ApprovalRecord>, JournalError>
   /** Every approval resolved or expired through this service, from the moment the stream is run. */
   readonly resolutions: Stream.Stream<ApprovalRecord>
+  /** Tell `resolutions` about an approval closed elsewhere (its run ended while it waited). */
+  readonly announce: (record: ApprovalRecord) => Effect.Effect<void>
 }
 
 /** @since 0.1.0 @category Tags */
@@ -154,7 +156,8 @@ export const make: Effect.Effect<Service, never, Journal> = Effect.gen(function*
     get: (id) => journal.getApproval(id),
     list: (filter) => journal.listApprovals(filter),
     findGrant,
-    resolutions: Stream.fromPubSub(resolved)
+    resolutions: Stream.fromPubSub(resolved),
+    announce: (record) => Effect.asVoid(PubSub.publish(resolved, record))
   }
 })
 

@@ -494,7 +494,12 @@ export const make = (
     ) {
       const target = yield* run(caller, runId)
       if (isTerminal(target.state)) return target
-      if (yield* scheduler.interrupt(runId, caller.principal)) return yield* requireRun(journal, runId)
+      if (yield* scheduler.interrupt(runId, caller.principal)) {
+        // The approvals it waited for were closed as it ended: tell the live inboxes.
+        const closed = yield* journal.listApprovals({ runId, status: "expired" })
+        yield* Effect.forEach(closed, approvals.announce, { discard: true })
+        return yield* requireRun(journal, runId)
+      }
       // Queued (not started yet): mark it cancelled; the worker skips terminal runs.
       yield* recordTransition(
         tape,
