@@ -79,19 +79,26 @@ const poll = async <A>(read: () => Promise<A>, until: (a: A) => boolean, what: s
 /** axe-core in the page (evaluated over the DevTools protocol, so the page's CSP stays strict). */
 const scan = async (page: Page, name: string) => {
   await page.evaluate(axeSource)
-  // A string, evaluated in the page: `axe` and `document` are the page's globals.
-  const violations = (await page.evaluate(`axe.run(document, { resultTypes: ["violations"] }).then((r) =>
-    r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.length })))`)) as Array<{
-    id: string
-    impact: string
-    help: string
-    nodes: number
-  }>
-  const bad = violations.filter((v) => v.impact === "serious" || v.impact === "critical")
-  expect(bad, `${name}: ${JSON.stringify(bad)}`).toEqual([])
+  // In the light and the dark theme (colour contrast differs).
+  for (const colorScheme of ["light", "dark"] as const) {
+    await page.emulateMedia({ colorScheme })
+    // A string, evaluated in the page: `axe` and `document` are the page's globals.
+    const violations = (await page.evaluate(`axe.run(document, { resultTypes: ["violations"] }).then((r) =>
+      r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.length })))`)) as Array<{
+      id: string
+      impact: string
+      help: string
+      nodes: number
+    }>
+    const bad = violations.filter((v) => v.impact === "serious" || v.impact === "critical")
+    expect(bad, `${name} (${colorScheme}): ${JSON.stringify(bad)}`).toEqual([])
+  }
+  mkdirSync(artifacts, { recursive: true })
+  await page.screenshot({ path: join(artifacts, `${name}-dark.png`), fullPage: true })
+  await page.emulateMedia({ colorScheme: "light" })
 }
 
-/** Screenshots at desktop and 360 px wide. */
+/** Screenshots at desktop and 360 px wide (and, from `scan`, in the dark theme). */
 const shoot = async (page: Page, name: string) => {
   mkdirSync(artifacts, { recursive: true })
   await page.setViewportSize({ width: 1280, height: 800 })
