@@ -36,6 +36,9 @@ import * as StaticConsole from "./internal/staticConsole.js"
 /** @since 0.1.0 @category Models */
 export type TokenGrant = Auth.TokenGrant
 
+/** Console sign-in sessions: idle and absolute expiry, `Secure` cookies. @since 0.1.0 @category Models */
+export type CookieSessionOptions = CookieSession.CookieSessionOptions
+
 /** @since 0.1.0 @category Models */
 export interface Options {
   readonly tokens: ReadonlyArray<TokenGrant>
@@ -54,7 +57,7 @@ export interface Options {
   /** How long one chat completion may take, approval waits included, before it ends with a notice (default 300). */
   readonly chatTimeoutSeconds?: number | undefined
   /** Console sign-in sessions (cookie + CSRF token): idle and absolute expiry, `Secure` cookies. */
-  readonly cookieSessions?: CookieSession.CookieSessionOptions | undefined
+  readonly cookieSessions?: CookieSessionOptions | undefined
   /**
    * Serve the web console at `/` (and its files at `/assets/*`) from this built folder
    * (`@palyra/console`'s `dist`); `{ dir: undefined }`: `/` explains how to build it. Off when absent.
