@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // System packages the tests need that npm cannot provide: bubblewrap (`bwrap`), for the `os`
-// sandbox tier of `shell.exec`, and util-linux's `prlimit`, for the `limits` tier.
+// sandbox tier of `shell.exec`, util-linux's `prlimit`, for the `limits` tier, and Debian's
+// `chromium`, which the web console's browser tests drive (playwright-core; a browser is never downloaded).
 //
 // Idempotent and quiet when everything is there. Installs with apt-get only when a tool is missing,
 // the machine has apt-get and we run as root; runs `apt-get update` only when the first install
@@ -28,7 +29,8 @@ const onPath = (name) =>
 // executable -> Debian package that provides it
 const wanted = [
   ["bwrap", "bubblewrap"],
-  ["prlimit", "util-linux"]
+  ["prlimit", "util-linux"],
+  ["chromium", "chromium"]
 ]
 const missing = wanted.filter(([bin]) => !onPath(bin))
 if (missing.length === 0) process.exit(0)
@@ -39,7 +41,7 @@ const isRoot = typeof process.getuid === "function" && process.getuid() === 0
 if (process.platform !== "linux" || !isRoot || !onPath("apt-get")) {
   log(
     `missing ${names}; not installing (${process.platform !== "linux" ? "not Linux" : !isRoot ? "not root" : "no apt-get"}). ` +
-      "The sandbox tests that need them will be skipped."
+      "The sandbox and browser tests that need them will be skipped."
   )
   process.exit(0)
 }
@@ -60,7 +62,7 @@ if (status !== 0) {
 const still = missing.filter(([bin]) => !onPath(bin))
 if (status !== 0 || still.length > 0) {
   log(
-    `could not install ${still.map(([b]) => b).join(", ") || names}; the sandbox tests that need them will be skipped`
+    `could not install ${still.map(([b]) => b).join(", ") || names}; the sandbox and browser tests that need them will be skipped`
   )
 }
 process.exit(0)

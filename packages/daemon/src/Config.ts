@@ -248,6 +248,26 @@ export const ConfigFile = Schema.Struct({
       every_seconds: Schema.optionalWith(Positive, { default: () => 60 })
     }),
     { default: () => ({ every_seconds: 60 }) }
+  ),
+  /** `[console]`: the web console at `/` on the HTTP port (sign in with a token). */
+  console: Schema.optionalWith(
+    Schema.Struct({
+      enabled: Schema.optionalWith(Schema.Boolean, { default: () => true }),
+      /** A signed-in browser is signed out after this long without a request. */
+      session_idle_seconds: Schema.optionalWith(Positive, { default: () => 1800 }),
+      /** … and this long after signing in, however busy. */
+      session_max_seconds: Schema.optionalWith(Positive, { default: () => 43_200 }),
+      /** Mark the session cookie `Secure` even on plain HTTP (behind a TLS proxy that does not send `X-Forwarded-Proto`). */
+      secure_cookies: Schema.optionalWith(Schema.Boolean, { default: () => false })
+    }),
+    {
+      default: () => ({
+        enabled: true,
+        session_idle_seconds: 1800,
+        session_max_seconds: 43_200,
+        secure_cookies: false
+      })
+    }
   )
 })
 /** @since 0.1.0 @category Schema */

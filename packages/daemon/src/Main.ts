@@ -32,6 +32,7 @@ import {
 } from "effect"
 import type { Config } from "./Config.js"
 import { agentsOf, budgetsOf } from "./internal/agents.js"
+import { consoleAssetsDir } from "./internal/consoleAssets.js"
 
 /** The admin token: from config, or generated once and kept (mode 0600) in the data dir. @since 0.1.0 @category Auth */
 export const ensureAdminToken = (config: Config) =>
@@ -245,7 +246,13 @@ export const run = (
         host: config.server.host,
         port: config.server.http_port,
         maxBodyBytes: config.server.max_body_bytes,
-        tokens
+        tokens,
+        console: config.console.enabled ? { dir: consoleAssetsDir() } : undefined,
+        cookieSessions: {
+          idleSeconds: config.console.session_idle_seconds,
+          absoluteSeconds: config.console.session_max_seconds,
+          secureCookies: config.console.secure_cookies
+        }
       }).pipe(Effect.provide(channels))
       const grpc = yield* GrpcTransport.serve({
         host: config.server.host,

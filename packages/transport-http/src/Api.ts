@@ -11,7 +11,9 @@
  *
  * Groups: `runs`, `sessions`, `agents`, `approvals`, `grants`, `journal` (bearer token; each answers through
  * one Gateway call), `health` (open), `meta` (`/openapi.json`, `/metrics`) and `openai` (an
- * OpenAI-compatible `POST /v1/chat/completions` with OpenAI-shaped errors).
+ * OpenAI-compatible `POST /v1/chat/completions` with OpenAI-shaped errors); for the web console,
+ * `auth` (a token exchanged for a session cookie that then authenticates like the bearer token),
+ * `approvalEvents` (the live inbox) and `runList` (in `api/`).
  *
  * Errors are `{ code, message }` with the HTTP status from core's one table (`Errors.wire`).
  *
@@ -27,6 +29,9 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { Agent, type Caller, Errors, Ids, Records, RunState, TapeEvent } from "@palyra/core"
 import { Context, Schema } from "effect"
 import { PairingGroup } from "./api/PairingGroup.js"
+import { ApprovalEventsGroup } from "./api/ApprovalEventsGroup.js"
+import { AuthGroup, sessionCookie } from "./api/AuthGroup.js"
+import { RunListGroup } from "./api/RunListGroup.js"
 
 // =============================================================================
 // Errors
@@ -117,15 +122,16 @@ const bearer = HttpApiSecurity.bearer.pipe(
 )
 
 /**
- * Bearer-token authentication: provides the `CurrentCaller` or answers 401 `unauthenticated`.
+ * Bearer-token (or console session cookie) authentication: provides the `CurrentCaller` or answers
+ * 401 `unauthenticated`; a cookie-authenticated change without its CSRF token is 403.
  *
  * @since 0.1.0
  * @category Security
  */
 export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("@palyra/transport-http/Authentication", {
-  failure: ErrorBodies.unauthenticated,
+  failure: Schema.Union(ErrorBodies.unauthenticated, ErrorBodies.permission_denied),
   provides: CurrentCaller,
-  security: { bearer }
+  security: { bearer, cookie: sessionCookie }
 }) {}
 
 /**
@@ -760,6 +766,9 @@ export class Api extends HttpApi.make("palyra")
   .add(MetaGroup)
   .add(OpenAiGroup)
   .add(PairingGroup.addError(ApiError).middleware(Authentication))
+  .add(AuthGroup.addError(ApiError))
+  .add(ApprovalEventsGroup.addError(ApiError).middleware(Authentication))
+  .add(RunListGroup.addError(ApiError).middleware(Authentication))
   .annotateContext(
     OpenApi.annotations({
       title: "Palyra",

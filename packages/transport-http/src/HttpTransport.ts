@@ -28,11 +28,16 @@ import type { Auth, Gateway } from "@palyra/core"
 import { Cause, Deferred, Effect, Layer, Option, type Scope } from "effect"
 import { Api } from "./Api.js"
 import { DEFAULT_MAX_DEPTH } from "./internal/body.js"
+import * as CookieSession from "./internal/cookieSession.js"
 import { authentication, handlers } from "./internal/handlers.js"
 import { openAiError } from "./internal/openaiErrors.js"
+import * as StaticConsole from "./internal/staticConsole.js"
 
 /** @since 0.1.0 @category Models */
 export type TokenGrant = Auth.TokenGrant
+
+/** Console sign-in sessions: idle and absolute expiry, `Secure` cookies. @since 0.1.0 @category Models */
+export type CookieSessionOptions = CookieSession.CookieSessionOptions
 
 /** @since 0.1.0 @category Models */
 export interface Options {
@@ -51,6 +56,13 @@ export interface Options {
   readonly metricsPublic?: boolean | undefined
   /** How long one chat completion may take, approval waits included, before it ends with a notice (default 300). */
   readonly chatTimeoutSeconds?: number | undefined
+  /** Console sign-in sessions (cookie + CSRF token): idle and absolute expiry, `Secure` cookies. */
+  readonly cookieSessions?: CookieSessionOptions | undefined
+  /**
+   * Serve the web console at `/` (and its files at `/assets/*`) from this built folder
+   * (`@palyra/console`'s `dist`); `{ dir: undefined }`: `/` explains how to build it. Off when absent.
+   */
+  readonly console?: { readonly dir: string | undefined } | undefined
 }
 
 const json = (status: number, body: unknown) => HttpServerResponse.unsafeJson(body, { status })
@@ -139,17 +151,25 @@ const guard =
 export const httpApp = (options: Options): Effect.Effect<HttpApp.Default, never, Gateway.Gateway | Scope.Scope> =>
   Effect.gen(function* () {
     const maxBytes = options.maxBodyBytes ?? 1024 * 1024
+    const auths = {
+      tokens: options.tokens,
+      metricsPublic: options.metricsPublic ?? false,
+      sessions: CookieSession.make(options.cookieSessions)
+    }
     const api = HttpApiBuilder.api(Api).pipe(
       Layer.provide(
-        handlers({
-          limits: { maxBytes, maxDepth: options.maxJsonDepth ?? DEFAULT_MAX_DEPTH },
-          heartbeatSeconds: options.heartbeatSeconds ?? 15,
-          ready: options.ready ?? Effect.succeed(true),
-          shutdown: options.shutdown ?? Effect.never,
-          chatTimeoutSeconds: options.chatTimeoutSeconds ?? 300
-        })
+        handlers(
+          {
+            limits: { maxBytes, maxDepth: options.maxJsonDepth ?? DEFAULT_MAX_DEPTH },
+            heartbeatSeconds: options.heartbeatSeconds ?? 15,
+            ready: options.ready ?? Effect.succeed(true),
+            shutdown: options.shutdown ?? Effect.never,
+            chatTimeoutSeconds: options.chatTimeoutSeconds ?? 300
+          },
+          auths
+        )
       ),
-      Layer.provide(authentication({ tokens: options.tokens, metricsPublic: options.metricsPublic ?? false }))
+      Layer.provide(authentication(auths))
     )
     const context = yield* Layer.build(
       Layer.mergeAll(api, decodeErrorsAsInvalidArgument).pipe(
@@ -162,7 +182,16 @@ export const httpApp = (options: Options): Effect.Effect<HttpApp.Default, never,
       HttpRouter.withRouterConfig({ caseSensitive: true, ignoreTrailingSlash: false, ignoreDuplicateSlashes: false }),
       Effect.provide(context)
     )
-    return guard(maxBytes)(Effect.provide(app, context))
+    const routes = Effect.provide(app, context)
+    if (options.console === undefined) return guard(maxBytes)(routes)
+    const site = StaticConsole.load(options.console.dir)
+    const withConsole = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+      const path = request.url.split("?", 1)[0] ?? ""
+      return StaticConsole.handles(path)
+        ? Effect.succeed(StaticConsole.respond(site, request.method, path, request.headers["accept-encoding"]))
+        : routes
+    })
+    return guard(maxBytes)(withConsole)
   })
 
 /** @since 0.1.0 @category Models */

@@ -138,6 +138,15 @@ describe("the OpenAPI document", () => {
     const [pending] = await json(await call("GET", `/v1/approvals?status=pending&runId=${runId}`))
     const approvalId: string = pending.id
 
+    const signedIn = await fetch(`${server.base}/v1/auth/session`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ token: "alice-token" })
+    })
+    const cookie = (signedIn.headers.get("set-cookie") ?? "").split(";", 1)[0] ?? ""
+    const { csrfToken } = await json(signedIn.clone())
+    await conforms("auth.signIn", signedIn)
+
     const requests: Record<string, () => Promise<Response>> = {
       "health.healthz": () => fetch(`${server.base}/healthz`),
       "health.readyz": () => fetch(`${server.base}/readyz`),
@@ -173,6 +182,17 @@ describe("the OpenAPI document", () => {
       "pairing.revoke": () => call("DELETE", "/v1/pairing/codes/ZZZZZZZZ"),
       "pairing.identities": () => call("GET", "/v1/pairing/identities?principal=alice"),
       "pairing.unpair": () => call("DELETE", "/v1/pairing/identities/WyJ0ZyIsImEiLCJzIl0"),
+      "auth.signIn": () =>
+        fetch(`${server.base}/v1/auth/session`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ token: "bad" })
+        }),
+      "auth.current": () => fetch(`${server.base}/v1/auth/session`, { headers: { cookie } }),
+      "auth.signOut": () =>
+        fetch(`${server.base}/v1/auth/session`, { method: "DELETE", headers: { cookie, "x-csrf-token": csrfToken } }),
+      "approvalEvents.events": () => call("GET", "/v1/approvals/events"),
+      "runList.list": () => call("GET", `/v1/runs?sessionId=${sessionId}&limit=5`),
       "openai.chatCompletions": () =>
         call("POST", "/v1/chat/completions", {
           body: { model: "palyra", messages: [{ role: "user", content: "hello" }] }
@@ -222,7 +242,17 @@ describe("the OpenAPI document", () => {
     )
 
     // Every documented success status was produced at least once.
-    expect(checked).toEqual(expect.arrayContaining(["runs.create 202", "runs.create 200", "sessions.create 201"]))
+    expect(checked).toEqual(
+      expect.arrayContaining([
+        "runs.create 202",
+        "runs.create 200",
+        "sessions.create 201",
+        "auth.signIn 201",
+        "auth.signIn 401",
+        "auth.current 200",
+        "auth.signOut 204"
+      ])
+    )
     const statuses = new Set(checked.map((c) => c.split(" ")[1]))
     expect([...statuses].sort()).toEqual(
       expect.arrayContaining(["200", "201", "202", "400", "401", "403", "404", "409"])

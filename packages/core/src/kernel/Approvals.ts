@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Deferred, Duration, Effect, Layer, Option } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Layer, Option, PubSub, Stream } from "effect"
 import { Conflict, type JournalError, NotFound } from "../domain/Errors.js"
 import type { ApprovalId, SessionId } from "../domain/Ids.js"
 import { type ApprovalFilter, type ApprovalRecord, isActiveGrant } from "../domain/Records.js"
@@ -47,6 +47,10 @@ export interface Service {
    * or `always` scope for the same principal, tool and exact arguments.
    */
   readonly findGrant: (query: GrantQuery) => Effect.Effect<Option.Option<ApprovalRecord>, JournalError>
+  /** Every approval resolved or expired through this service, from the moment the stream is run. */
+  readonly resolutions: Stream.Stream<ApprovalRecord>
+  /** Tell `resolutions` about an approval closed elsewhere (its run ended while it waited). */
+  readonly announce: (record: ApprovalRecord) => Effect.Effect<void>
 }
 
 /** @since 0.1.0 @category Tags */
@@ -56,6 +60,7 @@ export class Approvals extends Context.Tag("@palyra/core/Approvals")<Approvals, 
 export const make: Effect.Effect<Service, never, Journal> = Effect.gen(function* () {
   const journal = yield* Journal
   const waiters = new Map<ApprovalId, Deferred.Deferred<ApprovalRecord>>()
+  const resolved = yield* PubSub.unbounded<ApprovalRecord>()
 
   const requireApproval = (id: ApprovalId) =>
     journal.getApproval(id).pipe(
@@ -71,7 +76,7 @@ export const make: Effect.Effect<Service, never, Journal> = Effect.gen(function*
     Effect.suspend(() => {
       const d = waiters.get(record.id)
       return d ? Deferred.succeed(d, record) : Effect.void
-    })
+    }).pipe(Effect.zipRight(PubSub.publish(resolved, record)))
 
   const expire = (id: ApprovalId) =>
     Effect.gen(function* () {
@@ -150,7 +155,9 @@ export const make: Effect.Effect<Service, never, Journal> = Effect.gen(function*
     resolve,
     get: (id) => journal.getApproval(id),
     list: (filter) => journal.listApprovals(filter),
-    findGrant
+    findGrant,
+    resolutions: Stream.fromPubSub(resolved),
+    announce: (record) => Effect.asVoid(PubSub.publish(resolved, record))
   }
 })
 

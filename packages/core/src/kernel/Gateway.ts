@@ -222,6 +222,11 @@ export interface Service {
    * stream is consumed the caller counts as an approval channel.
    */
   readonly watchApprovals: (caller: Caller.Caller) => Stream.Stream<ApprovalRecord>
+  /**
+   * Like `watchApprovals`, and also every approval of the caller's that is resolved or expires
+   * (the record's `status` tells which): what a console needs to keep an inbox current.
+   */
+  readonly watchApprovalChanges: (caller: Caller.Caller) => Stream.Stream<ApprovalRecord>
 
   /** Replay the session's tape after `afterSeq`, then follow it live. */
   readonly subscribe: (
@@ -490,7 +495,12 @@ export const make = (
     ) {
       const target = yield* run(caller, runId)
       if (isTerminal(target.state)) return target
-      if (yield* scheduler.interrupt(runId, caller.principal)) return yield* requireRun(journal, runId)
+      if (yield* scheduler.interrupt(runId, caller.principal)) {
+        // The approvals it waited for were closed as it ended: tell the live inboxes.
+        const closed = yield* journal.listApprovals({ runId, status: "expired" })
+        yield* Effect.forEach(closed, approvals.announce, { discard: true })
+        return yield* requireRun(journal, runId)
+      }
       // Queued (not started yet): mark it cancelled; the worker skips terminal runs.
       yield* recordTransition(
         tape,
@@ -623,6 +633,11 @@ export const make = (
               onSuccess: () => approvers.register(caller, sessionId)
             }),
       watchApprovals: approvers.watch,
+      watchApprovalChanges: (caller) =>
+        Stream.merge(
+          approvers.watch(caller),
+          Stream.filter(approvals.resolutions, (record) => Caller.owns(caller, record.principal))
+        ),
       subscribe: (caller, sessionId, afterSeq, o) =>
         Stream.unwrapScoped(
           Effect.gen(function* () {

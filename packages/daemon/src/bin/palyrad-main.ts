@@ -32,7 +32,8 @@ const program = run(config, ({ url, grpcUrl, token, generated, tokenFile }) => {
       ? `  admin token (shown once; stored with mode 0600 in ${tokenFile}):\n    ${token}`
       : `  admin token: ${tokenFile ? `in ${tokenFile}` : "from the configuration"}`,
     `  chat:   npm run palyra -- chat    (from the repository; the CLI reads the token file in the data dir)`,
-    `  health: curl ${url}/healthz`
+    `  health: curl ${url}/healthz`,
+    ...(config.console.enabled ? [`  web console: ${url}/   (sign in with the admin token)`] : [])
   ]
   process.stderr.write(`${lines.join("\n")}\n`)
 }).pipe(Effect.provide(loggerLayer(config)))

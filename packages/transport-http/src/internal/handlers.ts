@@ -6,7 +6,7 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Auth, Gateway } from "@palyra/core"
-import { Clock, Effect, Layer, Scope } from "effect"
+import { Clock, Effect, Layer, Redacted, Scope } from "effect"
 import {
   Api,
   ApprovalPayload,
@@ -22,6 +22,8 @@ import {
 import { readJson } from "./body.js"
 import { chatCompletions } from "./chat.js"
 import { answer, eventStream, type HandlerOptions } from "./common.js"
+import { approvalEvents, auth, runList } from "./consoleHandlers.js"
+import type { CookieSessions } from "./cookieSession.js"
 import { openAiError } from "./openaiErrors.js"
 import { pairing } from "./pairing.js"
 
@@ -258,6 +260,7 @@ const openai = (options: HandlerOptions) =>
 export interface AuthOptions {
   readonly tokens: ReadonlyArray<Auth.TokenGrant>
   readonly metricsPublic: boolean
+  readonly sessions: CookieSessions
 }
 
 /** The three security middlewares over one authenticator. @internal */
@@ -270,7 +273,14 @@ export const authentication = (options: AuthOptions) => {
   })
   return Layer.mergeAll(
     Layer.succeed(Authentication, {
-      bearer: () => Effect.mapError(caller, (message) => ({ code: "unauthenticated" as const, message }))
+      bearer: () => Effect.mapError(caller, (message) => ({ code: "unauthenticated" as const, message })),
+      // Tried when the bearer check fails; without a cookie, the bearer's refusal stands.
+      cookie: (value) =>
+        Redacted.value(value) === ""
+          ? Effect.mapError(caller, (message) => ({ code: "unauthenticated" as const, message }))
+          : Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+              options.sessions.authenticate(request, Redacted.value(value))
+            )
     }),
     Layer.succeed(OpenAiAuthentication, {
       bearer: () => Effect.mapError(caller, (message) => openAiError(401, message, { code: "unauthenticated" }).body)
@@ -285,8 +295,11 @@ export const authentication = (options: AuthOptions) => {
 }
 
 /** Every group's handlers. Requires `Gateway` and the security middlewares. @internal */
-export const handlers = (options: HandlerOptions) =>
+export const handlers = (options: HandlerOptions, auths: AuthOptions) =>
   Layer.mergeAll(
+    auth(options, auths.tokens, auths.sessions),
+    approvalEvents(options),
+    runList,
     runs(options),
     sessions(options),
     agents,

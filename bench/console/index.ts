@@ -1,0 +1,122 @@
+/**
+ * bench/console: the web console's weight and first load.
+ *
+ * - `bundleKb`: everything a first visit downloads (index.html, the JS bundle, the stylesheet, the
+ *   icon), gzip-compressed as palyrad serves it; `bundleRawKb` uncompressed.
+ * - `firstLoadMs`: navigation start to the sign-in page being interactive (the app's
+ *   `palyra:sign-in-ready` performance mark), median of N cold loads (a fresh browser context each,
+ *   so nothing is cached) in Debian's chromium against a real palyrad on 127.0.0.1.
+ *
+ * Builds the console if it is missing. Without /usr/bin/chromium it says so loudly and reports the
+ * bundle size only.
+ */
+import { spawn, spawnSync } from "node:child_process"
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from "node:fs"
+import { createRequire } from "node:module"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { gzipSync } from "node:zlib"
+import { quick, result, round, table } from "../lib/report.js"
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
+const dist = join(root, "packages/console/dist")
+const CHROMIUM = "/usr/bin/chromium"
+
+if (!existsSync(join(dist, "index.html"))) {
+  console.error("building the console first…")
+  const built = spawnSync(process.execPath, [join(root, "packages/console/scripts/build.mjs")], { stdio: "inherit" })
+  if (built.status !== 0) process.exit(built.status ?? 1)
+}
+
+const files = [join(dist, "index.html"), ...readdirSync(join(dist, "assets")).map((f) => join(dist, "assets", f))]
+const sizes = files.map((path) => {
+  const body = readFileSync(path)
+  return {
+    file: path.slice(dist.length + 1),
+    rawKb: round(body.length / 1024),
+    gzipKb: round(gzipSync(body, { level: 9 }).length / 1024)
+  }
+})
+table("console files", sizes)
+const bundleKb = round(sizes.reduce((n, s) => n + s.gzipKb, 0))
+const bundleRawKb = round(sizes.reduce((n, s) => n + s.rawKb, 0))
+
+const startDaemon = (dir: string) =>
+  new Promise<{ url: string; stop: () => Promise<void> }>((resolve, reject) => {
+    const tsx = join(
+      dirname(createRequire(join(root, "packages/daemon/package.json")).resolve("tsx/package.json")),
+      "dist/esm/index.mjs"
+    )
+    const proc = spawn(
+      process.execPath,
+      [
+        "--conditions=@palyra/source",
+        "--import",
+        tsx,
+        join(root, "packages/daemon/src/bin/palyrad-main.ts"),
+        "--port",
+        "0"
+      ],
+      {
+        cwd: dir,
+        stdio: ["ignore", "ignore", "pipe"],
+        env: { ...process.env, PALYRA_GRPC_PORT: "0", PALYRA_LOG_FORMAT: "json" }
+      }
+    )
+    let err = ""
+    proc.stderr!.on("data", (d) => {
+      err += d
+      const m = /listening on (http:\/\/\S+)/.exec(err)
+      if (m)
+        resolve({
+          url: m[1]!,
+          stop: () =>
+            new Promise<void>((r) => {
+              proc.on("exit", () => r())
+              proc.kill("SIGTERM")
+            })
+        })
+    })
+    proc.on("exit", (code) => reject(new Error(`palyrad exited ${code}: ${err}`)))
+  })
+
+const main = async () => {
+  if (!existsSync(CHROMIUM)) {
+    console.error(
+      "\n[palyra] bench console: /usr/bin/chromium is missing (apt-get install -y chromium); SKIPPING the first-load measurement.\n"
+    )
+    result("console", { bundleKb, bundleRawKb })
+    return
+  }
+  const { chromium } = await import("playwright-core")
+  const daemon = await startDaemon(mkdtempSync(join(tmpdir(), "palyra-bench-console-")))
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu"] })
+  try {
+    const loads = quick ? 3 : 15
+    const times: Array<number> = []
+    for (let i = 0; i < loads + 1; i++) {
+      const context = await browser.newContext()
+      const page = await context.newPage()
+      await page.goto(daemon.url)
+      await page.waitForFunction(() => performance.getEntriesByName("palyra:sign-in-ready").length > 0)
+      const ms = await page.evaluate(() => performance.getEntriesByName("palyra:sign-in-ready")[0]!.startTime)
+      if (i > 0) times.push(ms) // the first load warms the daemon's own code paths
+      await context.close()
+    }
+    const sorted = [...times].sort((a, b) => a - b)
+    const firstLoadMs = round(sorted[Math.floor(sorted.length / 2)]!, 1)
+    table("first load (navigation start → sign-in interactive)", [
+      { loads, medianMs: firstLoadMs, minMs: round(sorted[0]!, 1), maxMs: round(sorted.at(-1)!, 1) }
+    ])
+    result("console", { bundleKb, firstLoadMs, bundleRawKb })
+  } finally {
+    await browser.close()
+    await daemon.stop()
+  }
+}
+
+main().catch((error) => {
+  console.error(error)
+  process.exit(1)
+})

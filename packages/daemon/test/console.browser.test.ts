@@ -1,0 +1,326 @@
+/**
+ * The web console in a real browser (Debian's chromium driven by playwright-core; no browser is
+ * ever downloaded) against a real palyrad on 127.0.0.1 running the demo model, whose `fs.write`
+ * needs approval. Sign-in (a bad token shows an error), the live approvals inbox in two tabs
+ * (approve, deny, always → a grant), the session's tape with the tool result, revoking the grant,
+ * verifying the journal, sign-out; every page scanned with axe-core (no serious or critical
+ * violation), no console error or page error anywhere, screenshots of each page at desktop and
+ * 360 px in `artifacts/console/` (git-ignored).
+ *
+ * Needs the built console (`pnpm --filter @palyra/console build`; the test command's build step
+ * does it). Skips with one loud message when chromium is missing and could not be installed.
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { createRequire } from "node:module"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { consoleAssetsDir } from "../src/internal/consoleAssets.js"
+import { type Daemon, fresh, startDaemon, stopDaemons } from "./support.js"
+
+const CHROMIUM = "/usr/bin/chromium"
+const hasChromium = existsSync(CHROMIUM)
+const built = existsSync(join(consoleAssetsDir() ?? "/nonexistent", "index.html"))
+if (!hasChromium) {
+  console.warn(
+    "\n[palyra] SKIPPING the web console browser tests: /usr/bin/chromium is missing (apt-get install -y chromium).\n"
+  )
+}
+if (hasChromium && !built) throw new Error("the console is not built: run `pnpm --filter @palyra/console build`")
+
+const here = dirname(fileURLToPath(import.meta.url))
+const artifacts = join(here, "..", "..", "..", "artifacts", "console")
+const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8")
+
+let daemon: Daemon
+let browser: Browser
+let context: BrowserContext
+let tab: Page
+let other: Page
+const problems: Array<string> = []
+
+/**
+ * Every console error or warning and every uncaught page error is a problem, except chromium's own
+ * network line for a 401 the test provokes on purpose (a refused token, a request after sign-out,
+ * the session check on the sign-in page): the browser logs those for any error status.
+ */
+const EXPECTED_401 = "Failed to load resource: the server responded with a status of 401 (Unauthorized)"
+const watch = (page: Page, name: string) => {
+  page.on("console", (message) => {
+    if ((message.type() === "error" || message.type() === "warning") && message.text() !== EXPECTED_401)
+      problems.push(`${name}: ${message.text()}`)
+  })
+  page.on("pageerror", (error) => problems.push(`${name}: ${error.message}`))
+  return page
+}
+
+const bearer = () => ({ authorization: `Bearer ${daemon.token}`, "content-type": "application/json" })
+const startRun = async (text: string, sessionKey: string) => {
+  const response = await fetch(`${daemon.url}/v1/runs`, {
+    method: "POST",
+    headers: bearer(),
+    body: JSON.stringify({ text, sessionKey })
+  })
+  expect(response.status).toBe(202)
+  return (await response.json()) as { runId: string; sessionId: string }
+}
+const runState = async (id: string) =>
+  ((await (await fetch(`${daemon.url}/v1/runs/${id}`, { headers: bearer() })).json()) as { state: string }).state
+const poll = async <A>(read: () => Promise<A>, until: (a: A) => boolean, what: string): Promise<A> => {
+  for (let i = 0; i < 150; i++) {
+    const value = await read()
+    if (until(value)) return value
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  throw new Error(`timed out waiting for ${what}`)
+}
+
+/** axe-core in the page (evaluated over the DevTools protocol, so the page's CSP stays strict). */
+const scan = async (page: Page, name: string) => {
+  await page.evaluate(axeSource)
+  // In the light and the dark theme (colour contrast differs).
+  for (const colorScheme of ["light", "dark"] as const) {
+    await page.emulateMedia({ colorScheme })
+    // A string, evaluated in the page: `axe` and `document` are the page's globals.
+    const violations = (await page.evaluate(`axe.run(document, { resultTypes: ["violations"] }).then((r) =>
+      r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.length })))`)) as Array<{
+      id: string
+      impact: string
+      help: string
+      nodes: number
+    }>
+    const bad = violations.filter((v) => v.impact === "serious" || v.impact === "critical")
+    expect(bad, `${name} (${colorScheme}): ${JSON.stringify(bad)}`).toEqual([])
+  }
+  mkdirSync(artifacts, { recursive: true })
+  await page.screenshot({ path: join(artifacts, `${name}-dark.png`), fullPage: true })
+  await page.emulateMedia({ colorScheme: "light" })
+}
+
+/** Screenshots at desktop and 360 px wide (and, from `scan`, in the dark theme). */
+const shoot = async (page: Page, name: string) => {
+  mkdirSync(artifacts, { recursive: true })
+  await page.setViewportSize({ width: 1280, height: 800 })
+  await page.screenshot({ path: join(artifacts, `${name}-desktop.png`), fullPage: true })
+  await page.setViewportSize({ width: 360, height: 740 })
+  await page.screenshot({ path: join(artifacts, `${name}-360.png`), fullPage: true })
+  // Nothing scrolls sideways at 360 px but the tables' own scroll boxes.
+  const overflow = Number(
+    await page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+  )
+  expect(overflow, `${name} is wider than 360 px`).toBeLessThanOrEqual(0)
+  await page.setViewportSize({ width: 1280, height: 800 })
+}
+
+const visit = async (page: Page, route: string, heading: string) => {
+  await page.goto(`${daemon.url}/#/${route}`)
+  await page.getByRole("heading", { level: 1, name: heading }).waitFor()
+}
+
+describe.skipIf(!hasChromium)("the web console in chromium", () => {
+  beforeAll(async () => {
+    ;[daemon, browser] = await Promise.all([
+      startDaemon(fresh("palyra-console-"), ["--port", "0"], { PALYRA_GRPC_PORT: "0" }),
+      chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu"] })
+    ])
+    context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+    context.setDefaultTimeout(10_000)
+    tab = watch(await context.newPage(), "tab 1")
+  }, 60_000)
+  afterAll(async () => {
+    await browser?.close()
+    stopDaemons()
+  })
+
+  it("refuses a bad token with a message, then signs in with the admin token", async () => {
+    await tab.goto(daemon.url)
+    await tab.getByLabel("Token").waitFor()
+    await scan(tab, "sign-in")
+    await shoot(tab, "sign-in")
+    await tab.getByLabel("Token").fill("not-the-token")
+    await tab.getByRole("button", { name: "Sign in" }).click()
+    await expect(tab.getByRole("alert").textContent()).resolves.toContain("That token was not accepted.")
+    expect(await context.cookies()).toEqual([])
+    await tab.getByLabel("Token").fill(daemon.token)
+    await tab.getByRole("button", { name: "Sign in" }).click()
+    await tab.getByRole("heading", { level: 1, name: "Approvals" }).waitFor()
+    const [cookie] = await context.cookies()
+    expect(cookie).toMatchObject({ name: "palyra_session", httpOnly: true, sameSite: "Strict" })
+    expect(cookie?.value).not.toContain(daemon.token)
+    // The token is nowhere in the page's storage.
+    const stored = await tab.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }))
+    expect(stored).not.toContain(daemon.token)
+    other = watch(await context.newPage(), "tab 2")
+    await visit(other, "approvals", "Approvals")
+  })
+
+  it("shows a new approval live in both tabs; approving it completes the run and the tape shows the result", async () => {
+    await tab.getByText("Nothing is waiting for you.").waitFor()
+    const started = Date.now()
+    const { runId, sessionId } = await startRun("please write a note", "console-approve")
+    const card = tab.getByRole("article").filter({ hasText: "fs.write" })
+    await card.waitFor()
+    console.log(`[console] approval visible ${Date.now() - started} ms after POST /v1/runs`)
+    await other.getByRole("article").filter({ hasText: "fs.write" }).waitFor()
+    await card.locator("pre", { hasText: '"path": "notes/palyra-demo.txt"' }).waitFor()
+    await card.locator("dd", { hasText: "require_approval" }).waitFor()
+    await scan(tab, "approvals")
+    await shoot(tab, "approvals")
+    await card.getByRole("button", { name: "Approve once" }).click()
+    // The other tab sees it go without a reload.
+    await other.getByText("Nothing is waiting for you.").waitFor()
+    await poll(
+      () => runState(runId),
+      (s) => s === "Done",
+      "the run to complete"
+    )
+    await visit(tab, `sessions/${sessionId}`, "console-approve")
+    const tool = tab.locator("li.tool").filter({ hasText: "fs.write" })
+    await tool.getByText("ok", { exact: true }).waitFor()
+    await expect(tool.textContent()).resolves.toContain("approved by operator")
+    await tab.locator("li.msg.assistant").filter({ hasText: "Here is what fs.write returned" }).waitFor()
+    await scan(tab, "session")
+    await shoot(tab, "session")
+  })
+
+  it("sends a message into the session from the tape view and streams the answer", async () => {
+    await tab.getByLabel("Message").fill("what time is it")
+    await tab.getByRole("button", { name: "Send" }).click()
+    await tab.locator("li.msg.user").filter({ hasText: "what time is it" }).waitFor()
+    await tab.locator("li.tool").filter({ hasText: "time.now" }).getByText("ok", { exact: true }).waitFor()
+  })
+
+  it("denies from the inbox: the run ends and the tool never runs", async () => {
+    await visit(tab, "approvals", "Approvals")
+    const { runId, sessionId } = await startRun("write a note please", "console-deny")
+    const card = tab.getByRole("article").filter({ hasText: "fs.write" })
+    await card.getByRole("button", { name: "Deny" }).click()
+    await other.getByText("Nothing is waiting for you.").waitFor()
+    await poll(
+      () => runState(runId),
+      (s) => s === "Done",
+      "the denied run to end"
+    )
+    await visit(tab, `sessions/${sessionId}`, "console-deny")
+    await tab.locator("li.tool").getByText("denied", { exact: true }).waitFor()
+  })
+
+  it("always-approve makes a grant, shown as its Cedar policy, and revoking it works", async () => {
+    await visit(tab, "approvals", "Approvals")
+    const { runId } = await startRun("save a note", "console-grant")
+    const card = tab.getByRole("article").filter({ hasText: "fs.write" })
+    await card.getByText("Limits for a standing grant").click()
+    await card.getByLabel("Uses at most").fill("3")
+    await card.getByRole("button", { name: "Always approve" }).click()
+    await poll(
+      () => runState(runId),
+      (s) => s === "Done",
+      "the granted run to complete"
+    )
+    await visit(tab, "grants", "Grants")
+    const grant = tab.getByRole("article").filter({ hasText: "fs.write" })
+    await expect(grant.locator("pre").textContent()).resolves.toMatch(/permit\s*\(/)
+    await expect(grant.textContent()).resolves.toContain("of 3 times")
+    await scan(tab, "grants")
+    await shoot(tab, "grants")
+    await grant.getByRole("button", { name: /Revoke/ }).click()
+    await grant.getByText("revoked", { exact: true }).waitFor()
+    const grants = (await (await fetch(`${daemon.url}/v1/grants`, { headers: bearer() })).json()) as Array<{
+      status: string
+    }>
+    expect(grants.map((g) => g.status)).toEqual(["revoked"])
+  })
+
+  it("cancelling a waiting run on the Runs page closes its approval in the other tab's inbox", async () => {
+    await visit(tab, "approvals", "Approvals")
+    const { runId } = await startRun("write it down", "console-cancel")
+    await other.getByRole("article").filter({ hasText: "fs.write" }).waitFor()
+    await visit(tab, "runs", "Runs")
+    const row = tab.locator("tbody tr").filter({ hasText: "WaitingForApproval" })
+    await row.getByRole("button", { name: /Cancel/ }).click()
+    await poll(
+      () => runState(runId),
+      (s) => s === "Cancelled",
+      "the run to be cancelled"
+    )
+    await other.getByText("Nothing is waiting for you.").waitFor()
+    await tab.locator("tbody tr").filter({ hasText: "Cancelled" }).waitFor()
+  })
+
+  it("lists runs and sessions, and verifies the journal", async () => {
+    await visit(tab, "runs", "Runs")
+    await tab.locator("tbody tr").first().waitFor()
+    expect(await tab.locator("tbody tr").count()).toBeGreaterThanOrEqual(4)
+    await expect(tab.locator("tbody").textContent()).resolves.toContain("Done")
+    await scan(tab, "runs")
+    await shoot(tab, "runs")
+    await visit(tab, "sessions", "Sessions")
+    await tab.getByRole("link", { name: "console-deny" }).waitFor()
+    await tab.getByLabel("Search").fill("grant")
+    await tab.getByRole("link", { name: "console-grant" }).waitFor()
+    expect(await tab.locator("tbody tr").count()).toBe(1)
+    await scan(tab, "sessions")
+    await shoot(tab, "sessions")
+    await visit(tab, "journal", "Journal")
+    await tab.getByRole("button", { name: "Verify the journal" }).click()
+    await expect(tab.getByTestId("verify-result").textContent()).resolves.toMatch(/^Intact: \d+ events checked\.$/)
+    await scan(tab, "journal")
+    await shoot(tab, "journal")
+  })
+
+  it("is usable by keyboard: skip link, then the navigation, visible focus, only real controls focusable", async () => {
+    await visit(tab, "approvals", "Approvals")
+    await tab.keyboard.press("Tab")
+    expect(await tab.evaluate("document.activeElement?.textContent")).toBe("Skip to content")
+    await tab.keyboard.press("Tab")
+    await tab.keyboard.press("Tab")
+    expect(await tab.evaluate("document.activeElement?.textContent")).toBe("Sessions")
+    // Focus is visible: the focused link draws an outline.
+    expect(await tab.evaluate("getComputedStyle(document.activeElement).outlineStyle")).not.toBe("none")
+    await tab.keyboard.press("Enter")
+    await tab.getByRole("heading", { level: 1, name: "Sessions" }).waitFor()
+    // Nothing but real controls is in the tab order (no clickable divs made focusable).
+    const odd = await tab.evaluate(`[...document.querySelectorAll("[tabindex]")]
+      .filter((e) => e.tabIndex >= 0 && !["A", "BUTTON", "INPUT", "SELECT", "TEXTAREA", "SUMMARY"].includes(e.tagName))
+      .map((e) => e.tagName)`)
+    expect(odd).toEqual([])
+  })
+
+  it("signs out: the other tab is sent back to sign-in on its next request", async () => {
+    await tab.getByRole("button", { name: "Sign out" }).click()
+    await tab.getByText("Signed out.").waitFor()
+    await tab.getByLabel("Token").waitFor()
+    await visit(other, "grants", "Palyra console").catch(async () => {
+      await other.getByLabel("Token").waitFor()
+    })
+    await other.getByLabel("Token").waitFor()
+    expect(problems).toEqual([])
+  })
+})
+
+describe.skipIf(!hasChromium)("an expired console session", () => {
+  it("sends the page back to sign-in with a notice", async () => {
+    const dir = fresh("palyra-console-expiry-")
+    writeFileSync(join(dir, "palyra.toml"), "[console]\nsession_idle_seconds = 1\n")
+    const [short, own] = await Promise.all([
+      startDaemon(dir, ["--port", "0"], { PALYRA_GRPC_PORT: "0" }),
+      chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu"] })
+    ])
+    try {
+      const page = watch(await own.newPage(), "expiry")
+      await page.goto(short.url)
+      await page.getByLabel("Token").fill(short.token)
+      await page.getByRole("button", { name: "Sign in" }).click()
+      await page.getByRole("heading", { level: 1, name: "Approvals" }).waitFor()
+      await new Promise((r) => setTimeout(r, 1500))
+      await page.getByRole("link", { name: "Grants" }).click()
+      await page.getByText("Your session expired. Sign in again.").waitFor()
+      await page.getByLabel("Token").waitFor()
+      expect(problems).toEqual([])
+    } finally {
+      await own.close()
+      stopDaemons()
+    }
+  }, 30_000)
+})
