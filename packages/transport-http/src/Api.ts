@@ -28,9 +28,9 @@ import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Agent, type Caller, Errors, Ids, Records, RunState, TapeEvent } from "@palyra/core"
 import { Context, Schema } from "effect"
-import { PairingGroup } from "./api/PairingGroup.js"
 import { ApprovalEventsGroup } from "./api/ApprovalEventsGroup.js"
 import { AuthGroup, sessionCookie } from "./api/AuthGroup.js"
+import { PairingGroup } from "./api/PairingGroup.js"
 import { RunListGroup } from "./api/RunListGroup.js"
 
 // =============================================================================
