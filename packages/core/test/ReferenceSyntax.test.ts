@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import fc from "fast-check"
-import { escape, format, parse, references, type Segment } from "../src/adapters/context/ReferenceSyntax.js"
+import { escapeText, format, parse, references, type Segment } from "../src/adapters/context/ReferenceSyntax.js"
 
 const ref = (kind: "file" | "folder" | "url" | "run" | "session", target: string): Segment => ({
   _tag: "Reference",
@@ -40,7 +40,7 @@ describe("ReferenceSyntax", () => {
   })
 
   it("leaves escapes, e-mail addresses, unknown kinds and broken quotes as text", () => {
-    expect(parse("mail alice@file:x or @@file:y, @foo:bar, @file:, @file:\"open")).toEqual([
+    expect(parse('mail alice@file:x or @@file:y, @foo:bar, @file:, @file:"open')).toEqual([
       text('mail alice@file:x or @file:y, @foo:bar, @file:, @file:"open')
     ])
     expect(references("a@@b @@@file:x")).toEqual([ref("file", "x")])
@@ -60,7 +60,7 @@ describe("ReferenceSyntax", () => {
   it("escaping round-trips: escaped text parses back to exactly itself, with no references", () => {
     fc.assert(
       fc.property(tricky, (s) => {
-        expect(parse(escape(s))).toEqual(s.length === 0 ? [] : [text(s)])
+        expect(parse(escapeText(s))).toEqual(s.length === 0 ? [] : [text(s)])
       }),
       { numRuns: 2_000 }
     )
@@ -70,7 +70,10 @@ describe("ReferenceSyntax", () => {
     const seg = fc.oneof(
       tricky.filter((t) => t.length > 0).map(text),
       fc
-        .tuple(fc.constantFrom("file", "folder", "url", "run", "session" as const), tricky.filter((t) => t.length > 0))
+        .tuple(
+          fc.constantFrom("file", "folder", "url", "run", "session" as const),
+          tricky.filter((t) => t.length > 0)
+        )
         .map(([k, t]) => ref(k, t))
     )
     fc.assert(

@@ -7,7 +7,7 @@
  *   kind and `:`.
  * - Its target is either quoted — `@file:"my notes.md"`, with `\"` and `\\` as the only escapes — or
  *   bare: everything up to the next whitespace, less trailing sentence punctuation (`.,;:!?)]}'"`),
- *   which stays text.
+ *   which stays text (a bare `.` or `..` is the folder).
  * - `@@` is a literal `@` (anywhere); `@@file:x` is the text `@file:x`, not a reference.
  * - Anything else — an unknown kind, an empty target, an unterminated quote — is plain text.
  *
@@ -101,7 +101,10 @@ export const parse = (s: string): Array<Segment> => {
     }
     let end = start
     while (end < s.length && !space.test(s[end]!)) end++
+    const full = end
     while (end > start && trailing.has(s[end - 1]!)) end--
+    // `.` and `..` are folders, not punctuation.
+    if (end === start && /^\.{1,2}$/.test(s.slice(start, full))) end = full
     const target = s.slice(start, end)
     // A bare target containing `@` would not survive `format`'s escaping: such targets are quoted.
     if (target.length === 0 || target.includes("@") || target.startsWith('"')) {
@@ -118,7 +121,7 @@ export const parse = (s: string): Array<Segment> => {
 }
 
 /** Text made literal: every `@` doubled. @since 0.1.0 @category Formatting */
-export const escape = (text: string): string => text.replaceAll("@", "@@")
+export const escapeText = (text: string): string => text.replaceAll("@", "@@")
 
 const needsQuotes = (target: string) => /[\s"\\@]/.test(target) || trailing.has(target[target.length - 1] ?? "")
 
@@ -142,12 +145,14 @@ export const format = (segments: ReadonlyArray<Segment>): string => {
   let out = ""
   segments.forEach((seg, i) => {
     if (seg._tag === "Text") {
-      out += escape(seg.text)
+      out += escapeText(seg.text)
       return
     }
     // Bare only when the next text cannot run on into the target.
     const next = segments[i + 1]
-    const bare = !needsQuotes(seg.target) && (next === undefined || (next._tag === "Text" && endsBare(next.text, segments[i + 2] === undefined)))
+    const bare =
+      !needsQuotes(seg.target) &&
+      (next === undefined || (next._tag === "Text" && endsBare(next.text, segments[i + 2] === undefined)))
     const target = bare ? seg.target : `"${seg.target.replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`
     // A reference right after a word character would not start at a boundary: keep them apart.
     const last = out[out.length - 1]
