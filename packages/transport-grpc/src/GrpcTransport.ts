@@ -30,6 +30,7 @@ import { Auth, type Caller as CallerT, Errors, Gateway, Ids, Metrics, TapeEvent 
 import { Cause, Effect, Exit, Layer, Option, Runtime, type Schema, type Scope, Stream, type Tracer } from "effect"
 import { Health, HealthCheckResponse_ServingStatus, HealthCheckResponseSchema } from "./gen/grpc/health/v1/health_pb.js"
 import * as pb from "./gen/palyra/v1/gateway_pb.js"
+import { compactionHandlers } from "./internal/compaction.js"
 import {
   scopeFromPb,
   statusFromPb,
@@ -252,7 +253,10 @@ export const routes = (runtime: Runtime.Runtime<Gateway.Gateway>) => {
             })
             return create(pb.BranchSessionResponseSchema, { session: toPbSession(s) })
           })
-        )
+        ),
+      compactSession: (req, ctx) => run(ctx, (g, caller) => compactionHandlers.compactSession(g, caller, req)),
+      listCheckpoints: (req, ctx) => run(ctx, (g, caller) => compactionHandlers.listCheckpoints(g, caller, req)),
+      restoreCheckpoint: (req, ctx) => run(ctx, (g, caller) => compactionHandlers.restoreCheckpoint(g, caller, req))
     })
 
     router.service(pb.AgentsService, {
