@@ -32,6 +32,7 @@ import {
 } from "effect"
 import type { Config } from "./Config.js"
 import { agentsOf, budgetsOf } from "./internal/agents.js"
+import { withReferences } from "./internal/context.js"
 
 /** The admin token: from config, or generated once and kept (mode 0600) in the data dir. @since 0.1.0 @category Auth */
 export const ensureAdminToken = (config: Config) =>
@@ -196,11 +197,16 @@ export const run = (
       // Window-aware prompts and compaction with checkpoints (`[context] enabled = false` to turn off).
       ...(cx.enabled
         ? {
-            promptAssembler: ContextEngine.layer({
-              autoCompact: cx.auto_compact,
-              ...(cx.context_window ? { contextWindow: cx.context_window } : {}),
-              ...(cx.keep_turns ? { keepTurns: cx.keep_turns } : {})
-            })
+            promptAssembler: withReferences(
+              config,
+              engine,
+              model.name,
+              ContextEngine.layer({
+                autoCompact: cx.auto_compact,
+                ...(cx.context_window ? { contextWindow: cx.context_window } : {}),
+                ...(cx.keep_turns ? { keepTurns: cx.keep_turns } : {})
+              })
+            )
           }
         : {}),
       // Signed anchors of the journal's chain heads (a witness file beside it, and the log); the
