@@ -17,12 +17,14 @@ import * as MemoryJournal from "../adapters/MemoryJournal.js"
 import { DEFAULT_AGENT } from "../domain/Agent.js"
 import { InvalidArgument, type JournalError } from "../domain/Errors.js"
 import * as Redaction from "../domain/Redaction.js"
+import * as BlobStore from "../ports/BlobStore.js"
 import type { Journal } from "../ports/Journal.js"
 import { ModelProvider, type Service as ModelService } from "../ports/ModelProvider.js"
 import * as PolicyEngine from "../ports/PolicyEngine.js"
 import * as Tool from "../ports/Tool.js"
 import * as Agents from "./Agents.js"
 import * as Approvals from "./Approvals.js"
+import * as Attachments from "./Attachments.js"
 import * as Gateway from "./Gateway.js"
 import * as PromptAssembler from "./PromptAssembler.js"
 
@@ -51,7 +53,11 @@ export interface Options<EJ = never, EP = never, EA = never> extends Gateway.Opt
    * the model, e.g. the context engine from `@palyra/core/context` (`ContextEngine.layer(...)`),
    * which counts tokens against the model's window and compacts.
    */
-  readonly promptAssembler?: Layer.Layer<PromptAssembler.PromptAssembler, EA, Journal | ModelProvider> | undefined
+  readonly promptAssembler?:
+    | Layer.Layer<PromptAssembler.PromptAssembler, EA, Journal | ModelProvider | PolicyEngine.PolicyEngine>
+    | undefined
+  /** Where message attachments are kept (default: in memory; `SqliteBlobStore` in `@palyra/journal`). */
+  readonly blobs?: BlobStore.Service | undefined
 }
 
 /** The kernel's model: `model`, else the first model of the agent configured as `default`. */
@@ -83,6 +89,7 @@ export type Services =
   | PolicyEngine.PolicyEngine
   | Approvals.Approvals
   | PromptAssembler.PromptAssembler
+  | BlobStore.BlobStore
 
 /**
  * The kernel as one layer. Every service the Gateway uses is in the output too.
@@ -95,11 +102,18 @@ export const layer = <EJ = never, EP = never, EA = never>(
 ): Layer.Layer<Services, JournalError | InvalidArgument | EJ | EP | EA> => {
   const model = modelLayer(options)
   const journal = options.journal ?? (MemoryJournal.layer() as Layer.Layer<Journal, EJ>)
+  const blobs = options.blobs === undefined ? BlobStore.layerMemory : Layer.succeed(BlobStore.BlobStore, options.blobs)
+  const policy = options.policy ?? PolicyEngine.layerRules(options.rules ?? PolicyEngine.defaultRules)
   const services = Layer.mergeAll(
     model,
     Tool.layer(options.tools ?? []),
-    options.policy ?? PolicyEngine.layerRules(options.rules ?? PolicyEngine.defaultRules),
-    (options.promptAssembler ?? PromptAssembler.layer).pipe(Layer.provide(model)),
+    policy,
+    Attachments.layer(options.promptAssembler ?? PromptAssembler.layer).pipe(
+      Layer.provide(model),
+      Layer.provide(blobs),
+      Layer.provide(policy)
+    ),
+    blobs,
     Approvals.layer
   ).pipe(Layer.provideMerge(journal), (base) =>
     Agents.layer({

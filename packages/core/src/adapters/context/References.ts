@@ -42,9 +42,9 @@ import { buildMessages } from "../../kernel/internal/history.js"
 import * as PromptAssembler from "../../kernel/PromptAssembler.js"
 import { Journal, type Service as JournalService } from "../../ports/Journal.js"
 import type { PromptMessage } from "../../ports/ModelProvider.js"
-import type { Service as PolicyService } from "../../ports/PolicyEngine.js"
+import { PolicyEngine, type Service as PolicyService } from "../../ports/PolicyEngine.js"
 import { confine } from "../tools/fs.js"
-import { type Resolver, safeFetch } from "../tools/net.js"
+import type { Resolver } from "../tools/net.js"
 import * as ModelLimits from "./ModelLimits.js"
 import { parse, type ReferenceKind, references } from "./ReferenceSyntax.js"
 import * as Tokenizer from "./Tokenizer.js"
@@ -282,6 +282,8 @@ export const resolving = (inner: PromptAssembler.Service, options: Options): Pro
           `policy ${decision.decision === "deny" ? "denies" : "requires approval for"} fetching this URL (use the http.fetch tool)`
         )
       }
+      // Loaded on first use: embedders that never fetch do not load undici.
+      const { safeFetch } = yield* Effect.promise(() => import("../tools/net.js"))
       const response = yield* safeFetch(target, {
         allowHosts: options.http?.allowHosts ?? [],
         allowPrivateNetworks: options.http?.allowPrivateNetworks,
@@ -503,7 +505,9 @@ export const hasReferences = (text: string): boolean =>
 
 /**
  * A layer that decorates the `PromptAssembler` of `inner` (keeping everything else it provides, e.g.
- * the context engine's `Compactor`) with reference resolution, over the context's `Journal`.
+ * the context engine's `Compactor`) with reference resolution, over the context's `Journal`; `@url:`
+ * is decided by `options.policy`, else by the context's `PolicyEngine` when there is one (the kernel
+ * provides its own to the prompt assembler).
  *
  * @since 0.1.0
  * @category Layers
@@ -514,12 +518,13 @@ export const layer = <ROut, E, RIn>(
 ): Layer.Layer<ROut | PromptAssembler.PromptAssembler, E, RIn | Journal> =>
   Layer.flatMap(inner, (context) =>
     Layer.effectContext(
-      Effect.map(Journal, (journal) => {
+      Effect.map(Effect.all([Journal, Effect.serviceOption(PolicyEngine)]), ([journal, engine]) => {
+        const policy = options.policy ?? Option.getOrUndefined(engine)
         const inner = Context.get(
           context as Context.Context<PromptAssembler.PromptAssembler>,
           PromptAssembler.PromptAssembler
         )
-        return Context.add(context, PromptAssembler.PromptAssembler, resolving(inner, { ...options, journal }))
+        return Context.add(context, PromptAssembler.PromptAssembler, resolving(inner, { ...options, journal, policy }))
       })
     )
   )
