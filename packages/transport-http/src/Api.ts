@@ -26,6 +26,7 @@ import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Agent, type Caller, Errors, Ids, Records, RunState, TapeEvent } from "@palyra/core"
 import { Context, Schema } from "effect"
+import { Attachments } from "./api/attachments.js"
 
 // =============================================================================
 // Errors
@@ -251,7 +252,8 @@ export const MessagePayload = Schema.Struct({
   sessionId: Schema.optional(Ids.SessionId),
   sessionKey: Schema.optional(Key),
   channel: Schema.optional(Channel),
-  agent: AgentField
+  agent: AgentField,
+  attachments: Attachments
 }).annotations({ identifier: "MessageRequest" })
 
 /** @since 0.1.0 @category Payloads */

@@ -13,7 +13,6 @@ import {
   Authentication,
   BranchPayload,
   CurrentCaller,
-  MessagePayload,
   MetricsAuthentication,
   OpenAiAuthentication,
   RestorePayload,
@@ -22,6 +21,7 @@ import {
 import { readJson } from "./body.js"
 import { chatCompletions } from "./chat.js"
 import { answer, eventStream, type HandlerOptions } from "./common.js"
+import { readMessage } from "./multipart.js"
 import { openAiError } from "./openaiErrors.js"
 
 const runs = (options: HandlerOptions) =>
@@ -33,13 +33,14 @@ const runs = (options: HandlerOptions) =>
           answer(
             Effect.gen(function* () {
               const caller = yield* CurrentCaller
-              const body = yield* readJson(MessagePayload, options.limits)
+              const body = yield* readMessage(options.limits)
               const request = {
                 text: body.text,
                 sessionId: body.sessionId,
                 key: body.sessionKey,
                 channel: body.channel,
-                agent: body.agent
+                agent: body.agent,
+                attachments: body.attachments
               }
               if (urlParams.stream === true) {
                 const started = yield* gateway.startRun(caller, request)

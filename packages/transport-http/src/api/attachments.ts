@@ -1,0 +1,18 @@
+/**
+ * Message attachments on the HTTP wire: in a JSON `MessageRequest` as `attachments: [{ name?,
+ * mediaType?, data }]` with `data` in base64, or as `multipart/form-data` (see `internal/multipart.ts`).
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+
+/** One attachment in a JSON message: its bytes in base64 (RFC 4648). @since 0.1.0 @category Payloads */
+export const AttachmentPayload = Schema.Struct({
+  name: Schema.optional(Schema.String.pipe(Schema.maxLength(255))),
+  /** Only names a text file's subtype: images are recognised from their bytes. */
+  mediaType: Schema.optional(Schema.String.pipe(Schema.maxLength(255))),
+  data: Schema.Uint8ArrayFromBase64
+}).annotations({ identifier: "AttachmentRequest" })
+
+/** @since 0.1.0 @category Payloads */
+export const Attachments = Schema.optional(Schema.Array(AttachmentPayload).pipe(Schema.maxItems(32)))
