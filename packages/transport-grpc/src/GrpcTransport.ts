@@ -32,6 +32,7 @@ import { Health, HealthCheckResponse_ServingStatus, HealthCheckResponseSchema } 
 import * as pb from "./gen/palyra/v1/gateway_pb.js"
 import { compactionHandlers } from "./internal/compaction.js"
 import {
+  attachmentsFromPb,
   scopeFromPb,
   statusFromPb,
   toPbAgent,
@@ -163,7 +164,8 @@ export const routes = (runtime: Runtime.Runtime<Gateway.Gateway>) => {
           Effect.gen(function* () {
             const { session, run } = yield* g.sendMessage(caller, {
               text: req.text,
-              ...(yield* targetOf(req.target))
+              ...(yield* targetOf(req.target)),
+              ...attachmentsFromPb(req.attachments)
             })
             return create(pb.RouteMessageResponseSchema, { runId: run.id, sessionId: session.id })
           })
@@ -341,7 +343,11 @@ async function* runStream(
     const started = await run(ctx, (g, caller) =>
       Effect.gen(function* () {
         // startRun (not sendMessage): this stream is the run's approval channel from the first event.
-        return yield* g.startRun(caller, { text: action.value.text, ...(yield* targetOf(action.value.target)) })
+        return yield* g.startRun(caller, {
+          text: action.value.text,
+          ...(yield* targetOf(action.value.target)),
+          ...attachmentsFromPb(action.value.attachments)
+        })
       })
     )
     sessionId = started.session.id
