@@ -14,7 +14,7 @@ import { CedarPolicy } from "@palyra/core/cedar"
 import { ContextEngine } from "@palyra/core/context"
 import { Models } from "@palyra/core/models"
 import { BuiltinTools } from "@palyra/core/tools"
-import { Anchor, SqliteJournal } from "@palyra/journal"
+import { Anchor, SqliteBlobStore, SqliteJournal } from "@palyra/journal"
 import { GrpcTransport } from "@palyra/transport-grpc"
 import { HttpTransport } from "@palyra/transport-http"
 import {
@@ -191,9 +191,13 @@ export const run = (
       ]
     }
     const cx = config.context
+    // Message attachments live in the journal's file (content-addressed, outside the tape).
+    const blobs = yield* SqliteBlobStore.make({ filename: join(config.dataDir, "journal.db") })
     const kernel = Kernel.layer({
       model,
       tools: [...tools, ...pluginTools],
+      blobs,
+      attachments: { images: cx.images },
       // Window-aware prompts and compaction with checkpoints (`[context] enabled = false` to turn off).
       ...(cx.enabled
         ? {
