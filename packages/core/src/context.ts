@@ -13,6 +13,7 @@
  */
 export * as Compactor from "./adapters/context/Compactor.js"
 export * as ContextEngine from "./adapters/context/ContextEngine.js"
+export * as FactsFile from "./adapters/context/FactsFile.js"
 export * as ModelLimits from "./adapters/context/ModelLimits.js"
 export * as ReferenceSyntax from "./adapters/context/ReferenceSyntax.js"
 export * as References from "./adapters/context/References.js"

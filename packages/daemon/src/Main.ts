@@ -208,7 +208,8 @@ export const run = (
               ContextEngine.layer({
                 autoCompact: cx.auto_compact,
                 ...(cx.context_window ? { contextWindow: cx.context_window } : {}),
-                ...(cx.keep_turns ? { keepTurns: cx.keep_turns } : {})
+                ...(cx.keep_turns ? { keepTurns: cx.keep_turns } : {}),
+                ...(cx.facts_file ? { factsFile: { root: config.workspaceDir, file: cx.facts_file } } : {})
               })
             )
           }
