@@ -515,7 +515,7 @@ export const make = (options: Deps & Options): Effect.Effect<ContextEngine, Inva
             ? Effect.void
             : Effect.flatMap(Clock.currentTimeMillis, (at) =>
                 append(sessionId, [{ _tag: "SessionNote", sessionId, runId, at, author: "facts", text }])
-              )
+              ).pipe(Effect.asVoid)
         ),
         Effect.catchAll((e) => Effect.logWarning("could not journal the facts file", e))
       )
