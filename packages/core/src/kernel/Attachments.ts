@@ -16,7 +16,7 @@
  * @since 0.1.0
  */
 import { basename } from "node:path"
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer, Metric, Option } from "effect"
 import * as ModelLimits from "../adapters/context/ModelLimits.js"
 import { InvalidArgument, type JournalError, NotFound, PayloadTooLarge } from "../domain/Errors.js"
 import type { RunId } from "../domain/Ids.js"
@@ -46,6 +46,12 @@ export interface Limits {
   /** Whether the models accept images (default: `ModelLimits` by model name). */
   readonly images?: boolean | undefined
 }
+
+/** Attachments stored, by `kind` (`image`, `text`). @since 0.1.0 @category Metrics */
+export const storedTotal = Metric.counter("palyra_attachments", {
+  description: "Message attachments accepted, by kind",
+  incremental: true
+})
 
 /** The media types of images Palyra recognises. @since 0.1.0 @category Constants */
 export const imageTypes = ["image/png", "image/jpeg", "image/gif", "image/webp"] as const
@@ -143,6 +149,7 @@ export const admit = (
           })
         }
         const stored = yield* options.blobs.put(input.data, image)
+        yield* Metric.increment(Metric.tagged(storedTotal, "kind", "image"))
         out.push({ digest: stored.digest, mediaType: image, size: stored.size, name })
         continue
       }
@@ -158,6 +165,7 @@ export const admit = (
       // Text is stored as the journal would store it: redacted.
       const bytes = new TextEncoder().encode(redactor.redactString(text))
       const stored = yield* options.blobs.put(bytes, mediaType)
+      yield* Metric.increment(Metric.tagged(storedTotal, "kind", "text"))
       out.push({ digest: stored.digest, mediaType, size: stored.size, name })
     }
     return out

@@ -33,7 +33,7 @@
 import { createHash } from "node:crypto"
 import { readdir, readFile, realpath, stat } from "node:fs/promises"
 import { relative, sep } from "node:path"
-import { Array as Arr, Clock, Context, Effect, Layer, Option } from "effect"
+import { Array as Arr, Clock, Context, Effect, Layer, Metric, Option } from "effect"
 import { owns, user } from "../../domain/Caller.js"
 import type { RunId, SessionId } from "../../domain/Ids.js"
 import type { Session } from "../../domain/Records.js"
@@ -143,6 +143,12 @@ export interface Resolved {
   readonly sha256: string | undefined
   readonly truncated: boolean
 }
+
+/** Context references resolved, by `kind` and `status` (`ok`, `refused`). @since 0.1.0 @category Metrics */
+export const resolvedTotal = Metric.counter("palyra_context_references", {
+  description: "Context references resolved, by kind and status",
+  incremental: true
+})
 
 class Refusal {
   constructor(readonly reason: string) {}
@@ -428,6 +434,7 @@ export const resolving = (inner: PromptAssembler.Service, options: Options): Pro
             continue
           }
           const one = yield* resolveOne(r.kind, r.target, cx, left)
+          yield* Metric.increment(Metric.tagged(Metric.tagged(resolvedTotal, "kind", one.kind), "status", one.status))
           left -= one.tokens
           resolved.push(one)
         }
