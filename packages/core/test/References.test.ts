@@ -13,6 +13,7 @@ import {
   Gateway,
   Journal,
   MemoryJournal,
+  PolicyEngine,
   PromptAssembler,
   ScriptedModel,
   type TapeEvent
@@ -259,6 +260,28 @@ describe("References", () => {
           })
       )
     })
+  )
+
+  it.live(
+    "through the kernel (References.layer): the notes reach the run's live stream, @url decided by the kernel's policy",
+    () =>
+      Effect.gen(function* () {
+        const root = workspace()
+        const model = ScriptedModel.make(() => ({ text: "noted" }))
+        const layer = gatewayLayer({
+          model,
+          policy: Layer.effect(PolicyEngine.PolicyEngine, cedar("")),
+          promptAssembler: References.layer(PromptAssembler.layer, { workspace: root, http: { allowHosts: [] } })
+        }) as Layer.Layer<Gateway.Gateway>
+        const seen = yield* Effect.flatMap(Gateway.Gateway, (g) =>
+          send(g, alice, "@file:notes.md @url:https://example.com/")
+        ).pipe(Effect.provide(layer), Effect.scoped)
+        const live = notes(seen.seen)
+        assert.strictEqual(live.length, 2)
+        assert.match(live[0]!, /^@file:notes\.md resolved/)
+        // The default Cedar policies want approval for http.fetch: a prompt cannot wait, so it is refused.
+        assert.match(live[1]!, /refused: policy requires approval/)
+      })
   )
 
   it("the secret-path list", () => {

@@ -43,6 +43,7 @@ import {
   type Restored
 } from "../ports/Compactor.js"
 import { Journal, requireRun, type VerifyResult } from "../ports/Journal.js"
+import { LiveTape } from "../ports/LiveTape.js"
 import { ModelProvider } from "../ports/ModelProvider.js"
 import { PolicyEngine } from "../ports/PolicyEngine.js"
 import { ToolRuntime } from "../ports/Tool.js"
@@ -299,6 +300,8 @@ export const make = (
     const approvals = yield* Approvals
     const policy = yield* PolicyEngine
     const tape = yield* makeTape(journal)
+    // Stages inside a run (prompt assembly) append through this tape too, so streams see them live.
+    Option.map(yield* Effect.serviceOption(LiveTape), (live) => live.bind(tape.append))
     const approvers = yield* makeApprovers
     const maxMessageChars = options.maxMessageChars ?? 100_000
     const agents = yield* Effect.serviceOption(Agents.AgentRegistry).pipe(

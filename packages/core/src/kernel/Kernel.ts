@@ -19,6 +19,7 @@ import { InvalidArgument, type JournalError } from "../domain/Errors.js"
 import * as Redaction from "../domain/Redaction.js"
 import * as BlobStore from "../ports/BlobStore.js"
 import type { Journal } from "../ports/Journal.js"
+import * as LiveTape from "../ports/LiveTape.js"
 import { ModelProvider, type Service as ModelService } from "../ports/ModelProvider.js"
 import * as PolicyEngine from "../ports/PolicyEngine.js"
 import * as Tool from "../ports/Tool.js"
@@ -54,7 +55,11 @@ export interface Options<EJ = never, EP = never, EA = never> extends Gateway.Opt
    * which counts tokens against the model's window and compacts.
    */
   readonly promptAssembler?:
-    | Layer.Layer<PromptAssembler.PromptAssembler, EA, Journal | ModelProvider | PolicyEngine.PolicyEngine>
+    | Layer.Layer<
+        PromptAssembler.PromptAssembler,
+        EA,
+        Journal | ModelProvider | PolicyEngine.PolicyEngine | LiveTape.LiveTape
+      >
     | undefined
   /** Where message attachments are kept (default: in memory; `SqliteBlobStore` in `@palyra/journal`). */
   readonly blobs?: BlobStore.Service | undefined
@@ -90,6 +95,7 @@ export type Services =
   | Approvals.Approvals
   | PromptAssembler.PromptAssembler
   | BlobStore.BlobStore
+  | LiveTape.LiveTape
 
 /**
  * The kernel as one layer. Every service the Gateway uses is in the output too.
@@ -111,9 +117,11 @@ export const layer = <EJ = never, EP = never, EA = never>(
     Attachments.layer(options.promptAssembler ?? PromptAssembler.layer).pipe(
       Layer.provide(model),
       Layer.provide(blobs),
-      Layer.provide(policy)
+      Layer.provide(policy),
+      Layer.provide(LiveTape.layer)
     ),
     blobs,
+    LiveTape.layer,
     Approvals.layer
   ).pipe(Layer.provideMerge(journal), (base) =>
     Agents.layer({

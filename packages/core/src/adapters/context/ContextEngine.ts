@@ -30,6 +30,7 @@ import type { Session } from "../../domain/Records.js"
 import type { TapeEvent, TapeEventOf } from "../../domain/TapeEvent.js"
 import * as PromptAssembler from "../../kernel/PromptAssembler.js"
 import { Journal, type Service as JournalService, requireSession } from "../../ports/Journal.js"
+import { LiveTape } from "../../ports/LiveTape.js"
 import {
   ModelProvider,
   type ModelRequest,
@@ -665,7 +666,11 @@ export const assembler = (
   Effect.map(engineOf(options), (e) => e.assembler)
 
 const engineOf = (options: Options) =>
-  Effect.flatMap(Effect.all({ journal: Journal, model: ModelProvider }), (deps) => make({ ...options, ...deps }))
+  Effect.flatMap(
+    Effect.all({ journal: Journal, model: ModelProvider, live: Effect.serviceOption(LiveTape) }),
+    ({ journal, model, live }) =>
+      make({ ...options, journal, model, append: options.append ?? Option.getOrUndefined(live)?.append })
+  )
 
 /**
  * The assembler and the compactor of one engine (they share its per-session views), over the

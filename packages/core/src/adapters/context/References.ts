@@ -41,6 +41,7 @@ import type { TapeEvent } from "../../domain/TapeEvent.js"
 import { buildMessages } from "../../kernel/internal/history.js"
 import * as PromptAssembler from "../../kernel/PromptAssembler.js"
 import { Journal, type Service as JournalService } from "../../ports/Journal.js"
+import { LiveTape } from "../../ports/LiveTape.js"
 import type { PromptMessage } from "../../ports/ModelProvider.js"
 import { PolicyEngine, type Service as PolicyService } from "../../ports/PolicyEngine.js"
 import { confine } from "../tools/fs.js"
@@ -514,7 +515,8 @@ export const hasReferences = (text: string): boolean =>
  * A layer that decorates the `PromptAssembler` of `inner` (keeping everything else it provides, e.g.
  * the context engine's `Compactor`) with reference resolution, over the context's `Journal`; `@url:`
  * is decided by `options.policy`, else by the context's `PolicyEngine` when there is one (the kernel
- * provides its own to the prompt assembler).
+ * provides its own to the prompt assembler); notes go through the context's `LiveTape` when there is
+ * one (the kernel's: run streams show them as they happen).
  *
  * @since 0.1.0
  * @category Layers
@@ -525,13 +527,21 @@ export const layer = <ROut, E, RIn>(
 ): Layer.Layer<ROut | PromptAssembler.PromptAssembler, E, RIn | Journal> =>
   Layer.flatMap(inner, (context) =>
     Layer.effectContext(
-      Effect.map(Effect.all([Journal, Effect.serviceOption(PolicyEngine)]), ([journal, engine]) => {
-        const policy = options.policy ?? Option.getOrUndefined(engine)
-        const inner = Context.get(
-          context as Context.Context<PromptAssembler.PromptAssembler>,
-          PromptAssembler.PromptAssembler
-        )
-        return Context.add(context, PromptAssembler.PromptAssembler, resolving(inner, { ...options, journal, policy }))
-      })
+      Effect.map(
+        Effect.all([Journal, Effect.serviceOption(PolicyEngine), Effect.serviceOption(LiveTape)]),
+        ([journal, engine, live]) => {
+          const policy = options.policy ?? Option.getOrUndefined(engine)
+          const append = options.append ?? Option.getOrUndefined(live)?.append
+          const inner = Context.get(
+            context as Context.Context<PromptAssembler.PromptAssembler>,
+            PromptAssembler.PromptAssembler
+          )
+          return Context.add(
+            context,
+            PromptAssembler.PromptAssembler,
+            resolving(inner, { ...options, journal, policy, append })
+          )
+        }
+      )
     )
   )
