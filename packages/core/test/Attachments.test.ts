@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Option } from "effect"
 import {
@@ -132,7 +135,7 @@ describe("Attachments", () => {
           assert.strictEqual(ok.run.state, "Accepted")
         })
       )
-      yield* withGateway({ images: true, maxBytes: 64, maxTotalBytes: 100 }, (g) =>
+      yield* withGateway({ images: true, maxBytes: 64, maxTotalBytes: 100 }, (g, blobs) =>
         Effect.gen(function* () {
           const big = yield* Effect.flip(
             g.sendMessage(alice, { text: "x", attachments: [{ data: new Uint8Array(65).fill(65) }] })
@@ -146,8 +149,13 @@ describe("Attachments", () => {
           )
           assert.strictEqual(total._tag, "PayloadTooLarge")
           const binary = yield* Effect.flip(
-            g.sendMessage(alice, { text: "x", attachments: [{ data: Uint8Array.from([0, 1, 2, 3]) }] })
+            g.sendMessage(alice, {
+              text: "x",
+              attachments: [{ data: new TextEncoder().encode("fine") }, { data: Uint8Array.from([0, 1, 2, 3]) }]
+            })
           )
+          // Nothing was stored for the message: not even its good attachment.
+          assert.isTrue(Option.isNone(yield* blobs.get(BlobStore.digestOf(new TextEncoder().encode("fine")))))
           assert.strictEqual(binary._tag, "InvalidArgument")
           const runs = yield* g.listRuns(alice, {})
           assert.strictEqual(runs.length, 0)
@@ -155,6 +163,22 @@ describe("Attachments", () => {
       )
     })
   )
+
+  it("the Promise API resolves context references when asked to", async () => {
+    const root = mkdtempSync(join(tmpdir(), "palyra-promise-refs-"))
+    writeFileSync(join(root, "plan.md"), "Step 1: ship.\n")
+    const model = ScriptedModel.make(() => ({ text: "ok" }))
+    const palyra = createPalyra({ model: modelAdapter(model), references: { workspace: root } })
+    try {
+      await palyra.run("follow @file:plan.md and @file:../escape.md")
+      const last = model.prompts[0]!.messages.at(-1)!
+      const text = last.role === "user" ? last.text : ""
+      assert.include(text, "Step 1: ship.")
+      assert.include(text, 'target="../escape.md" status="refused"')
+    } finally {
+      await palyra.close()
+    }
+  })
 
   it("the Promise API takes Uint8Array attachments", async () => {
     const model = ScriptedModel.make(() => ({ text: "a cat" }))

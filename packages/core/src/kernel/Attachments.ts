@@ -131,7 +131,8 @@ export const admit = (
     const total = inputs.reduce((n, a) => n + a.data.length, 0)
     if (total > maxTotal) return yield* new PayloadTooLarge({ what: "attachments", size: total, limit: maxTotal })
     const redactor = yield* CurrentRedactor
-    const out: Array<Attachment> = []
+    // Check every attachment first: a message with one bad attachment stores nothing.
+    const ready: Array<{ readonly bytes: Uint8Array; readonly mediaType: string; readonly name: string }> = []
     for (const [i, input] of inputs.entries()) {
       const name = cleanName(input.name, i)
       if (input.data.length > maxBytes) {
@@ -148,9 +149,7 @@ export const admit = (
             field: "attachments"
           })
         }
-        const stored = yield* options.blobs.put(input.data, image)
-        yield* Metric.increment(Metric.tagged(storedTotal, "kind", "image"))
-        out.push({ digest: stored.digest, mediaType: image, size: stored.size, name })
+        ready.push({ bytes: input.data, mediaType: image, name })
         continue
       }
       const text = asText(input.data)
@@ -163,10 +162,13 @@ export const admit = (
       const declared = input.mediaType?.split(";")[0]?.trim().toLowerCase()
       const mediaType = declared !== undefined && textTypes.test(declared) ? declared : "text/plain"
       // Text is stored as the journal would store it: redacted.
-      const bytes = new TextEncoder().encode(redactor.redactString(text))
-      const stored = yield* options.blobs.put(bytes, mediaType)
-      yield* Metric.increment(Metric.tagged(storedTotal, "kind", "text"))
-      out.push({ digest: stored.digest, mediaType, size: stored.size, name })
+      ready.push({ bytes: new TextEncoder().encode(redactor.redactString(text)), mediaType, name })
+    }
+    const out: Array<Attachment> = []
+    for (const a of ready) {
+      const stored = yield* options.blobs.put(a.bytes, a.mediaType)
+      yield* Metric.increment(Metric.tagged(storedTotal, "kind", a.mediaType.startsWith("image/") ? "image" : "text"))
+      out.push({ digest: stored.digest, mediaType: a.mediaType, size: stored.size, name: a.name })
     }
     return out
   }).pipe(Effect.withSpan("Attachments.admit", { attributes: { count: inputs.length }, captureStackTrace: false }))
