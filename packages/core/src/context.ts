@@ -1,8 +1,9 @@
 /**
  * `@palyra/core/context`: the context engine — token counting with a real tokenizer, model windows,
- * window-aware prompt assembly, compaction (`session_window_v1`) with checkpoints, and restoring a
- * session's prompt to a checkpoint. Not part of the root entry point: its tokenizer tables load
- * only when it is used.
+ * window-aware prompt assembly, compaction (`session_window_v1`) with checkpoints, restoring a
+ * session's prompt to a checkpoint, context references in user messages (`ReferenceSyntax`,
+ * `References`) and durable facts in a workspace file (`FactsFile`). Not part of the root entry
+ * point: its tokenizer tables load only when it is used.
  *
  * ```ts
  * import { ContextEngine } from "@palyra/core/context"
