@@ -98,11 +98,19 @@ describe("FactsFile", () => {
           return id as never
         }).pipe(Effect.provide(layer), Effect.scoped)
       const sessionId = yield* converse("first")
+      // A person's note is pinned (and so becomes a fact); Palyra's own bookkeeping notes are not.
+      yield* journal.append(sessionId, [
+        { _tag: "SessionNote", sessionId, runId: null, at: 1, author: "alice", text: "keep the dock-7 contact" },
+        { _tag: "SessionNote", sessionId, runId: null, at: 1, author: "references", text: "@file:x resolved: 1 bytes" }
+      ])
+      yield* Effect.forEach([0, 1], () => converse("first"))
       const c = yield* engine.compactor.compact(sessionId)
       assert.isTrue(c.applied)
       const content = readFileSync(join(root, "MEMORY.md"), "utf8")
       assert.isTrue(content.startsWith("# Project memory\n\nHand-written notes stay.\n\n<!-- palyra:facts:start -->\n"))
       assert.include(content, "ORD-")
+      assert.include(content, "- (alice) keep the dock-7 contact\n")
+      assert.notInclude(content, "@file:x")
       const notes = (yield* journal.readTape(sessionId, { afterSeq: 0 })).filter(
         (e) => e._tag === "SessionNote" && e.author === "facts"
       )
