@@ -26,7 +26,7 @@ import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Agent, type Caller, Errors, Ids, Records, RunState, TapeEvent } from "@palyra/core"
 import { Context, Schema } from "effect"
-import { Attachments } from "./api/attachments.js"
+import { Attachments, withMultipartForm } from "./api/attachments.js"
 
 // =============================================================================
 // Errors
@@ -491,6 +491,7 @@ export class RunsGroup extends HttpApiGroup.make("runs")
       .addSuccess(AcceptedRun)
       .addSuccess(EventStream)
       .annotate(OpenApi.Summary, "Send a message: 202 with the run, or (with ?stream=true) the run's events as SSE")
+      .annotate(OpenApi.Transform, withMultipartForm)
   )
   .add(HttpApiEndpoint.get("get", "/v1/runs/:id").setPath(RunPath).addSuccess(Run))
   .add(HttpApiEndpoint.post("cancel", "/v1/runs/:id/cancel").setPath(RunPath).addSuccess(Run))
