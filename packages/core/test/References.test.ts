@@ -284,6 +284,24 @@ describe("References", () => {
       })
   )
 
+  it.live("a new process resolving the same run again (a resume) does not note its references twice", () =>
+    Effect.gen(function* () {
+      const root = workspace()
+      yield* withRefs({ workspace: root }, (gateway, journal) =>
+        Effect.gen(function* () {
+          const { session, run } = yield* send(gateway, alice, "see @file:notes.md")
+          const history = yield* journal.readTape(session.id, { afterSeq: 0 })
+          // A fresh decorator: nothing cached, as after a restart.
+          const again = References.resolving(PromptAssembler.fromHistory, { journal, workspace: root })
+          const out = yield* again.assemble({ session, runId: run.id, history, instructions: undefined, tools: [] })
+          const user = out.request.messages.findLast((m) => m.role === "user")
+          assert.include(user?.role === "user" ? user.text : "", "The build id is B-7731.")
+          assert.strictEqual(notes(yield* journal.readTape(session.id, { afterSeq: 0 })).length, 1)
+        })
+      )
+    })
+  )
+
   it("the secret-path list", () => {
     for (const p of [
       ".git/config",

@@ -26,7 +26,8 @@
  * prove afterwards exactly what the model was shown.
  *
  * References are resolved once per user message (cached by its tape position), for the messages of
- * the run being assembled.
+ * the run being assembled; a run resumed by a new process resolves them again but does not note them
+ * twice.
  *
  * @since 0.1.0
  */
@@ -408,7 +409,12 @@ export const resolving = (inner: PromptAssembler.Service, options: Options): Pro
       Effect.withSpan("References.resolve", { attributes: { kind }, captureStackTrace: false })
     )
 
-  const resolveMessage = (event: TapeEvent & { readonly _tag: "UserMessage" }, session: Session, runId: RunId) =>
+  const resolveMessage = (
+    event: TapeEvent & { readonly _tag: "UserMessage" },
+    session: Session,
+    runId: RunId,
+    noted: boolean
+  ) =>
     Effect.gen(function* () {
       const key = `${event.sessionId}:${event.tapeSeq}`
       const cached = cache.get(key)
@@ -450,7 +456,9 @@ export const resolving = (inner: PromptAssembler.Service, options: Options): Pro
           author: "references",
           text: noteText(r)
         }))
-        if (Arr.isNonEmptyArray(notes))
+        // A run resumed after a restart resolves again (the content is not on the tape), but its
+        // references are already noted.
+        if (!noted && Arr.isNonEmptyArray(notes))
           yield* append(session.id, notes).pipe(
             Effect.catchAll((e) => Effect.logWarning("could not journal context references", e))
           )
@@ -475,10 +483,13 @@ export const resolving = (inner: PromptAssembler.Service, options: Options): Pro
             e._tag === "UserMessage" && e.runId === input.runId && e.text.includes("@")
         )
         if (own.length === 0) return assembled
+        const noted = input.history.some(
+          (e) => e._tag === "SessionNote" && e.author === "references" && e.runId === input.runId
+        )
         let messages = assembled.request.messages
         let tokens = assembled.estimatedTokens
         for (const event of own) {
-          const resolution = yield* resolveMessage(event, input.session, input.runId)
+          const resolution = yield* resolveMessage(event, input.session, input.runId, noted)
           if (resolution.text.length === 0) continue
           const at = messages.findLastIndex((m) => m.role === "user" && m.text === event.text)
           if (at < 0) continue
