@@ -627,7 +627,12 @@ describe("Tokenizer and model limits", () => {
 
   it("knows the windows of known models and takes overrides", () => {
     const gpt41 = ModelLimits.limitsFor("openai:gpt-4.1-mini")
-    assert.deepStrictEqual(gpt41, { contextWindow: 1_047_576, outputReserve: 32_768, encoding: "o200k_base" })
+    assert.deepStrictEqual(gpt41, {
+      contextWindow: 1_047_576,
+      outputReserve: 32_768,
+      encoding: "o200k_base",
+      images: true
+    })
     assert.strictEqual(ModelLimits.limitsFor("openai:gpt-4o-mini").contextWindow, 128_000)
     assert.strictEqual(ModelLimits.limitsFor("openai:o3-mini").encoding, "o200k_base")
     assert.strictEqual(ModelLimits.limitsFor("openai:gpt-3.5-turbo").encoding, "cl100k_base")
@@ -638,6 +643,13 @@ describe("Tokenizer and model limits", () => {
     assert.deepStrictEqual(ModelLimits.limitsFor("demo:scripted"), ModelLimits.fallback)
     assert.strictEqual(ModelLimits.limitsFor("openai:gpt-4.1,anthropic:claude-3-5-haiku").contextWindow, 200_000)
     assert.strictEqual(ModelLimits.limitsFor("x:unknown", { contextWindow: 50_000 }).contextWindow, 50_000)
+    // Which models take images: known families, fail-over lists only when all do, overridable.
+    assert.isTrue(ModelLimits.limitsFor("openai:gpt-4o-mini").images)
+    assert.isFalse(ModelLimits.limitsFor("openai:gpt-3.5-turbo").images)
+    assert.isFalse(ModelLimits.limitsFor("openai:gpt-4.1,openai:gpt-3.5-turbo").images)
+    assert.isTrue(ModelLimits.limitsFor("openai-compatible:http://h:1/v1#llava:13b").images)
+    assert.isFalse(ModelLimits.limitsFor("demo:scripted").images)
+    assert.isTrue(ModelLimits.limitsFor("x:unknown", { images: true }).images)
   })
 
   it.effect("options are checked", () =>

@@ -233,9 +233,26 @@ export const ConfigFile = Schema.Struct({
       /** Override the model's context window (tokens). */
       context_window: Schema.optional(Positive),
       /** Turns kept verbatim after a compaction. */
-      keep_turns: Schema.optional(Positive)
+      keep_turns: Schema.optional(Positive),
+      /** Resolve `@file:` `@folder:` `@url:` `@run:` `@session:` in user messages. */
+      references: Schema.optionalWith(Schema.Boolean, { default: () => true }),
+      /** Token limits of references: per kind (file, folder, url, run, session) and `total`. */
+      reference_limits: Schema.optional(
+        Schema.Struct({
+          file: Schema.optional(Positive),
+          folder: Schema.optional(Positive),
+          url: Schema.optional(Positive),
+          run: Schema.optional(Positive),
+          session: Schema.optional(Positive),
+          total: Schema.optional(Positive)
+        })
+      ),
+      /** A workspace file whose managed block receives the facts compactions extract (off when absent). */
+      facts_file: Schema.optional(Schema.String),
+      /** Whether the model accepts images (default: known per model family). */
+      images: Schema.optional(Schema.Boolean)
     }),
-    { default: () => ({ enabled: true, auto_compact: true }) }
+    { default: () => ({ enabled: true, auto_compact: true, references: true }) }
   ),
   telemetry: Schema.optionalWith(TelemetrySection, {
     default: () => ({ service_name: "palyrad", headers: {}, sample_ratio: 1 })

@@ -14,7 +14,7 @@ import { CedarPolicy } from "@palyra/core/cedar"
 import { ContextEngine } from "@palyra/core/context"
 import { Models } from "@palyra/core/models"
 import { BuiltinTools } from "@palyra/core/tools"
-import { Anchor, SqliteJournal } from "@palyra/journal"
+import { Anchor, SqliteBlobStore, SqliteJournal } from "@palyra/journal"
 import { GrpcTransport } from "@palyra/transport-grpc"
 import { HttpTransport } from "@palyra/transport-http"
 import {
@@ -33,6 +33,7 @@ import {
 import type { Config } from "./Config.js"
 import { agentsOf, budgetsOf } from "./internal/agents.js"
 import { consoleAssetsDir } from "./internal/consoleAssets.js"
+import { withReferences } from "./internal/context.js"
 
 /** The admin token: from config, or generated once and kept (mode 0600) in the data dir. @since 0.1.0 @category Auth */
 export const ensureAdminToken = (config: Config) =>
@@ -191,17 +192,27 @@ export const run = (
       ]
     }
     const cx = config.context
+    // Message attachments live in the journal's file (content-addressed, outside the tape).
+    const blobs = yield* SqliteBlobStore.make({ filename: join(config.dataDir, "journal.db") })
     const kernel = Kernel.layer({
       model,
       tools: [...tools, ...pluginTools],
+      blobs,
+      attachments: { images: cx.images },
       // Window-aware prompts and compaction with checkpoints (`[context] enabled = false` to turn off).
       ...(cx.enabled
         ? {
-            promptAssembler: ContextEngine.layer({
-              autoCompact: cx.auto_compact,
-              ...(cx.context_window ? { contextWindow: cx.context_window } : {}),
-              ...(cx.keep_turns ? { keepTurns: cx.keep_turns } : {})
-            })
+            promptAssembler: withReferences(
+              config,
+              engine,
+              model.name,
+              ContextEngine.layer({
+                autoCompact: cx.auto_compact,
+                ...(cx.context_window ? { contextWindow: cx.context_window } : {}),
+                ...(cx.keep_turns ? { keepTurns: cx.keep_turns } : {}),
+                ...(cx.facts_file ? { factsFile: { root: config.workspaceDir, file: cx.facts_file } } : {})
+              })
+            )
           }
         : {}),
       // Signed anchors of the journal's chain heads (a witness file beside it, and the log); the

@@ -30,7 +30,9 @@ import { Auth, type Caller as CallerT, Errors, Gateway, Ids, Metrics, TapeEvent 
 import { Cause, Effect, Exit, Layer, Option, Runtime, type Schema, type Scope, Stream, type Tracer } from "effect"
 import { Health, HealthCheckResponse_ServingStatus, HealthCheckResponseSchema } from "./gen/grpc/health/v1/health_pb.js"
 import * as pb from "./gen/palyra/v1/gateway_pb.js"
+import { compactionHandlers } from "./internal/compaction.js"
 import {
+  attachmentsFromPb,
   scopeFromPb,
   statusFromPb,
   toPbAgent,
@@ -162,7 +164,8 @@ export const routes = (runtime: Runtime.Runtime<Gateway.Gateway>) => {
           Effect.gen(function* () {
             const { session, run } = yield* g.sendMessage(caller, {
               text: req.text,
-              ...(yield* targetOf(req.target))
+              ...(yield* targetOf(req.target)),
+              ...attachmentsFromPb(req.attachments)
             })
             return create(pb.RouteMessageResponseSchema, { runId: run.id, sessionId: session.id })
           })
@@ -252,7 +255,10 @@ export const routes = (runtime: Runtime.Runtime<Gateway.Gateway>) => {
             })
             return create(pb.BranchSessionResponseSchema, { session: toPbSession(s) })
           })
-        )
+        ),
+      compactSession: (req, ctx) => run(ctx, (g, caller) => compactionHandlers.compactSession(g, caller, req)),
+      listCheckpoints: (req, ctx) => run(ctx, (g, caller) => compactionHandlers.listCheckpoints(g, caller, req)),
+      restoreCheckpoint: (req, ctx) => run(ctx, (g, caller) => compactionHandlers.restoreCheckpoint(g, caller, req))
     })
 
     router.service(pb.AgentsService, {
@@ -337,7 +343,11 @@ async function* runStream(
     const started = await run(ctx, (g, caller) =>
       Effect.gen(function* () {
         // startRun (not sendMessage): this stream is the run's approval channel from the first event.
-        return yield* g.startRun(caller, { text: action.value.text, ...(yield* targetOf(action.value.target)) })
+        return yield* g.startRun(caller, {
+          text: action.value.text,
+          ...(yield* targetOf(action.value.target)),
+          ...attachmentsFromPb(action.value.attachments)
+        })
       })
     )
     sessionId = started.session.id

@@ -30,6 +30,7 @@ import { Agent, type Caller, Errors, Ids, Records, RunState, TapeEvent } from "@
 import { Context, Schema } from "effect"
 import { ApprovalEventsGroup } from "./api/ApprovalEventsGroup.js"
 import { AuthGroup, sessionCookie } from "./api/AuthGroup.js"
+import { Attachments, withMultipartForm } from "./api/attachments.js"
 import { PairingGroup } from "./api/PairingGroup.js"
 import { RunListGroup } from "./api/RunListGroup.js"
 
@@ -258,7 +259,8 @@ export const MessagePayload = Schema.Struct({
   sessionId: Schema.optional(Ids.SessionId),
   sessionKey: Schema.optional(Key),
   channel: Schema.optional(Channel),
-  agent: AgentField
+  agent: AgentField,
+  attachments: Attachments
 }).annotations({ identifier: "MessageRequest" })
 
 /** @since 0.1.0 @category Payloads */
@@ -496,6 +498,7 @@ export class RunsGroup extends HttpApiGroup.make("runs")
       .addSuccess(AcceptedRun)
       .addSuccess(EventStream)
       .annotate(OpenApi.Summary, "Send a message: 202 with the run, or (with ?stream=true) the run's events as SSE")
+      .annotate(OpenApi.Transform, withMultipartForm)
   )
   .add(HttpApiEndpoint.get("get", "/v1/runs/:id").setPath(RunPath).addSuccess(Run))
   .add(HttpApiEndpoint.post("cancel", "/v1/runs/:id/cancel").setPath(RunPath).addSuccess(Run))

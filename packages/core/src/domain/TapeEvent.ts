@@ -31,14 +31,38 @@ export const PolicyDecision = Schema.Literal("allow", "deny", "require_approval"
 /** @since 0.1.0 @category Models */
 export type PolicyDecision = typeof PolicyDecision.Type
 
+/**
+ * A file that came with a user message, by reference: the bytes are in the blob store under their
+ * SHA-256 `digest` (hex), never on the tape. `mediaType` is what the bytes are (sniffed, not the
+ * declared type).
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export const Attachment = Schema.Struct({
+  digest: Schema.String,
+  mediaType: Schema.String,
+  size: Schema.Number,
+  name: Schema.String
+})
+/** @since 0.1.0 @category Models */
+export type Attachment = typeof Attachment.Type
+
 /** A run was admitted (and queued behind `queuedBehind` when the session was busy). @since 0.1.0 @category Events */
 export const RunAccepted = Schema.TaggedStruct("RunAccepted", {
   ...envelope,
   principal: Schema.String,
-  queuedBehind: Schema.NullOr(RunId)
+  queuedBehind: Schema.NullOr(RunId),
+  /** The message's attachments (absent when there are none), copied onto its `UserMessage`. */
+  attachments: Schema.optional(Schema.Array(Attachment))
 })
 /** @since 0.1.0 @category Events */
-export const UserMessage = Schema.TaggedStruct("UserMessage", { ...envelope, text: Schema.String })
+export const UserMessage = Schema.TaggedStruct("UserMessage", {
+  ...envelope,
+  text: Schema.String,
+  /** Absent when there are none. */
+  attachments: Schema.optional(Schema.Array(Attachment))
+})
 /**
  * Why a model call went to the model it did: the session's agent, the rule that picked the list of
  * candidates (`primary`: the agent's models; `usage`: the session had used at least

@@ -34,6 +34,7 @@ import {
 import { CurrentRedactor } from "../domain/Redaction.js"
 import { isTerminal } from "../domain/RunState.js"
 import type { TapeEvent } from "../domain/TapeEvent.js"
+import { BlobStore } from "../ports/BlobStore.js"
 import {
   type CheckpointInfo,
   type Compaction,
@@ -42,11 +43,13 @@ import {
   type Restored
 } from "../ports/Compactor.js"
 import { Journal, requireRun, type VerifyResult } from "../ports/Journal.js"
+import { LiveTape } from "../ports/LiveTape.js"
 import { ModelProvider } from "../ports/ModelProvider.js"
 import { PolicyEngine } from "../ports/PolicyEngine.js"
 import { ToolRuntime } from "../ports/Tool.js"
 import * as Agents from "./Agents.js"
 import { Approvals } from "./Approvals.js"
+import * as Attachments from "./Attachments.js"
 import { makeApprovers } from "./internal/approvers.js"
 import { runLoop } from "./internal/loop.js"
 import { recover } from "./internal/recovery.js"
@@ -83,6 +86,8 @@ export interface Options {
   readonly onInterruptedRuns?: "fail" | "resume" | undefined
   /** Largest user message accepted, in characters (default 100,000). */
   readonly maxMessageChars?: number | undefined
+  /** Limits of message attachments, and whether the models accept images (see `Attachments`). */
+  readonly attachments?: Attachments.Limits | undefined
 }
 
 /**
@@ -116,6 +121,8 @@ export interface SessionTarget {
 /** @since 0.1.0 @category Models */
 export interface MessageRequest extends SessionTarget {
   readonly text: string
+  /** Images and text files that come with the message (see `Attachments`). */
+  readonly attachments?: ReadonlyArray<Attachments.Input> | undefined
 }
 
 /** @since 0.1.0 @category Models */
@@ -299,6 +306,8 @@ export const make = (
     const approvals = yield* Approvals
     const policy = yield* PolicyEngine
     const tape = yield* makeTape(journal)
+    // Stages inside a run (prompt assembly) append through this tape too, so streams see them live.
+    Option.map(yield* Effect.serviceOption(LiveTape), (live) => live.bind(tape.append))
     const approvers = yield* makeApprovers
     const maxMessageChars = options.maxMessageChars ?? 100_000
     const agents = yield* Effect.serviceOption(Agents.AgentRegistry).pipe(
@@ -431,6 +440,23 @@ export const make = (
       })
 
     // ---- runs ------------------------------------------------------------------------------
+    const blobs = yield* Effect.serviceOption(BlobStore)
+    const admitAttachments = (request: MessageRequest, agentId: string) =>
+      Effect.gen(function* () {
+        if (request.attachments === undefined || request.attachments.length === 0) return {}
+        if (Option.isNone(blobs)) {
+          return yield* new InvalidArgument({ message: "attachments need a blob store", field: "attachments" })
+        }
+        const agent = Option.getOrUndefined(agents.get(agentId))
+        const modelNames = [...(agent?.models ?? []), ...(agent?.routing?.models ?? [])].map((m) => m.name)
+        const refs = yield* Attachments.admit(request.attachments, {
+          ...options.attachments,
+          blobs: blobs.value,
+          modelNames
+        })
+        return { attachments: refs }
+      })
+
     const admit = Effect.fn("Gateway.admit")(function* (caller: Caller.Caller, request: MessageRequest) {
       if (request.text.length === 0)
         return yield* new InvalidArgument({ message: "text must not be empty", field: "text" })
@@ -446,6 +472,7 @@ export const make = (
           message: `session ${target.id} is bound to agent ${target.agentId}, which is no longer configured`
         })
       }
+      const attachments = yield* admitAttachments(request, target.agentId)
       const runId = yield* makeRunId
       yield* Effect.annotateCurrentSpan({ sessionId: target.id, runId })
       const at = yield* Clock.currentTimeMillis
@@ -464,7 +491,7 @@ export const make = (
       }
       const ref = { sessionId: target.id, runId }
       yield* recordTransition(tape, ref, "Pending", "Accept", "admitted", {
-        extra: [{ _tag: "RunAccepted", ...ref, at, principal: caller.principal, queuedBehind }],
+        extra: [{ _tag: "RunAccepted", ...ref, at, principal: caller.principal, queuedBehind, ...attachments }],
         effects: { createRun: created }
       })
       const span = yield* Effect.option(Effect.currentSpan)

@@ -17,12 +17,15 @@ import * as MemoryJournal from "../adapters/MemoryJournal.js"
 import { DEFAULT_AGENT } from "../domain/Agent.js"
 import { InvalidArgument, type JournalError } from "../domain/Errors.js"
 import * as Redaction from "../domain/Redaction.js"
+import * as BlobStore from "../ports/BlobStore.js"
 import type { Journal } from "../ports/Journal.js"
+import * as LiveTape from "../ports/LiveTape.js"
 import { ModelProvider, type Service as ModelService } from "../ports/ModelProvider.js"
 import * as PolicyEngine from "../ports/PolicyEngine.js"
 import * as Tool from "../ports/Tool.js"
 import * as Agents from "./Agents.js"
 import * as Approvals from "./Approvals.js"
+import * as Attachments from "./Attachments.js"
 import * as Gateway from "./Gateway.js"
 import * as PromptAssembler from "./PromptAssembler.js"
 
@@ -51,7 +54,15 @@ export interface Options<EJ = never, EP = never, EA = never> extends Gateway.Opt
    * the model, e.g. the context engine from `@palyra/core/context` (`ContextEngine.layer(...)`),
    * which counts tokens against the model's window and compacts.
    */
-  readonly promptAssembler?: Layer.Layer<PromptAssembler.PromptAssembler, EA, Journal | ModelProvider> | undefined
+  readonly promptAssembler?:
+    | Layer.Layer<
+        PromptAssembler.PromptAssembler,
+        EA,
+        Journal | ModelProvider | PolicyEngine.PolicyEngine | LiveTape.LiveTape
+      >
+    | undefined
+  /** Where message attachments are kept (default: in memory; `SqliteBlobStore` in `@palyra/journal`). */
+  readonly blobs?: BlobStore.Service | undefined
 }
 
 /** The kernel's model: `model`, else the first model of the agent configured as `default`. */
@@ -83,6 +94,8 @@ export type Services =
   | PolicyEngine.PolicyEngine
   | Approvals.Approvals
   | PromptAssembler.PromptAssembler
+  | BlobStore.BlobStore
+  | LiveTape.LiveTape
 
 /**
  * The kernel as one layer. Every service the Gateway uses is in the output too.
@@ -95,10 +108,14 @@ export const layer = <EJ = never, EP = never, EA = never>(
 ): Layer.Layer<Services, JournalError | InvalidArgument | EJ | EP | EA> => {
   const model = modelLayer(options)
   const journal = options.journal ?? (MemoryJournal.layer() as Layer.Layer<Journal, EJ>)
+  const blobs = options.blobs === undefined ? BlobStore.layerMemory : Layer.succeed(BlobStore.BlobStore, options.blobs)
+  const policy = options.policy ?? PolicyEngine.layerRules(options.rules ?? PolicyEngine.defaultRules)
   const services = Layer.mergeAll(
     model,
     Tool.layer(options.tools ?? []),
-    options.policy ?? PolicyEngine.layerRules(options.rules ?? PolicyEngine.defaultRules),
+    policy,
+    blobs,
+    LiveTape.layer,
     Approvals.layer
   ).pipe(
     Layer.provideMerge(journal),
@@ -109,8 +126,9 @@ export const layer = <EJ = never, EP = never, EA = never>(
         instructions: options.instructions,
         budgets: options.budgets
       }).pipe(Layer.provideMerge(base)),
-    // The assembler sees the agents (the context engine summarizes with the session's agent's model).
-    (base) => (options.promptAssembler ?? PromptAssembler.layer).pipe(Layer.provideMerge(base))
+    // The assembler sees the agents (the context engine summarizes with the session's agent's model);
+    // attachments are resolved from the blob store around whatever assembler is configured.
+    (base) => Attachments.layer(options.promptAssembler ?? PromptAssembler.layer).pipe(Layer.provideMerge(base))
   )
   const gateway = Gateway.layer(options).pipe(Layer.provideMerge(services))
   return options.redaction === undefined

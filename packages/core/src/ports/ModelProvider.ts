@@ -11,10 +11,21 @@
 import { Context, type Effect, Stream } from "effect"
 import type { ProviderError } from "../domain/Errors.js"
 
+/** An image of a user message: its bytes and media type (`image/png`, `image/jpeg`, `image/gif`, `image/webp`). @since 0.1.0 @category Models */
+export interface ImagePart {
+  readonly data: Uint8Array
+  readonly mediaType: string
+}
+
 /** A message of the prompt, provider-neutral. @since 0.1.0 @category Models */
 export type PromptMessage =
   | { readonly role: "system"; readonly text: string }
-  | { readonly role: "user"; readonly text: string }
+  | {
+      readonly role: "user"
+      readonly text: string
+      /** Images that come with the message (only for models that accept images). */
+      readonly images?: ReadonlyArray<ImagePart> | undefined
+    }
   | {
       readonly role: "assistant"
       readonly text: string

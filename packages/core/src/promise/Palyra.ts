@@ -20,6 +20,7 @@
  * @since 0.1.0
  */
 import { Cause, Duration, Effect, Exit, Layer, ManagedRuntime, Runtime, Schema, Stream } from "effect"
+import * as References from "../adapters/context/References.js"
 import * as MemoryJournal from "../adapters/MemoryJournal.js"
 import * as ScriptedModel from "../adapters/ScriptedModel.js"
 import * as Caller from "../domain/Caller.js"
@@ -27,8 +28,10 @@ import { ToolError } from "../domain/Errors.js"
 import * as Ids from "../domain/Ids.js"
 import type { ApprovalRecord, ApprovalStatus, Run, Session } from "../domain/Records.js"
 import type { ApprovalScope, Risk, TapeEvent } from "../domain/TapeEvent.js"
+import type * as Attachments from "../kernel/Attachments.js"
 import * as Gateway from "../kernel/Gateway.js"
 import * as Kernel from "../kernel/Kernel.js"
+import * as PromptAssembler from "../kernel/PromptAssembler.js"
 import type * as Journal from "../ports/Journal.js"
 import type { Service as ModelService } from "../ports/ModelProvider.js"
 import type * as PolicyEngine from "../ports/PolicyEngine.js"
@@ -220,6 +223,18 @@ export interface PalyraOptions {
   readonly onApproval?: (approval: PalyraApproval) => Promise<ApprovalAnswer> | ApprovalAnswer
   /** The principal used when a call names none (default `"local"`). */
   readonly defaultPrincipal?: string
+  /**
+   * Resolve context references (`@file:`, `@folder:`, `@url:`, `@run:`, `@session:`) in messages
+   * (see `References` in `@palyra/core/context`). `@url:` follows `allowHosts` and the policies.
+   */
+  readonly references?: {
+    readonly workspace?: string
+    readonly allowHosts?: ReadonlyArray<string>
+    readonly allowPrivateNetworks?: boolean
+    readonly limits?: References.Limits
+  }
+  /** Attachment limits, and whether the model accepts images (default: known per model family). */
+  readonly attachments?: Attachments.Limits
 }
 
 /** Where a message goes. @since 0.1.0 @category Models */
@@ -235,6 +250,12 @@ export interface MessageOptions {
   readonly account?: string
   readonly conversation?: string
   readonly signal?: AbortSignal
+  /** Images (PNG, JPEG, GIF, WebP) and text files that come with the message. */
+  readonly attachments?: ReadonlyArray<{
+    readonly data: Uint8Array
+    readonly name?: string
+    readonly mediaType?: string
+  }>
 }
 
 /** @since 0.1.0 @category Models */
@@ -342,6 +363,19 @@ export const createPalyra = (options: PalyraOptions): Palyra => {
     policy: options.policy ? unwrap<Layer.Layer<PolicyEngine.PolicyEngine, unknown>>(options.policy) : undefined,
     rules: options.policies,
     instructions: options.instructions,
+    attachments: options.attachments,
+    ...(options.references === undefined
+      ? {}
+      : {
+          promptAssembler: References.layer(PromptAssembler.layer, {
+            workspace: options.references.workspace,
+            http: {
+              allowHosts: options.references.allowHosts ?? [],
+              allowPrivateNetworks: options.references.allowPrivateNetworks
+            },
+            limits: options.references.limits
+          })
+        }),
     approvalTimeout: options.approvalTimeoutMs === undefined ? undefined : Duration.millis(options.approvalTimeoutMs),
     budgets: budgetsOf(options.budgets)
   })
@@ -411,7 +445,8 @@ export const createPalyra = (options: PalyraOptions): Palyra => {
         agent: o?.agent,
         channel: o?.channel,
         account: o?.account,
-        conversation: o?.conversation
+        conversation: o?.conversation,
+        attachments: o?.attachments
       })
     )
   const runIdOf = (id: string) => Ids.parse(Ids.RunId, id, "runId")

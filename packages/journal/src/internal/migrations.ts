@@ -335,6 +335,18 @@ const tasksAndMemory = Effect.gen(function* () {
   yield* sql`CREATE INDEX memory_candidates_hash ON memory_candidates(principal, hash) WHERE status = 'pending'`
 })
 
+// Attachments (see SqliteBlobStore.ts): content-addressed bytes the tape names by digest.
+const blobs = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`CREATE TABLE blobs (
+    digest TEXT PRIMARY KEY,
+    media_type TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    bytes BLOB NOT NULL,
+    created_at INTEGER NOT NULL
+  ) STRICT, WITHOUT ROWID`
+})
+
 /** Every migration, in order. Never edit a released one: add a new one. @internal */
 export const migrations = {
   "0001_init": init,
@@ -343,7 +355,8 @@ export const migrations = {
   "0004_session_key_digests": sessionKeyDigests,
   "0005_record_versions": recordVersions,
   "0006_tasks_memory": tasksAndMemory,
-  "0007_session_agents": sessionAgents
+  "0007_session_agents": sessionAgents,
+  "0008_blobs": blobs
 } as const
 
 /** The table that records applied migrations (ours, so it never collides with a host app's). @internal */

@@ -64,6 +64,23 @@ const toPbRouting = (r: TapeEvent.UsageRoutingPlan): pb.UsageRoutingPlan =>
     attempt: r.attempt
   })
 
+const toPbAttachments = (list: ReadonlyArray<TapeEvent.Attachment> | undefined) =>
+  (list ?? []).map((a) =>
+    create(pb.AttachmentSchema, { digest: a.digest, mediaType: a.mediaType, size: BigInt(a.size), name: a.name })
+  )
+
+/** Wire attachments as the Gateway takes them (empty strings mean "not given"). @internal */
+export const attachmentsFromPb = (list: ReadonlyArray<pb.AttachmentInput>) =>
+  list.length === 0
+    ? {}
+    : {
+        attachments: list.map((a) => ({
+          data: a.data,
+          name: a.name || undefined,
+          mediaType: a.mediaType || undefined
+        }))
+      }
+
 /** Domain event → wire event. @internal */
 export const toPbEvent = (e: TapeEvent.TapeEvent): pb.TapeEvent => {
   const base = { sessionId: e.sessionId, runId: e.runId ?? "", tapeSeq: BigInt(e.tapeSeq), at: timestampFromMs(e.at) }
@@ -72,10 +89,17 @@ export const toPbEvent = (e: TapeEvent.TapeEvent): pb.TapeEvent => {
       case "RunAccepted":
         return {
           case: "runAccepted",
-          value: create(pb.RunAcceptedSchema, { principal: e.principal, queuedBehind: e.queuedBehind ?? "" })
+          value: create(pb.RunAcceptedSchema, {
+            principal: e.principal,
+            queuedBehind: e.queuedBehind ?? "",
+            attachments: toPbAttachments(e.attachments)
+          })
         }
       case "UserMessage":
-        return { case: "userMessage", value: create(pb.UserMessageSchema, { text: e.text }) }
+        return {
+          case: "userMessage",
+          value: create(pb.UserMessageSchema, { text: e.text, attachments: toPbAttachments(e.attachments) })
+        }
       case "ModelRequest":
         return {
           case: "modelRequest",

@@ -77,8 +77,8 @@ const readIncoming = (message: IncomingMessage, maxBytes: number) =>
     return Effect.sync(cleanup)
   })
 
-/** Read the raw body, refusing it once it passes `maxBytes`. */
-const readBytes = (request: HttpServerRequest.HttpServerRequest, maxBytes: number) => {
+/** Read the raw body, refusing it once it passes `maxBytes`. @internal */
+export const readBytes = (request: HttpServerRequest.HttpServerRequest, maxBytes: number) => {
   const source = NodeHttpServerRequest.toIncomingMessage(request)
   if (source instanceof IncomingMessage) return readIncoming(source, maxBytes)
   // Another server (e.g. a web handler): read its stream.

@@ -13,7 +13,6 @@ import {
   Authentication,
   BranchPayload,
   CurrentCaller,
-  MessagePayload,
   MetricsAuthentication,
   OpenAiAuthentication,
   RestorePayload,
@@ -24,6 +23,7 @@ import { chatCompletions } from "./chat.js"
 import { answer, eventStream, type HandlerOptions } from "./common.js"
 import { approvalEvents, auth, runList } from "./consoleHandlers.js"
 import type { CookieSessions } from "./cookieSession.js"
+import { readMessage } from "./multipart.js"
 import { openAiError } from "./openaiErrors.js"
 import { pairing } from "./pairing.js"
 
@@ -36,13 +36,14 @@ const runs = (options: HandlerOptions) =>
           answer(
             Effect.gen(function* () {
               const caller = yield* CurrentCaller
-              const body = yield* readJson(MessagePayload, options.limits)
+              const body = yield* readMessage(options.limits)
               const request = {
                 text: body.text,
                 sessionId: body.sessionId,
                 key: body.sessionKey,
                 channel: body.channel,
-                agent: body.agent
+                agent: body.agent,
+                attachments: body.attachments
               }
               if (urlParams.stream === true) {
                 const started = yield* gateway.startRun(caller, request)

@@ -90,7 +90,20 @@ const toModelMessages = (messages: ReadonlyArray<PromptMessage>): Array<ModelMes
       case "system":
         return { role: "system", content: m.text }
       case "user":
-        return { role: "user", content: m.text }
+        // Images as v7 file parts (`ImagePart` is deprecated): the provider encodes them for its wire.
+        return m.images === undefined || m.images.length === 0
+          ? { role: "user", content: m.text }
+          : {
+              role: "user",
+              content: [
+                { type: "text", text: m.text },
+                ...m.images.map((i) => ({
+                  type: "file" as const,
+                  data: { type: "data" as const, data: i.data },
+                  mediaType: i.mediaType
+                }))
+              ]
+            }
       case "assistant":
         return {
           role: "assistant",

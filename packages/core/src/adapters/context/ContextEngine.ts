@@ -31,6 +31,7 @@ import type { TapeEvent, TapeEventOf } from "../../domain/TapeEvent.js"
 import { AgentRegistry } from "../../kernel/Agents.js"
 import * as PromptAssembler from "../../kernel/PromptAssembler.js"
 import { Journal, type Service as JournalService, requireSession } from "../../ports/Journal.js"
+import { LiveTape } from "../../ports/LiveTape.js"
 import {
   ModelProvider,
   type ModelRequest,
@@ -39,6 +40,7 @@ import {
   type ToolSpec
 } from "../../ports/ModelProvider.js"
 import * as Compactor from "./Compactor.js"
+import * as FactsFile from "./FactsFile.js"
 import {
   bodyOf,
   capPinned,
@@ -91,6 +93,11 @@ export interface Options extends ModelLimits.Overrides {
    * so live subscribers see `CompactionApplied` and `CheckpointRestored` as they happen.
    */
   readonly append?: JournalService["append"] | undefined
+  /**
+   * Write the facts of every applied compaction into the managed block of this workspace file (see
+   * `FactsFile`; off by default).
+   */
+  readonly factsFile?: { readonly root: string; readonly file: string } | undefined
 }
 
 /** @since 0.1.0 @category Models */
@@ -490,6 +497,7 @@ export const make = (options: Deps & Options): Effect.Effect<ContextEngine, Inva
           }
         )
         yield* catchUp(session, entry, undefined)
+        if (options.factsFile !== undefined) yield* writeFacts(sessionId, o.runId ?? null, summary, options.factsFile)
         return {
           ...result,
           applied: true,
@@ -498,6 +506,26 @@ export const make = (options: Deps & Options): Effect.Effect<ContextEngine, Inva
         } satisfies Compactor.Compaction as Compactor.Compaction
       }).pipe(
         Effect.withSpan("ContextEngine.compact", { attributes: { sessionId: session.id }, captureStackTrace: false })
+      )
+
+    /** Facts to the workspace file, journaled; a failure is a note, never a failed compaction. */
+    const writeFacts = (
+      sessionId: SessionId,
+      runId: RunId | null,
+      summary: string,
+      target: { readonly root: string; readonly file: string }
+    ) =>
+      FactsFile.write({ ...target, facts: FactsFile.factsOf(summary) }).pipe(
+        Effect.map((w) => (w.written ? `${w.path}: ${w.facts} facts written, sha256:${w.sha256}` : undefined)),
+        Effect.catchAll((e) => Effect.succeed(`${target.file}: facts not written: ${e.message}`)),
+        Effect.flatMap((text) =>
+          text === undefined
+            ? Effect.void
+            : Effect.flatMap(Clock.currentTimeMillis, (at) =>
+                append(sessionId, [{ _tag: "SessionNote", sessionId, runId, at, author: "facts", text }])
+              ).pipe(Effect.asVoid)
+        ),
+        Effect.catchAll((e) => Effect.logWarning("could not journal the facts file", e))
       )
 
     // ---- the assembler -------------------------------------------------------------------------
@@ -646,11 +674,18 @@ export const assembler = (
 
 const engineOf = (options: Options) =>
   Effect.flatMap(
-    Effect.all({ journal: Journal, model: ModelProvider, agents: Effect.serviceOption(AgentRegistry) }),
-    ({ agents, ...deps }) =>
+    Effect.all({
+      journal: Journal,
+      model: ModelProvider,
+      agents: Effect.serviceOption(AgentRegistry),
+      live: Effect.serviceOption(LiveTape)
+    }),
+    ({ agents, journal, model, live }) =>
       make({
         ...options,
-        ...deps,
+        journal,
+        model,
+        append: options.append ?? Option.getOrUndefined(live)?.append,
         modelFor: (agentId) =>
           Option.getOrUndefined(
             Option.map(

@@ -89,12 +89,22 @@ const argsText = (args: unknown): string => {
   }
 }
 
+/**
+ * What one image is counted as: OpenAI's cost of a 1024×1024 image in high detail (85 + 4 × 170),
+ * a fair upper estimate for other providers' typical images.
+ *
+ * @since 0.1.0
+ * @category Constants
+ */
+export const IMAGE_TOKENS = 765
+
 /** Tokens of one prompt message, framing included. @since 0.1.0 @category Counting */
 export const messageTokens = (c: Counter, m: PromptMessage): number => {
   switch (m.role) {
     case "system":
-    case "user":
       return TOKENS_PER_MESSAGE + c.count(m.text)
+    case "user":
+      return TOKENS_PER_MESSAGE + c.count(m.text) + (m.images?.length ?? 0) * IMAGE_TOKENS
     case "assistant": {
       let n = TOKENS_PER_MESSAGE + c.count(m.text)
       for (const call of m.toolCalls) n += TOKENS_PER_MESSAGE + c.count(call.name) + c.count(argsText(call.args))

@@ -14,6 +14,7 @@ import type { AnyTool, Service as ToolService } from "../../ports/Tool.js"
 import type * as Agents from "../Agents.js"
 import { route } from "../Agents.js"
 import type { Service as ApprovalsService } from "../Approvals.js"
+import { acceptedWith } from "../Attachments.js"
 import * as Metrics from "../Metrics.js"
 import type { Service as PromptService } from "../PromptAssembler.js"
 import * as RunView from "../RunView.js"
@@ -630,7 +631,13 @@ export const runLoop = (
         switch (next._tag) {
           case "Start":
             yield* transition(ctx, "Start", "run started", [
-              { _tag: "UserMessage", ...base(ctx), at: yield* now, text: run.input }
+              {
+                _tag: "UserMessage",
+                ...base(ctx),
+                at: yield* now,
+                text: run.input,
+                ...acceptedWith(ctx.history, runId)
+              }
             ])
             break
           case "Call":

@@ -130,6 +130,13 @@ const resultMessage = (e: TapeEventOf<"ToolResult">): ToolMessage => ({
 })
 
 /**
+ * Notes Palyra writes about its own work (resolved references, facts written, memory injected or
+ * learned, the watchdog): on the tape for people, never pinned into summaries (nor, through them,
+ * into a facts file).
+ */
+const BOOKKEEPING = new Set(["references", "facts", "memory", "learning", "watchdog"])
+
+/**
  * Fold one event into the view (the same conversation rules as the kernel's `buildMessages`).
  * A restore is resolved by `onRestore`, which returns the view to continue from.
  * @internal
@@ -203,7 +210,7 @@ export const step = (
       view.openApprovals.delete(e.toolCallId)
       return view
     case "SessionNote":
-      view.notes.push({ key: ranks.key(e.sessionId, e.tapeSeq), event: e })
+      if (!BOOKKEEPING.has(e.author)) view.notes.push({ key: ranks.key(e.sessionId, e.tapeSeq), event: e })
       return view
     case "ModelRequest":
       view.turnsSinceMarker++

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file palyra/v1/gateway.proto.
  */
 export const file_palyra_v1_gateway: GenFile = /*@__PURE__*/
-  fileDesc("ChdwYWx5cmEvdjEvZ2F0ZXdheS5wcm90bxIJcGFseXJhLnYxIjcKC1J1bkFjY2VwdGVkEhEKCXByaW5jaXBhbBgBIAEoCRIVCg1xdWV1ZWRfYmVoaW5kGAIgASgJIhsKC1VzZXJNZXNzYWdlEgwKBHRleHQYASABKAkixAEKEFVzYWdlUm91dGluZ1BsYW4SDQoFYWdlbnQYASABKAkSDAoEcnVsZRgCIAEoCRIOCgZyZWFzb24YAyABKAkSEwoLdXNlZF90b2tlbnMYBCABKAQSFQoNYnVkZ2V0X3Rva2VucxgFIAEoBBIdChB0aHJlc2hvbGRfdG9rZW5zGAYgASgESACIAQESEgoKY2FuZGlkYXRlcxgHIAMoCRIPCgdhdHRlbXB0GAggASgNQhMKEV90aHJlc2hvbGRfdG9rZW5zIpQBCgxNb2RlbFJlcXVlc3QSDAoEdHVybhgBIAEoDRINCgVtb2RlbBgCIAEoCRIQCghtZXNzYWdlcxgDIAEoDRIYChBlc3RpbWF0ZWRfdG9rZW5zGAQgASgNEg0KBXRvb2xzGAUgAygJEiwKB3JvdXRpbmcYBiABKAsyGy5wYWx5cmEudjEuVXNhZ2VSb3V0aW5nUGxhbiIsCg5Bc3Npc3RhbnREZWx0YRIMCgR0dXJuGAEgASgNEgwKBHRleHQYAiABKAkiRQoQQXNzaXN0YW50TWVzc2FnZRIMCgR0dXJuGAEgASgNEgwKBHRleHQYAiABKAkSFQoNZmluaXNoX3JlYXNvbhgDIAEoCSKHAQoMVG9vbFByb3Bvc2VkEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIYChBwcm92aWRlcl9jYWxsX2lkGAIgASgJEgwKBHRvb2wYAyABKAkSJAoEYXJncxgEIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRITCgthcmdzX2RpZ2VzdBgFIAEoCSKFAQoNUG9saWN5RGVjaWRlZBIUCgx0b29sX2NhbGxfaWQYASABKAkSDAoEdG9vbBgCIAEoCRIrCghkZWNpc2lvbhgDIAEoDjIZLnBhbHlyYS52MS5Qb2xpY3lEZWNpc2lvbhISCgpwb2xpY3lfaWRzGAQgAygJEg8KB3JlYXNvbnMYBSADKAkiwQEKEUFwcHJvdmFsUmVxdWVzdGVkEhMKC2FwcHJvdmFsX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRIMCgR0b29sGAMgASgJEh0KBHJpc2sYBCABKA4yDy5wYWx5cmEudjEuUmlzaxITCgthcmdzX2RpZ2VzdBgFIAEoCRIPCgdzdW1tYXJ5GAYgASgJEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpQBChBBcHByb3ZhbFJlc29sdmVkEhMKC2FwcHJvdmFsX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRIQCghkZWNpc2lvbhgDIAEoCRInCgVzY29wZRgEIAEoDjIYLnBhbHlyYS52MS5BcHByb3ZhbFNjb3BlEgoKAmJ5GAUgASgJEg4KBnJlYXNvbhgGIAEoCSJCCgtUb29sU3RhcnRlZBIUCgx0b29sX2NhbGxfaWQYASABKAkSDAoEdG9vbBgCIAEoCRIPCgdhdHRlbXB0GAMgASgNIngKClRvb2xSZXN1bHQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEgwKBHRvb2wYAiABKAkSDgoGc3RhdHVzGAMgASgJEg4KBm91dHB1dBgEIAEoCRIRCgl0cnVuY2F0ZWQYBSABKAgSEwoLZHVyYXRpb25fbXMYBiABKA0iZQoPUnVuU3RhdGVDaGFuZ2VkEiEKBGZyb20YASABKA4yEy5wYWx5cmEudjEuUnVuU3RhdGUSHwoCdG8YAiABKA4yEy5wYWx5cmEudjEuUnVuU3RhdGUSDgoGcmVhc29uGAMgASgJIrABChFDb21wYWN0aW9uQXBwbGllZBIPCgdzdW1tYXJ5GAEgASgJEhAKCGZyb21fc2VxGAIgASgEEg4KBnRvX3NlcRgDIAEoBBIVCg1jaGVja3BvaW50X2lkGAQgASgJEhAKCHN0cmF0ZWd5GAUgASgJEhIKCnN1bW1hcml6ZXIYBiABKAkSFQoNdG9rZW5zX2JlZm9yZRgHIAEoBBIUCgx0b2tlbnNfYWZ0ZXIYCCABKAQiZwoSQ2hlY2twb2ludFJlc3RvcmVkEhUKDWNoZWNrcG9pbnRfaWQYASABKAkSFAoMcmVzdG9yZWRfc2VxGAIgASgEEhgKEGhpc3RvcnlfZnJvbV9zZXEYAyABKAQSCgoCYnkYBCABKAkiQgoFVXNhZ2USDAoEdHVybhgBIAEoDRIUCgxpbnB1dF90b2tlbnMYAiABKA0SFQoNb3V0cHV0X3Rva2VucxgDIAEoDSIpCghSdW5FcnJvchIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkiKwoLU2Vzc2lvbk5vdGUSDgoGYXV0aG9yGAEgASgJEgwKBHRleHQYAiABKAkinQEKDEdyYW50Q2hhbmdlZBITCgthcHByb3ZhbF9pZBgBIAEoCRIMCgR0b29sGAIgASgJEg4KBmNoYW5nZRgDIAEoCRIKCgJieRgEIAEoCRIMCgR1c2VzGAUgASgNEhAKCG1heF91c2VzGAYgASgNEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIo8ICglUYXBlRXZlbnQSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEAoIdGFwZV9zZXEYAyABKAQSJgoCYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KDHJ1bl9hY2NlcHRlZBgKIAEoCzIWLnBhbHlyYS52MS5SdW5BY2NlcHRlZEgAEi4KDHVzZXJfbWVzc2FnZRgLIAEoCzIWLnBhbHlyYS52MS5Vc2VyTWVzc2FnZUgAEjAKDW1vZGVsX3JlcXVlc3QYDCABKAsyFy5wYWx5cmEudjEuTW9kZWxSZXF1ZXN0SAASNAoPYXNzaXN0YW50X2RlbHRhGA0gASgLMhkucGFseXJhLnYxLkFzc2lzdGFudERlbHRhSAASOAoRYXNzaXN0YW50X21lc3NhZ2UYDiABKAsyGy5wYWx5cmEudjEuQXNzaXN0YW50TWVzc2FnZUgAEjAKDXRvb2xfcHJvcG9zZWQYDyABKAsyFy5wYWx5cmEudjEuVG9vbFByb3Bvc2VkSAASMgoOcG9saWN5X2RlY2lkZWQYECABKAsyGC5wYWx5cmEudjEuUG9saWN5RGVjaWRlZEgAEjoKEmFwcHJvdmFsX3JlcXVlc3RlZBgRIAEoCzIcLnBhbHlyYS52MS5BcHByb3ZhbFJlcXVlc3RlZEgAEjgKEWFwcHJvdmFsX3Jlc29sdmVkGBIgASgLMhsucGFseXJhLnYxLkFwcHJvdmFsUmVzb2x2ZWRIABIuCgx0b29sX3N0YXJ0ZWQYEyABKAsyFi5wYWx5cmEudjEuVG9vbFN0YXJ0ZWRIABIsCgt0b29sX3Jlc3VsdBgUIAEoCzIVLnBhbHlyYS52MS5Ub29sUmVzdWx0SAASNwoRcnVuX3N0YXRlX2NoYW5nZWQYFSABKAsyGi5wYWx5cmEudjEuUnVuU3RhdGVDaGFuZ2VkSAASOgoSY29tcGFjdGlvbl9hcHBsaWVkGBYgASgLMhwucGFseXJhLnYxLkNvbXBhY3Rpb25BcHBsaWVkSAASIQoFdXNhZ2UYFyABKAsyEC5wYWx5cmEudjEuVXNhZ2VIABIoCglydW5fZXJyb3IYGCABKAsyEy5wYWx5cmEudjEuUnVuRXJyb3JIABIuCgxzZXNzaW9uX25vdGUYGSABKAsyFi5wYWx5cmEudjEuU2Vzc2lvbk5vdGVIABIwCg1ncmFudF9jaGFuZ2VkGBogASgLMhcucGFseXJhLnYxLkdyYW50Q2hhbmdlZEgAEjwKE2NoZWNrcG9pbnRfcmVzdG9yZWQYGyABKAsyHS5wYWx5cmEudjEuQ2hlY2twb2ludFJlc3RvcmVkSABCBgoEa2luZCKJAgoDUnVuEgoKAmlkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSEQoJcHJpbmNpcGFsGAMgASgJEiIKBXN0YXRlGAQgASgOMhMucGFseXJhLnYxLlJ1blN0YXRlEg0KBWlucHV0GAUgASgJEhEKCXN0YXJ0X3NlcRgGIAEoBBISCgplcnJvcl9jb2RlGAcgASgJEhUKDWVycm9yX21lc3NhZ2UYCCABKAkSLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiyQIKB1Nlc3Npb24SCgoCaWQYASABKAkSEQoJcHJpbmNpcGFsGAIgASgJEgsKA2tleRgDIAEoCRIPCgdjaGFubmVsGAQgASgJEg0KBXRpdGxlGAUgASgJEhEKCXBhcmVudF9pZBgGIAEoCRISCgpwYXJlbnRfc2VxGAcgASgEEhgKEHJlc2V0X2dlbmVyYXRpb24YCCABKA0SGAoQaGlzdG9yeV9mcm9tX3NlcRgJIAEoBBITCgt0b2tlbnNfdXNlZBgKIAEoBBIQCghhcmNoaXZlZBgLIAEoCBIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghhZ2VudF9pZBgOIAEoCSK/AwoIQXBwcm92YWwSCgoCaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIOCgZydW5faWQYAyABKAkSFAoMdG9vbF9jYWxsX2lkGAQgASgJEhEKCXByaW5jaXBhbBgFIAEoCRIMCgR0b29sGAYgASgJEhMKC2FyZ3NfZGlnZXN0GAcgASgJEh0KBHJpc2sYCCABKA4yDy5wYWx5cmEudjEuUmlzaxIPCgdzdW1tYXJ5GAkgASgJEikKBnN0YXR1cxgKIAEoDjIZLnBhbHlyYS52MS5BcHByb3ZhbFN0YXR1cxInCgVzY29wZRgLIAEoDjIYLnBhbHlyYS52MS5BcHByb3ZhbFNjb3BlEjAKDHJlcXVlc3RlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLcmVzb2x2ZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHJlc29sdmVyGA8gASgJEg4KBnJlYXNvbhgQIAEoCSJYCg1TZXNzaW9uVGFyZ2V0EhIKCnNlc3Npb25faWQYASABKAkSEwoLc2Vzc2lvbl9rZXkYAiABKAkSDwoHY2hhbm5lbBgDIAEoCRINCgVhZ2VudBgEIAEoCSJCCghTdGFydFJ1bhIoCgZ0YXJnZXQYASABKAsyGC5wYWx5cmEudjEuU2Vzc2lvblRhcmdldBIMCgR0ZXh0GAIgASgJIi8KBlJlc3VtZRISCgpzZXNzaW9uX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoBCJxChBBcHByb3ZhbERlY2lzaW9uEhMKC2FwcHJvdmFsX2lkGAEgASgJEg8KB2FwcHJvdmUYAiABKAgSJwoFc2NvcGUYAyABKA4yGC5wYWx5cmEudjEuQXBwcm92YWxTY29wZRIOCgZyZWFzb24YBCABKAkiGwoJQ2FuY2VsUnVuEg4KBnJ1bl9pZBgBIAEoCSLTAQoQUnVuU3RyZWFtUmVxdWVzdBIkCgVzdGFydBgBIAEoCzITLnBhbHlyYS52MS5TdGFydFJ1bkgAEhEKB21lc3NhZ2UYAiABKAlIABIvCghhcHByb3ZhbBgDIAEoCzIbLnBhbHlyYS52MS5BcHByb3ZhbERlY2lzaW9uSAASJgoGY2FuY2VsGAQgASgLMhQucGFseXJhLnYxLkNhbmNlbFJ1bkgAEiMKBnJlc3VtZRgFIAEoCzIRLnBhbHlyYS52MS5SZXN1bWVIAEIICgZhY3Rpb24iWwoRUnVuU3RyZWFtUmVzcG9uc2USJQoFZXZlbnQYASABKAsyFC5wYWx5cmEudjEuVGFwZUV2ZW50SAASFAoKc2Vzc2lvbl9pZBgCIAEoCUgAQgkKB3BheWxvYWQiTQoTUm91dGVNZXNzYWdlUmVxdWVzdBIoCgZ0YXJnZXQYASABKAsyGC5wYWx5cmEudjEuU2Vzc2lvblRhcmdldBIMCgR0ZXh0GAIgASgJIjoKFFJvdXRlTWVzc2FnZVJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJIh8KDUdldFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIi0KDkdldFJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLnBhbHlyYS52MS5SdW4iZQoUTGlzdEFwcHJvdmFsc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSKQoGc3RhdHVzGAMgASgOMhkucGFseXJhLnYxLkFwcHJvdmFsU3RhdHVzIj8KFUxpc3RBcHByb3ZhbHNSZXNwb25zZRImCglhcHByb3ZhbHMYASADKAsyEy5wYWx5cmEudjEuQXBwcm92YWwiKQoSR2V0QXBwcm92YWxSZXF1ZXN0EhMKC2FwcHJvdmFsX2lkGAEgASgJIjwKE0dldEFwcHJvdmFsUmVzcG9uc2USJQoIYXBwcm92YWwYASABKAsyEy5wYWx5cmEudjEuQXBwcm92YWwiRwoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBItCghkZWNpc2lvbhgBIAEoCzIbLnBhbHlyYS52MS5BcHByb3ZhbERlY2lzaW9uIkAKF1Jlc29sdmVBcHByb3ZhbFJlc3BvbnNlEiUKCGFwcHJvdmFsGAEgASgLMhMucGFseXJhLnYxLkFwcHJvdmFsIlAKFVJlc29sdmVTZXNzaW9uUmVxdWVzdBIoCgZ0YXJnZXQYASABKAsyGC5wYWx5cmEudjEuU2Vzc2lvblRhcmdldBINCgV0aXRsZRgCIAEoCSI9ChZSZXNvbHZlU2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5wYWx5cmEudjEuU2Vzc2lvbiInChFHZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIjkKEkdldFNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIucGFseXJhLnYxLlNlc3Npb24iPgoTTGlzdFNlc3Npb25zUmVxdWVzdBIYChBpbmNsdWRlX2FyY2hpdmVkGAEgASgIEg0KBWxpbWl0GAIgASgNIjwKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiQKCHNlc3Npb25zGAEgAygLMhIucGFseXJhLnYxLlNlc3Npb24iKQoTUmVzZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIjsKFFJlc2V0U2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5wYWx5cmEudjEuU2Vzc2lvbiJJChRCcmFuY2hTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBmF0X3NlcRgCIAEoBBINCgV0aXRsZRgDIAEoCSI8ChVCcmFuY2hTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLnBhbHlyYS52MS5TZXNzaW9uInkKBUFnZW50EgoKAmlkGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEg0KBXRvb2xzGAMgAygJEg4KBm1vZGVscxgEIAMoCRIVCg1yb3V0ZWRfbW9kZWxzGAUgAygJEhkKEXJvdXRpbmdfdGhyZXNob2xkGAYgASgBIhMKEUxpc3RBZ2VudHNSZXF1ZXN0IjYKEkxpc3RBZ2VudHNSZXNwb25zZRIgCgZhZ2VudHMYASADKAsyEC5wYWx5cmEudjEuQWdlbnQiRwoPUmVhZFRhcGVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEQoJYWZ0ZXJfc2VxGAIgASgEEg0KBWxpbWl0GAMgASgNIlAKEFJlYWRUYXBlUmVzcG9uc2USJAoGZXZlbnRzGAEgAygLMhQucGFseXJhLnYxLlRhcGVFdmVudBIWCg5uZXh0X2FmdGVyX3NlcRgCIAEoBCIPCg1WZXJpZnlSZXF1ZXN0InMKDlZlcmlmeVJlc3BvbnNlEgoKAm9rGAEgASgIEg8KB2NoZWNrZWQYAiABKAQSDgoGcmVhc29uGAMgASgJEg4KBmRldGFpbBgEIAEoCRISCgpzZXNzaW9uX2lkGAUgASgJEhAKCHRhcGVfc2VxGAYgASgEKtYBCghSdW5TdGF0ZRIZChVSVU5fU1RBVEVfVU5TUEVDSUZJRUQQABIVChFSVU5fU1RBVEVfUEVORElORxABEhYKElJVTl9TVEFURV9BQ0NFUFRFRBACEhkKFVJVTl9TVEFURV9JTl9QUk9HUkVTUxADEiIKHlJVTl9TVEFURV9XQUlUSU5HX0ZPUl9BUFBST1ZBTBAEEhIKDlJVTl9TVEFURV9ET05FEAUSFwoTUlVOX1NUQVRFX0NBTkNFTExFRBAGEhQKEFJVTl9TVEFURV9GQUlMRUQQBypRCgRSaXNrEhQKEFJJU0tfVU5TUEVDSUZJRUQQABIMCghSSVNLX0xPVxABEhIKDlJJU0tfU0VOU0lUSVZFEAISEQoNUklTS19DUklUSUNBTBADKn8KDUFwcHJvdmFsU2NvcGUSHgoaQVBQUk9WQUxfU0NPUEVfVU5TUEVDSUZJRUQQABIXChNBUFBST1ZBTF9TQ09QRV9PTkNFEAESGgoWQVBQUk9WQUxfU0NPUEVfU0VTU0lPThACEhkKFUFQUFJPVkFMX1NDT1BFX0FMV0FZUxADKowBCg5Qb2xpY3lEZWNpc2lvbhIfChtQT0xJQ1lfREVDSVNJT05fVU5TUEVDSUZJRUQQABIZChVQT0xJQ1lfREVDSVNJT05fQUxMT1cQARIYChRQT0xJQ1lfREVDSVNJT05fREVOWRACEiQKIFBPTElDWV9ERUNJU0lPTl9SRVFVSVJFX0FQUFJPVkFMEAMqwgEKDkFwcHJvdmFsU3RhdHVzEh8KG0FQUFJPVkFMX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF0FQUFJPVkFMX1NUQVRVU19QRU5ESU5HEAESHAoYQVBQUk9WQUxfU1RBVFVTX0FQUFJPVkVEEAISGgoWQVBQUk9WQUxfU1RBVFVTX0RFTklFRBADEhsKF0FQUFJPVkFMX1NUQVRVU19FWFBJUkVEEAQSGwoXQVBQUk9WQUxfU1RBVFVTX1JFVk9LRUQQBTLsAQoOR2F0ZXdheVNlcnZpY2USSgoJUnVuU3RyZWFtEhsucGFseXJhLnYxLlJ1blN0cmVhbVJlcXVlc3QaHC5wYWx5cmEudjEuUnVuU3RyZWFtUmVzcG9uc2UoATABEk8KDFJvdXRlTWVzc2FnZRIeLnBhbHlyYS52MS5Sb3V0ZU1lc3NhZ2VSZXF1ZXN0Gh8ucGFseXJhLnYxLlJvdXRlTWVzc2FnZVJlc3BvbnNlEj0KBkdldFJ1bhIYLnBhbHlyYS52MS5HZXRSdW5SZXF1ZXN0GhkucGFseXJhLnYxLkdldFJ1blJlc3BvbnNlMo4CChBBcHByb3ZhbHNTZXJ2aWNlElIKDUxpc3RBcHByb3ZhbHMSHy5wYWx5cmEudjEuTGlzdEFwcHJvdmFsc1JlcXVlc3QaIC5wYWx5cmEudjEuTGlzdEFwcHJvdmFsc1Jlc3BvbnNlEkwKC0dldEFwcHJvdmFsEh0ucGFseXJhLnYxLkdldEFwcHJvdmFsUmVxdWVzdBoeLnBhbHlyYS52MS5HZXRBcHByb3ZhbFJlc3BvbnNlElgKD1Jlc29sdmVBcHByb3ZhbBIhLnBhbHlyYS52MS5SZXNvbHZlQXBwcm92YWxSZXF1ZXN0GiIucGFseXJhLnYxLlJlc29sdmVBcHByb3ZhbFJlc3BvbnNlMqkDCg9TZXNzaW9uc1NlcnZpY2USVQoOUmVzb2x2ZVNlc3Npb24SIC5wYWx5cmEudjEuUmVzb2x2ZVNlc3Npb25SZXF1ZXN0GiEucGFseXJhLnYxLlJlc29sdmVTZXNzaW9uUmVzcG9uc2USSQoKR2V0U2Vzc2lvbhIcLnBhbHlyYS52MS5HZXRTZXNzaW9uUmVxdWVzdBodLnBhbHlyYS52MS5HZXRTZXNzaW9uUmVzcG9uc2USTwoMTGlzdFNlc3Npb25zEh4ucGFseXJhLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaHy5wYWx5cmEudjEuTGlzdFNlc3Npb25zUmVzcG9uc2USTwoMUmVzZXRTZXNzaW9uEh4ucGFseXJhLnYxLlJlc2V0U2Vzc2lvblJlcXVlc3QaHy5wYWx5cmEudjEuUmVzZXRTZXNzaW9uUmVzcG9uc2USUgoNQnJhbmNoU2Vzc2lvbhIfLnBhbHlyYS52MS5CcmFuY2hTZXNzaW9uUmVxdWVzdBogLnBhbHlyYS52MS5CcmFuY2hTZXNzaW9uUmVzcG9uc2UyWgoNQWdlbnRzU2VydmljZRJJCgpMaXN0QWdlbnRzEhwucGFseXJhLnYxLkxpc3RBZ2VudHNSZXF1ZXN0Gh0ucGFseXJhLnYxLkxpc3RBZ2VudHNSZXNwb25zZTKUAQoOSm91cm5hbFNlcnZpY2USQwoIUmVhZFRhcGUSGi5wYWx5cmEudjEuUmVhZFRhcGVSZXF1ZXN0GhsucGFseXJhLnYxLlJlYWRUYXBlUmVzcG9uc2USPQoGVmVyaWZ5EhgucGFseXJhLnYxLlZlcmlmeVJlcXVlc3QaGS5wYWx5cmEudjEuVmVyaWZ5UmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChdwYWx5cmEvdjEvZ2F0ZXdheS5wcm90bxIJcGFseXJhLnYxImMKC1J1bkFjY2VwdGVkEhEKCXByaW5jaXBhbBgBIAEoCRIVCg1xdWV1ZWRfYmVoaW5kGAIgASgJEioKC2F0dGFjaG1lbnRzGAMgAygLMhUucGFseXJhLnYxLkF0dGFjaG1lbnQiRwoLVXNlck1lc3NhZ2USDAoEdGV4dBgBIAEoCRIqCgthdHRhY2htZW50cxgCIAMoCzIVLnBhbHlyYS52MS5BdHRhY2htZW50IsQBChBVc2FnZVJvdXRpbmdQbGFuEg0KBWFnZW50GAEgASgJEgwKBHJ1bGUYAiABKAkSDgoGcmVhc29uGAMgASgJEhMKC3VzZWRfdG9rZW5zGAQgASgEEhUKDWJ1ZGdldF90b2tlbnMYBSABKAQSHQoQdGhyZXNob2xkX3Rva2VucxgGIAEoBEgAiAEBEhIKCmNhbmRpZGF0ZXMYByADKAkSDwoHYXR0ZW1wdBgIIAEoDUITChFfdGhyZXNob2xkX3Rva2VucyKUAQoMTW9kZWxSZXF1ZXN0EgwKBHR1cm4YASABKA0SDQoFbW9kZWwYAiABKAkSEAoIbWVzc2FnZXMYAyABKA0SGAoQZXN0aW1hdGVkX3Rva2VucxgEIAEoDRINCgV0b29scxgFIAMoCRIsCgdyb3V0aW5nGAYgASgLMhsucGFseXJhLnYxLlVzYWdlUm91dGluZ1BsYW4iLAoOQXNzaXN0YW50RGVsdGESDAoEdHVybhgBIAEoDRIMCgR0ZXh0GAIgASgJIkUKEEFzc2lzdGFudE1lc3NhZ2USDAoEdHVybhgBIAEoDRIMCgR0ZXh0GAIgASgJEhUKDWZpbmlzaF9yZWFzb24YAyABKAkihwEKDFRvb2xQcm9wb3NlZBIUCgx0b29sX2NhbGxfaWQYASABKAkSGAoQcHJvdmlkZXJfY2FsbF9pZBgCIAEoCRIMCgR0b29sGAMgASgJEiQKBGFyZ3MYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSEwoLYXJnc19kaWdlc3QYBSABKAkihQEKDVBvbGljeURlY2lkZWQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEgwKBHRvb2wYAiABKAkSKwoIZGVjaXNpb24YAyABKA4yGS5wYWx5cmEudjEuUG9saWN5RGVjaXNpb24SEgoKcG9saWN5X2lkcxgEIAMoCRIPCgdyZWFzb25zGAUgAygJIsEBChFBcHByb3ZhbFJlcXVlc3RlZBITCgthcHByb3ZhbF9pZBgBIAEoCRIUCgx0b29sX2NhbGxfaWQYAiABKAkSDAoEdG9vbBgDIAEoCRIdCgRyaXNrGAQgASgOMg8ucGFseXJhLnYxLlJpc2sSEwoLYXJnc19kaWdlc3QYBSABKAkSDwoHc3VtbWFyeRgGIAEoCRIuCgpleHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKUAQoQQXBwcm92YWxSZXNvbHZlZBITCgthcHByb3ZhbF9pZBgBIAEoCRIUCgx0b29sX2NhbGxfaWQYAiABKAkSEAoIZGVjaXNpb24YAyABKAkSJwoFc2NvcGUYBCABKA4yGC5wYWx5cmEudjEuQXBwcm92YWxTY29wZRIKCgJieRgFIAEoCRIOCgZyZWFzb24YBiABKAkiQgoLVG9vbFN0YXJ0ZWQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEgwKBHRvb2wYAiABKAkSDwoHYXR0ZW1wdBgDIAEoDSJ4CgpUb29sUmVzdWx0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIMCgR0b29sGAIgASgJEg4KBnN0YXR1cxgDIAEoCRIOCgZvdXRwdXQYBCABKAkSEQoJdHJ1bmNhdGVkGAUgASgIEhMKC2R1cmF0aW9uX21zGAYgASgNImUKD1J1blN0YXRlQ2hhbmdlZBIhCgRmcm9tGAEgASgOMhMucGFseXJhLnYxLlJ1blN0YXRlEh8KAnRvGAIgASgOMhMucGFseXJhLnYxLlJ1blN0YXRlEg4KBnJlYXNvbhgDIAEoCSKwAQoRQ29tcGFjdGlvbkFwcGxpZWQSDwoHc3VtbWFyeRgBIAEoCRIQCghmcm9tX3NlcRgCIAEoBBIOCgZ0b19zZXEYAyABKAQSFQoNY2hlY2twb2ludF9pZBgEIAEoCRIQCghzdHJhdGVneRgFIAEoCRISCgpzdW1tYXJpemVyGAYgASgJEhUKDXRva2Vuc19iZWZvcmUYByABKAQSFAoMdG9rZW5zX2FmdGVyGAggASgEImcKEkNoZWNrcG9pbnRSZXN0b3JlZBIVCg1jaGVja3BvaW50X2lkGAEgASgJEhQKDHJlc3RvcmVkX3NlcRgCIAEoBBIYChBoaXN0b3J5X2Zyb21fc2VxGAMgASgEEgoKAmJ5GAQgASgJIkIKBVVzYWdlEgwKBHR1cm4YASABKA0SFAoMaW5wdXRfdG9rZW5zGAIgASgNEhUKDW91dHB1dF90b2tlbnMYAyABKA0iKQoIUnVuRXJyb3ISDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJIisKC1Nlc3Npb25Ob3RlEg4KBmF1dGhvchgBIAEoCRIMCgR0ZXh0GAIgASgJIp0BCgxHcmFudENoYW5nZWQSEwoLYXBwcm92YWxfaWQYASABKAkSDAoEdG9vbBgCIAEoCRIOCgZjaGFuZ2UYAyABKAkSCgoCYnkYBCABKAkSDAoEdXNlcxgFIAEoDRIQCghtYXhfdXNlcxgGIAEoDRIuCgpleHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKPCAoJVGFwZUV2ZW50EhIKCnNlc3Npb25faWQYASABKAkSDgoGcnVuX2lkGAIgASgJEhAKCHRhcGVfc2VxGAMgASgEEiYKAmF0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgxydW5fYWNjZXB0ZWQYCiABKAsyFi5wYWx5cmEudjEuUnVuQWNjZXB0ZWRIABIuCgx1c2VyX21lc3NhZ2UYCyABKAsyFi5wYWx5cmEudjEuVXNlck1lc3NhZ2VIABIwCg1tb2RlbF9yZXF1ZXN0GAwgASgLMhcucGFseXJhLnYxLk1vZGVsUmVxdWVzdEgAEjQKD2Fzc2lzdGFudF9kZWx0YRgNIAEoCzIZLnBhbHlyYS52MS5Bc3Npc3RhbnREZWx0YUgAEjgKEWFzc2lzdGFudF9tZXNzYWdlGA4gASgLMhsucGFseXJhLnYxLkFzc2lzdGFudE1lc3NhZ2VIABIwCg10b29sX3Byb3Bvc2VkGA8gASgLMhcucGFseXJhLnYxLlRvb2xQcm9wb3NlZEgAEjIKDnBvbGljeV9kZWNpZGVkGBAgASgLMhgucGFseXJhLnYxLlBvbGljeURlY2lkZWRIABI6ChJhcHByb3ZhbF9yZXF1ZXN0ZWQYESABKAsyHC5wYWx5cmEudjEuQXBwcm92YWxSZXF1ZXN0ZWRIABI4ChFhcHByb3ZhbF9yZXNvbHZlZBgSIAEoCzIbLnBhbHlyYS52MS5BcHByb3ZhbFJlc29sdmVkSAASLgoMdG9vbF9zdGFydGVkGBMgASgLMhYucGFseXJhLnYxLlRvb2xTdGFydGVkSAASLAoLdG9vbF9yZXN1bHQYFCABKAsyFS5wYWx5cmEudjEuVG9vbFJlc3VsdEgAEjcKEXJ1bl9zdGF0ZV9jaGFuZ2VkGBUgASgLMhoucGFseXJhLnYxLlJ1blN0YXRlQ2hhbmdlZEgAEjoKEmNvbXBhY3Rpb25fYXBwbGllZBgWIAEoCzIcLnBhbHlyYS52MS5Db21wYWN0aW9uQXBwbGllZEgAEiEKBXVzYWdlGBcgASgLMhAucGFseXJhLnYxLlVzYWdlSAASKAoJcnVuX2Vycm9yGBggASgLMhMucGFseXJhLnYxLlJ1bkVycm9ySAASLgoMc2Vzc2lvbl9ub3RlGBkgASgLMhYucGFseXJhLnYxLlNlc3Npb25Ob3RlSAASMAoNZ3JhbnRfY2hhbmdlZBgaIAEoCzIXLnBhbHlyYS52MS5HcmFudENoYW5nZWRIABI8ChNjaGVja3BvaW50X3Jlc3RvcmVkGBsgASgLMh0ucGFseXJhLnYxLkNoZWNrcG9pbnRSZXN0b3JlZEgAQgYKBGtpbmQiiQIKA1J1bhIKCgJpZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEhEKCXByaW5jaXBhbBgDIAEoCRIiCgVzdGF0ZRgEIAEoDjITLnBhbHlyYS52MS5SdW5TdGF0ZRINCgVpbnB1dBgFIAEoCRIRCglzdGFydF9zZXEYBiABKAQSEgoKZXJyb3JfY29kZRgHIAEoCRIVCg1lcnJvcl9tZXNzYWdlGAggASgJEi4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIskCCgdTZXNzaW9uEgoKAmlkGAEgASgJEhEKCXByaW5jaXBhbBgCIAEoCRILCgNrZXkYAyABKAkSDwoHY2hhbm5lbBgEIAEoCRINCgV0aXRsZRgFIAEoCRIRCglwYXJlbnRfaWQYBiABKAkSEgoKcGFyZW50X3NlcRgHIAEoBBIYChByZXNldF9nZW5lcmF0aW9uGAggASgNEhgKEGhpc3RvcnlfZnJvbV9zZXEYCSABKAQSEwoLdG9rZW5zX3VzZWQYCiABKAQSEAoIYXJjaGl2ZWQYCyABKAgSLgoKY3JlYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYWdlbnRfaWQYDiABKAkivwMKCEFwcHJvdmFsEgoKAmlkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSDgoGcnVuX2lkGAMgASgJEhQKDHRvb2xfY2FsbF9pZBgEIAEoCRIRCglwcmluY2lwYWwYBSABKAkSDAoEdG9vbBgGIAEoCRITCgthcmdzX2RpZ2VzdBgHIAEoCRIdCgRyaXNrGAggASgOMg8ucGFseXJhLnYxLlJpc2sSDwoHc3VtbWFyeRgJIAEoCRIpCgZzdGF0dXMYCiABKA4yGS5wYWx5cmEudjEuQXBwcm92YWxTdGF0dXMSJwoFc2NvcGUYCyABKA4yGC5wYWx5cmEudjEuQXBwcm92YWxTY29wZRIwCgxyZXF1ZXN0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3Jlc29sdmVkX2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghyZXNvbHZlchgPIAEoCRIOCgZyZWFzb24YECABKAkiWAoNU2Vzc2lvblRhcmdldBISCgpzZXNzaW9uX2lkGAEgASgJEhMKC3Nlc3Npb25fa2V5GAIgASgJEg8KB2NoYW5uZWwYAyABKAkSDQoFYWdlbnQYBCABKAkicwoIU3RhcnRSdW4SKAoGdGFyZ2V0GAEgASgLMhgucGFseXJhLnYxLlNlc3Npb25UYXJnZXQSDAoEdGV4dBgCIAEoCRIvCgthdHRhY2htZW50cxgDIAMoCzIaLnBhbHlyYS52MS5BdHRhY2htZW50SW5wdXQiLwoGUmVzdW1lEhIKCnNlc3Npb25faWQYASABKAkSEQoJYWZ0ZXJfc2VxGAIgASgEInEKEEFwcHJvdmFsRGVjaXNpb24SEwoLYXBwcm92YWxfaWQYASABKAkSDwoHYXBwcm92ZRgCIAEoCBInCgVzY29wZRgDIAEoDjIYLnBhbHlyYS52MS5BcHByb3ZhbFNjb3BlEg4KBnJlYXNvbhgEIAEoCSIbCglDYW5jZWxSdW4SDgoGcnVuX2lkGAEgASgJItMBChBSdW5TdHJlYW1SZXF1ZXN0EiQKBXN0YXJ0GAEgASgLMhMucGFseXJhLnYxLlN0YXJ0UnVuSAASEQoHbWVzc2FnZRgCIAEoCUgAEi8KCGFwcHJvdmFsGAMgASgLMhsucGFseXJhLnYxLkFwcHJvdmFsRGVjaXNpb25IABImCgZjYW5jZWwYBCABKAsyFC5wYWx5cmEudjEuQ2FuY2VsUnVuSAASIwoGcmVzdW1lGAUgASgLMhEucGFseXJhLnYxLlJlc3VtZUgAQggKBmFjdGlvbiJbChFSdW5TdHJlYW1SZXNwb25zZRIlCgVldmVudBgBIAEoCzIULnBhbHlyYS52MS5UYXBlRXZlbnRIABIUCgpzZXNzaW9uX2lkGAIgASgJSABCCQoHcGF5bG9hZCJ+ChNSb3V0ZU1lc3NhZ2VSZXF1ZXN0EigKBnRhcmdldBgBIAEoCzIYLnBhbHlyYS52MS5TZXNzaW9uVGFyZ2V0EgwKBHRleHQYAiABKAkSLwoLYXR0YWNobWVudHMYAyADKAsyGi5wYWx5cmEudjEuQXR0YWNobWVudElucHV0IjoKFFJvdXRlTWVzc2FnZVJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJIh8KDUdldFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIi0KDkdldFJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLnBhbHlyYS52MS5SdW4iZQoUTGlzdEFwcHJvdmFsc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSKQoGc3RhdHVzGAMgASgOMhkucGFseXJhLnYxLkFwcHJvdmFsU3RhdHVzIj8KFUxpc3RBcHByb3ZhbHNSZXNwb25zZRImCglhcHByb3ZhbHMYASADKAsyEy5wYWx5cmEudjEuQXBwcm92YWwiKQoSR2V0QXBwcm92YWxSZXF1ZXN0EhMKC2FwcHJvdmFsX2lkGAEgASgJIjwKE0dldEFwcHJvdmFsUmVzcG9uc2USJQoIYXBwcm92YWwYASABKAsyEy5wYWx5cmEudjEuQXBwcm92YWwiRwoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBItCghkZWNpc2lvbhgBIAEoCzIbLnBhbHlyYS52MS5BcHByb3ZhbERlY2lzaW9uIkAKF1Jlc29sdmVBcHByb3ZhbFJlc3BvbnNlEiUKCGFwcHJvdmFsGAEgASgLMhMucGFseXJhLnYxLkFwcHJvdmFsIlAKFVJlc29sdmVTZXNzaW9uUmVxdWVzdBIoCgZ0YXJnZXQYASABKAsyGC5wYWx5cmEudjEuU2Vzc2lvblRhcmdldBINCgV0aXRsZRgCIAEoCSI9ChZSZXNvbHZlU2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5wYWx5cmEudjEuU2Vzc2lvbiInChFHZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIjkKEkdldFNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIucGFseXJhLnYxLlNlc3Npb24iPgoTTGlzdFNlc3Npb25zUmVxdWVzdBIYChBpbmNsdWRlX2FyY2hpdmVkGAEgASgIEg0KBWxpbWl0GAIgASgNIjwKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiQKCHNlc3Npb25zGAEgAygLMhIucGFseXJhLnYxLlNlc3Npb24iKQoTUmVzZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIjsKFFJlc2V0U2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5wYWx5cmEudjEuU2Vzc2lvbiJJChRCcmFuY2hTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBmF0X3NlcRgCIAEoBBINCgV0aXRsZRgDIAEoCSI8ChVCcmFuY2hTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLnBhbHlyYS52MS5TZXNzaW9uInkKBUFnZW50EgoKAmlkGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEg0KBXRvb2xzGAMgAygJEg4KBm1vZGVscxgEIAMoCRIVCg1yb3V0ZWRfbW9kZWxzGAUgAygJEhkKEXJvdXRpbmdfdGhyZXNob2xkGAYgASgBIhMKEUxpc3RBZ2VudHNSZXF1ZXN0IjYKEkxpc3RBZ2VudHNSZXNwb25zZRIgCgZhZ2VudHMYASADKAsyEC5wYWx5cmEudjEuQWdlbnQiRwoPUmVhZFRhcGVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEQoJYWZ0ZXJfc2VxGAIgASgEEg0KBWxpbWl0GAMgASgNIlAKEFJlYWRUYXBlUmVzcG9uc2USJAoGZXZlbnRzGAEgAygLMhQucGFseXJhLnYxLlRhcGVFdmVudBIWCg5uZXh0X2FmdGVyX3NlcRgCIAEoBCIPCg1WZXJpZnlSZXF1ZXN0InMKDlZlcmlmeVJlc3BvbnNlEgoKAm9rGAEgASgIEg8KB2NoZWNrZWQYAiABKAQSDgoGcmVhc29uGAMgASgJEg4KBmRldGFpbBgEIAEoCRISCgpzZXNzaW9uX2lkGAUgASgJEhAKCHRhcGVfc2VxGAYgASgEIjwKFUNvbXBhY3RTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg8KB3ByZXZpZXcYAiABKAgikQIKFkNvbXBhY3RTZXNzaW9uUmVzcG9uc2USDwoHYXBwbGllZBgBIAEoCBISCgpzZXNzaW9uX2lkGAIgASgJEhAKCGZyb21fc2VxGAMgASgEEg4KBnRvX3NlcRgEIAEoBBIPCgdzdW1tYXJ5GAUgASgJEhAKCHN0cmF0ZWd5GAYgASgJEhIKCnN1bW1hcml6ZXIYByABKAkSEAoIcmVqZWN0ZWQYCCABKAkSFQoNdG9rZW5zX2JlZm9yZRgJIAEoBBIUCgx0b2tlbnNfYWZ0ZXIYCiABKAQSFQoNY2hlY2twb2ludF9pZBgLIAEoCRIjCgVldmVudBgMIAEoCzIULnBhbHlyYS52MS5UYXBlRXZlbnQiwgIKCkNoZWNrcG9pbnQSCgoCaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIQCghmcm9tX3NlcRgDIAEoBBIOCgZ0b19zZXEYBCABKAQSDwoHc3VtbWFyeRgFIAEoCRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghzdHJhdGVneRgHIAEoCRISCgpzdW1tYXJpemVyGAggASgJEhgKEGhpc3RvcnlfZnJvbV9zZXEYCSABKAQSGAoQcmVzZXRfZ2VuZXJhdGlvbhgKIAEoBBIUCgxyZXN0b3JlZF9zZXEYCyABKAQSFQoNdG9rZW5zX2JlZm9yZRgMIAEoBBIUCgx0b2tlbnNfYWZ0ZXIYDSABKAQSFAoMcGlubmVkX25vdGVzGA4gASgNIiwKFkxpc3RDaGVja3BvaW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJFChdMaXN0Q2hlY2twb2ludHNSZXNwb25zZRIqCgtjaGVja3BvaW50cxgBIAMoCzIVLnBhbHlyYS52MS5DaGVja3BvaW50IkUKGFJlc3RvcmVDaGVja3BvaW50UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkiZQoZUmVzdG9yZUNoZWNrcG9pbnRSZXNwb25zZRIjCgVldmVudBgBIAEoCzIULnBhbHlyYS52MS5UYXBlRXZlbnQSIwoHc2Vzc2lvbhgCIAEoCzISLnBhbHlyYS52MS5TZXNzaW9uIkwKCkF0dGFjaG1lbnQSDgoGZGlnZXN0GAEgASgJEhIKCm1lZGlhX3R5cGUYAiABKAkSDAoEc2l6ZRgDIAEoBBIMCgRuYW1lGAQgASgJIkEKD0F0dGFjaG1lbnRJbnB1dBIMCgRkYXRhGAEgASgMEgwKBG5hbWUYAiABKAkSEgoKbWVkaWFfdHlwZRgDIAEoCSrWAQoIUnVuU3RhdGUSGQoVUlVOX1NUQVRFX1VOU1BFQ0lGSUVEEAASFQoRUlVOX1NUQVRFX1BFTkRJTkcQARIWChJSVU5fU1RBVEVfQUNDRVBURUQQAhIZChVSVU5fU1RBVEVfSU5fUFJPR1JFU1MQAxIiCh5SVU5fU1RBVEVfV0FJVElOR19GT1JfQVBQUk9WQUwQBBISCg5SVU5fU1RBVEVfRE9ORRAFEhcKE1JVTl9TVEFURV9DQU5DRUxMRUQQBhIUChBSVU5fU1RBVEVfRkFJTEVEEAcqUQoEUmlzaxIUChBSSVNLX1VOU1BFQ0lGSUVEEAASDAoIUklTS19MT1cQARISCg5SSVNLX1NFTlNJVElWRRACEhEKDVJJU0tfQ1JJVElDQUwQAyp/Cg1BcHByb3ZhbFNjb3BlEh4KGkFQUFJPVkFMX1NDT1BFX1VOU1BFQ0lGSUVEEAASFwoTQVBQUk9WQUxfU0NPUEVfT05DRRABEhoKFkFQUFJPVkFMX1NDT1BFX1NFU1NJT04QAhIZChVBUFBST1ZBTF9TQ09QRV9BTFdBWVMQAyqMAQoOUG9saWN5RGVjaXNpb24SHwobUE9MSUNZX0RFQ0lTSU9OX1VOU1BFQ0lGSUVEEAASGQoVUE9MSUNZX0RFQ0lTSU9OX0FMTE9XEAESGAoUUE9MSUNZX0RFQ0lTSU9OX0RFTlkQAhIkCiBQT0xJQ1lfREVDSVNJT05fUkVRVUlSRV9BUFBST1ZBTBADKsIBCg5BcHByb3ZhbFN0YXR1cxIfChtBUFBST1ZBTF9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdBUFBST1ZBTF9TVEFUVVNfUEVORElORxABEhwKGEFQUFJPVkFMX1NUQVRVU19BUFBST1ZFRBACEhoKFkFQUFJPVkFMX1NUQVRVU19ERU5JRUQQAxIbChdBUFBST1ZBTF9TVEFUVVNfRVhQSVJFRBAEEhsKF0FQUFJPVkFMX1NUQVRVU19SRVZPS0VEEAUy7AEKDkdhdGV3YXlTZXJ2aWNlEkoKCVJ1blN0cmVhbRIbLnBhbHlyYS52MS5SdW5TdHJlYW1SZXF1ZXN0GhwucGFseXJhLnYxLlJ1blN0cmVhbVJlc3BvbnNlKAEwARJPCgxSb3V0ZU1lc3NhZ2USHi5wYWx5cmEudjEuUm91dGVNZXNzYWdlUmVxdWVzdBofLnBhbHlyYS52MS5Sb3V0ZU1lc3NhZ2VSZXNwb25zZRI9CgZHZXRSdW4SGC5wYWx5cmEudjEuR2V0UnVuUmVxdWVzdBoZLnBhbHlyYS52MS5HZXRSdW5SZXNwb25zZTKOAgoQQXBwcm92YWxzU2VydmljZRJSCg1MaXN0QXBwcm92YWxzEh8ucGFseXJhLnYxLkxpc3RBcHByb3ZhbHNSZXF1ZXN0GiAucGFseXJhLnYxLkxpc3RBcHByb3ZhbHNSZXNwb25zZRJMCgtHZXRBcHByb3ZhbBIdLnBhbHlyYS52MS5HZXRBcHByb3ZhbFJlcXVlc3QaHi5wYWx5cmEudjEuR2V0QXBwcm92YWxSZXNwb25zZRJYCg9SZXNvbHZlQXBwcm92YWwSIS5wYWx5cmEudjEuUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBoiLnBhbHlyYS52MS5SZXNvbHZlQXBwcm92YWxSZXNwb25zZTK6BQoPU2Vzc2lvbnNTZXJ2aWNlElUKDlJlc29sdmVTZXNzaW9uEiAucGFseXJhLnYxLlJlc29sdmVTZXNzaW9uUmVxdWVzdBohLnBhbHlyYS52MS5SZXNvbHZlU2Vzc2lvblJlc3BvbnNlEkkKCkdldFNlc3Npb24SHC5wYWx5cmEudjEuR2V0U2Vzc2lvblJlcXVlc3QaHS5wYWx5cmEudjEuR2V0U2Vzc2lvblJlc3BvbnNlEk8KDExpc3RTZXNzaW9ucxIeLnBhbHlyYS52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0Gh8ucGFseXJhLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlEk8KDFJlc2V0U2Vzc2lvbhIeLnBhbHlyYS52MS5SZXNldFNlc3Npb25SZXF1ZXN0Gh8ucGFseXJhLnYxLlJlc2V0U2Vzc2lvblJlc3BvbnNlElIKDUJyYW5jaFNlc3Npb24SHy5wYWx5cmEudjEuQnJhbmNoU2Vzc2lvblJlcXVlc3QaIC5wYWx5cmEudjEuQnJhbmNoU2Vzc2lvblJlc3BvbnNlElUKDkNvbXBhY3RTZXNzaW9uEiAucGFseXJhLnYxLkNvbXBhY3RTZXNzaW9uUmVxdWVzdBohLnBhbHlyYS52MS5Db21wYWN0U2Vzc2lvblJlc3BvbnNlElgKD0xpc3RDaGVja3BvaW50cxIhLnBhbHlyYS52MS5MaXN0Q2hlY2twb2ludHNSZXF1ZXN0GiIucGFseXJhLnYxLkxpc3RDaGVja3BvaW50c1Jlc3BvbnNlEl4KEVJlc3RvcmVDaGVja3BvaW50EiMucGFseXJhLnYxLlJlc3RvcmVDaGVja3BvaW50UmVxdWVzdBokLnBhbHlyYS52MS5SZXN0b3JlQ2hlY2twb2ludFJlc3BvbnNlMloKDUFnZW50c1NlcnZpY2USSQoKTGlzdEFnZW50cxIcLnBhbHlyYS52MS5MaXN0QWdlbnRzUmVxdWVzdBodLnBhbHlyYS52MS5MaXN0QWdlbnRzUmVzcG9uc2UylAEKDkpvdXJuYWxTZXJ2aWNlEkMKCFJlYWRUYXBlEhoucGFseXJhLnYxLlJlYWRUYXBlUmVxdWVzdBobLnBhbHlyYS52MS5SZWFkVGFwZVJlc3BvbnNlEj0KBlZlcmlmeRIYLnBhbHlyYS52MS5WZXJpZnlSZXF1ZXN0GhkucGFseXJhLnYxLlZlcmlmeVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message palyra.v1.RunAccepted
@@ -35,6 +35,13 @@ export type RunAccepted = Message<"palyra.v1.RunAccepted"> & {
    * @generated from field: string queued_behind = 2;
    */
   queuedBehind: string;
+
+  /**
+   * The message's attachments, by digest (copied onto its UserMessage).
+   *
+   * @generated from field: repeated palyra.v1.Attachment attachments = 3;
+   */
+  attachments: Attachment[];
 };
 
 /**
@@ -52,6 +59,11 @@ export type UserMessage = Message<"palyra.v1.UserMessage"> & {
    * @generated from field: string text = 1;
    */
   text: string;
+
+  /**
+   * @generated from field: repeated palyra.v1.Attachment attachments = 2;
+   */
+  attachments: Attachment[];
 };
 
 /**
@@ -1131,6 +1143,11 @@ export type StartRun = Message<"palyra.v1.StartRun"> & {
    * @generated from field: string text = 2;
    */
   text: string;
+
+  /**
+   * @generated from field: repeated palyra.v1.AttachmentInput attachments = 3;
+   */
+  attachments: AttachmentInput[];
 };
 
 /**
@@ -1306,6 +1323,11 @@ export type RouteMessageRequest = Message<"palyra.v1.RouteMessageRequest"> & {
    * @generated from field: string text = 2;
    */
   text: string;
+
+  /**
+   * @generated from field: repeated palyra.v1.AttachmentInput attachments = 3;
+   */
+  attachments: AttachmentInput[];
 };
 
 /**
@@ -1866,6 +1888,346 @@ export const VerifyResponseSchema: GenMessage<VerifyResponse> = /*@__PURE__*/
   messageDesc(file_palyra_v1_gateway, 56);
 
 /**
+ * @generated from message palyra.v1.CompactSessionRequest
+ */
+export type CompactSessionRequest = Message<"palyra.v1.CompactSessionRequest"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * Compute the summary and token counts, append nothing.
+   *
+   * @generated from field: bool preview = 2;
+   */
+  preview: boolean;
+};
+
+/**
+ * Describes the message palyra.v1.CompactSessionRequest.
+ * Use `create(CompactSessionRequestSchema)` to create a new message.
+ */
+export const CompactSessionRequestSchema: GenMessage<CompactSessionRequest> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 57);
+
+/**
+ * @generated from message palyra.v1.CompactSessionResponse
+ */
+export type CompactSessionResponse = Message<"palyra.v1.CompactSessionResponse"> & {
+  /**
+   * false for a preview.
+   *
+   * @generated from field: bool applied = 1;
+   */
+  applied: boolean;
+
+  /**
+   * @generated from field: string session_id = 2;
+   */
+  sessionId: string;
+
+  /**
+   * The tape range newly covered.
+   *
+   * @generated from field: uint64 from_seq = 3;
+   */
+  fromSeq: bigint;
+
+  /**
+   * @generated from field: uint64 to_seq = 4;
+   */
+  toSeq: bigint;
+
+  /**
+   * @generated from field: string summary = 5;
+   */
+  summary: string;
+
+  /**
+   * @generated from field: string strategy = 6;
+   */
+  strategy: string;
+
+  /**
+   * model | extractive
+   *
+   * @generated from field: string summarizer = 7;
+   */
+  summarizer: string;
+
+  /**
+   * Why the model's summary was refused (the extractive one was used); empty otherwise.
+   *
+   * @generated from field: string rejected = 8;
+   */
+  rejected: string;
+
+  /**
+   * @generated from field: uint64 tokens_before = 9;
+   */
+  tokensBefore: bigint;
+
+  /**
+   * @generated from field: uint64 tokens_after = 10;
+   */
+  tokensAfter: bigint;
+
+  /**
+   * Empty for a preview.
+   *
+   * @generated from field: string checkpoint_id = 11;
+   */
+  checkpointId: string;
+
+  /**
+   * The CompactionApplied event (absent for a preview).
+   *
+   * @generated from field: palyra.v1.TapeEvent event = 12;
+   */
+  event?: TapeEvent | undefined;
+};
+
+/**
+ * Describes the message palyra.v1.CompactSessionResponse.
+ * Use `create(CompactSessionResponseSchema)` to create a new message.
+ */
+export const CompactSessionResponseSchema: GenMessage<CompactSessionResponse> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 58);
+
+/**
+ * @generated from message palyra.v1.Checkpoint
+ */
+export type Checkpoint = Message<"palyra.v1.Checkpoint"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string session_id = 2;
+   */
+  sessionId: string;
+
+  /**
+   * @generated from field: uint64 from_seq = 3;
+   */
+  fromSeq: bigint;
+
+  /**
+   * @generated from field: uint64 to_seq = 4;
+   */
+  toSeq: bigint;
+
+  /**
+   * @generated from field: string summary = 5;
+   */
+  summary: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 6;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string strategy = 7;
+   */
+  strategy: string;
+
+  /**
+   * @generated from field: string summarizer = 8;
+   */
+  summarizer: string;
+
+  /**
+   * @generated from field: uint64 history_from_seq = 9;
+   */
+  historyFromSeq: bigint;
+
+  /**
+   * @generated from field: uint64 reset_generation = 10;
+   */
+  resetGeneration: bigint;
+
+  /**
+   * @generated from field: uint64 restored_seq = 11;
+   */
+  restoredSeq: bigint;
+
+  /**
+   * @generated from field: uint64 tokens_before = 12;
+   */
+  tokensBefore: bigint;
+
+  /**
+   * @generated from field: uint64 tokens_after = 13;
+   */
+  tokensAfter: bigint;
+
+  /**
+   * @generated from field: uint32 pinned_notes = 14;
+   */
+  pinnedNotes: number;
+};
+
+/**
+ * Describes the message palyra.v1.Checkpoint.
+ * Use `create(CheckpointSchema)` to create a new message.
+ */
+export const CheckpointSchema: GenMessage<Checkpoint> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 59);
+
+/**
+ * @generated from message palyra.v1.ListCheckpointsRequest
+ */
+export type ListCheckpointsRequest = Message<"palyra.v1.ListCheckpointsRequest"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+};
+
+/**
+ * Describes the message palyra.v1.ListCheckpointsRequest.
+ * Use `create(ListCheckpointsRequestSchema)` to create a new message.
+ */
+export const ListCheckpointsRequestSchema: GenMessage<ListCheckpointsRequest> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 60);
+
+/**
+ * @generated from message palyra.v1.ListCheckpointsResponse
+ */
+export type ListCheckpointsResponse = Message<"palyra.v1.ListCheckpointsResponse"> & {
+  /**
+   * Oldest first.
+   *
+   * @generated from field: repeated palyra.v1.Checkpoint checkpoints = 1;
+   */
+  checkpoints: Checkpoint[];
+};
+
+/**
+ * Describes the message palyra.v1.ListCheckpointsResponse.
+ * Use `create(ListCheckpointsResponseSchema)` to create a new message.
+ */
+export const ListCheckpointsResponseSchema: GenMessage<ListCheckpointsResponse> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 61);
+
+/**
+ * @generated from message palyra.v1.RestoreCheckpointRequest
+ */
+export type RestoreCheckpointRequest = Message<"palyra.v1.RestoreCheckpointRequest"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * @generated from field: string checkpoint_id = 2;
+   */
+  checkpointId: string;
+};
+
+/**
+ * Describes the message palyra.v1.RestoreCheckpointRequest.
+ * Use `create(RestoreCheckpointRequestSchema)` to create a new message.
+ */
+export const RestoreCheckpointRequestSchema: GenMessage<RestoreCheckpointRequest> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 62);
+
+/**
+ * @generated from message palyra.v1.RestoreCheckpointResponse
+ */
+export type RestoreCheckpointResponse = Message<"palyra.v1.RestoreCheckpointResponse"> & {
+  /**
+   * The CheckpointRestored event.
+   *
+   * @generated from field: palyra.v1.TapeEvent event = 1;
+   */
+  event?: TapeEvent | undefined;
+
+  /**
+   * @generated from field: palyra.v1.Session session = 2;
+   */
+  session?: Session | undefined;
+};
+
+/**
+ * Describes the message palyra.v1.RestoreCheckpointResponse.
+ * Use `create(RestoreCheckpointResponseSchema)` to create a new message.
+ */
+export const RestoreCheckpointResponseSchema: GenMessage<RestoreCheckpointResponse> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 63);
+
+/**
+ * A file that came with a user message: its bytes are in the blob store under `digest` (SHA-256,
+ * hex), never on the tape. media_type is what the bytes are (sniffed), not what was declared.
+ *
+ * @generated from message palyra.v1.Attachment
+ */
+export type Attachment = Message<"palyra.v1.Attachment"> & {
+  /**
+   * @generated from field: string digest = 1;
+   */
+  digest: string;
+
+  /**
+   * @generated from field: string media_type = 2;
+   */
+  mediaType: string;
+
+  /**
+   * @generated from field: uint64 size = 3;
+   */
+  size: bigint;
+
+  /**
+   * @generated from field: string name = 4;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message palyra.v1.Attachment.
+ * Use `create(AttachmentSchema)` to create a new message.
+ */
+export const AttachmentSchema: GenMessage<Attachment> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 64);
+
+/**
+ * An attachment as a client sends it: an image (PNG, JPEG, GIF, WebP; recognised from its bytes)
+ * or a UTF-8 text file. Size-limited per attachment and per message (RESOURCE_EXHAUSTED); images
+ * to a model that does not accept them are INVALID_ARGUMENT.
+ *
+ * @generated from message palyra.v1.AttachmentInput
+ */
+export type AttachmentInput = Message<"palyra.v1.AttachmentInput"> & {
+  /**
+   * @generated from field: bytes data = 1;
+   */
+  data: Uint8Array;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * Only names a text file's subtype (text/markdown, application/json).
+   *
+   * @generated from field: string media_type = 3;
+   */
+  mediaType: string;
+};
+
+/**
+ * Describes the message palyra.v1.AttachmentInput.
+ * Use `create(AttachmentInputSchema)` to create a new message.
+ */
+export const AttachmentInputSchema: GenMessage<AttachmentInput> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 65);
+
+/**
  * @generated from enum palyra.v1.RunState
  */
 export enum RunState {
@@ -2158,6 +2520,30 @@ export const SessionsService: GenService<{
     methodKind: "unary";
     input: typeof BranchSessionRequestSchema;
     output: typeof BranchSessionResponseSchema;
+  },
+  /**
+   * @generated from rpc palyra.v1.SessionsService.CompactSession
+   */
+  compactSession: {
+    methodKind: "unary";
+    input: typeof CompactSessionRequestSchema;
+    output: typeof CompactSessionResponseSchema;
+  },
+  /**
+   * @generated from rpc palyra.v1.SessionsService.ListCheckpoints
+   */
+  listCheckpoints: {
+    methodKind: "unary";
+    input: typeof ListCheckpointsRequestSchema;
+    output: typeof ListCheckpointsResponseSchema;
+  },
+  /**
+   * @generated from rpc palyra.v1.SessionsService.RestoreCheckpoint
+   */
+  restoreCheckpoint: {
+    methodKind: "unary";
+    input: typeof RestoreCheckpointRequestSchema;
+    output: typeof RestoreCheckpointResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_palyra_v1_gateway, 2);

@@ -1,0 +1,324 @@
+import { createHash } from "node:crypto"
+import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from "node:fs"
+import { createServer as createHttpServer } from "node:http"
+import { createServer, type Server } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { CedarPolicy } from "../src/cedar.js"
+import { References } from "../src/context.js"
+import {
+  Caller,
+  Gateway,
+  Journal,
+  MemoryJournal,
+  PolicyEngine,
+  PromptAssembler,
+  ScriptedModel,
+  type TapeEvent
+} from "../src/index.js"
+import { collect, gatewayLayer } from "../src/testing.js"
+
+const alice = Caller.user("alice")
+const bob = Caller.user("bob")
+const sha = (s: string) => createHash("sha256").update(s).digest("hex")
+
+/** A workspace with ordinary files, secret files and links that leave it. */
+const workspace = () => {
+  const base = mkdtempSync(join(tmpdir(), "palyra-refs-"))
+  const root = join(base, "ws")
+  mkdirSync(join(root, "sub", ".git"), { recursive: true })
+  writeFileSync(join(root, "notes.md"), "The build id is B-7731.\n")
+  writeFileSync(join(root, "my notes.md"), "spaces work\n")
+  writeFileSync(join(root, ".env"), "TOKEN=should-never-leave\n")
+  writeFileSync(join(root, "server.pem"), "-----BEGIN PRIVATE KEY-----\n")
+  writeFileSync(join(root, "sub", ".git", "config"), "[remote] url=secret-remote\n")
+  writeFileSync(join(base, "outside.txt"), "outside-the-workspace\n")
+  symlinkSync(join(base, "outside.txt"), join(root, "link-out"))
+  symlinkSync(join(root, "sub", ".git", "config"), join(root, "harmless.txt"))
+  return root
+}
+
+type Opts = Omit<References.Options, "journal">
+const withRefs = <A, E>(
+  options: Opts,
+  body: (gateway: Gateway.Service, journal: Journal.Service, model: ScriptedModel.ScriptedModel) => Effect.Effect<A, E>
+) =>
+  Effect.gen(function* () {
+    const journal = yield* MemoryJournal.make()
+    const model = ScriptedModel.make(() => ({ text: "noted" }))
+    const layer = gatewayLayer({
+      model,
+      journal: Layer.succeed(Journal.Journal, journal),
+      promptAssembler: Layer.succeed(
+        PromptAssembler.PromptAssembler,
+        References.resolving(PromptAssembler.fromHistory, { ...options, journal })
+      )
+    }) as Layer.Layer<Gateway.Gateway>
+    return yield* Effect.flatMap(Gateway.Gateway, (g) => body(g, journal, model)).pipe(
+      Effect.provide(layer),
+      Effect.scoped
+    )
+  })
+
+const send = (gateway: Gateway.Service, caller: Caller.Caller, text: string, key = "refs") =>
+  Effect.gen(function* () {
+    const { run, session, events } = yield* gateway.startRun(caller, { key, text })
+    const seen = yield* collect(events)
+    return { run, session, seen }
+  })
+
+const notes = (events: ReadonlyArray<TapeEvent.TapeEvent>) =>
+  events.flatMap((e) => (e._tag === "SessionNote" && e.author === "references" ? [e.text] : []))
+const lastUser = (model: ScriptedModel.ScriptedModel) => {
+  const m = model.prompts.at(-1)!.messages.findLast((m) => m.role === "user")
+  return m?.role === "user" ? m.text : ""
+}
+
+const cedar = (extra: string) => CedarPolicy.make({ policies: `${CedarPolicy.defaultPolicies}\n${extra}` })
+const permitFetch = `@id("refs.alice-fetch")
+permit (principal == Palyra::Principal::"alice", action == Palyra::Action::"tool.execute", resource == Palyra::Tool::"http.fetch");`
+
+/** A TCP listener that only counts connections. */
+const canary = () =>
+  Effect.acquireRelease(
+    Effect.async<{ server: Server; port: number; connections: () => number }>((resume) => {
+      let n = 0
+      const server = createServer((socket) => {
+        n++
+        socket.destroy()
+      })
+      server.listen(0, "127.0.0.1", () => {
+        const address = server.address()
+        resume(
+          Effect.succeed({
+            server,
+            port: typeof address === "object" && address ? address.port : 0,
+            connections: () => n
+          })
+        )
+      })
+    }),
+    ({ server }) => Effect.promise(() => new Promise<void>((r) => server.close(() => r())))
+  )
+
+describe("References", () => {
+  it.live("files and folders: confined, secret paths refused, links followed to where they lead, all journaled", () =>
+    Effect.gen(function* () {
+      const root = workspace()
+      const text =
+        'compare @file:notes.md with @file:"my notes.md", @file:../outside.txt, @file:link-out, ' +
+        "@file:.env, @file:server.pem, @file:sub/.git/config, @file:harmless.txt and @folder:. please"
+      yield* withRefs({ workspace: root, modelName: "openai:gpt-4o", maxReferences: 10 }, (gateway, journal, model) =>
+        Effect.gen(function* () {
+          const { session } = yield* send(gateway, alice, text)
+          const prompt = lastUser(model)
+          // The content reaches the model fenced after the message, labelled untrusted.
+          assert.include(prompt, text)
+          assert.include(prompt, `target="notes.md" sha256="${sha("The build id is B-7731.\n")}" untrusted="true">`)
+          assert.include(prompt, "The build id is B-7731.")
+          assert.include(prompt, "spaces work")
+          for (const leaked of ["outside-the-workspace", "should-never-leave", "PRIVATE KEY", "secret-remote"]) {
+            assert.notInclude(prompt, leaked)
+          }
+          // The folder listing hides the secret entries.
+          assert.match(
+            prompt,
+            /kind="folder" target="\."[^>]*>\nharmless.txt\nlink-out\nmy notes.md \(12 bytes\)\nnotes.md \(24 bytes\)\nsub\/\n\(2 secret entries not shown\)\n<\/context-reference>/
+          )
+          // One note per reference, in order, on the tape — with the digest, not the content.
+          const tape = yield* journal.readTape(session.id, { afterSeq: 0 })
+          const ns = notes(tape)
+          assert.strictEqual(ns.length, 9)
+          assert.match(ns[0]!, /^@file:notes\.md resolved: 24 bytes, \d+ tokens, sha256:[0-9a-f]{64}$/)
+          assert.match(ns[1]!, /^@file:my notes\.md resolved: 12 bytes/)
+          assert.match(ns[2]!, /^@file:\.\.\/outside\.txt refused: .*outside the workspace/)
+          assert.match(ns[3]!, /^@file:link-out refused: .*symlink/)
+          for (const i of [4, 5, 6, 7]) assert.match(ns[i]!, /refused: secret paths are never referenced$/)
+          assert.match(ns[8]!, /^@folder:\. resolved/)
+          assert.notInclude(JSON.stringify(tape), "B-7731")
+          // The refusals are visible to the model too.
+          assert.include(prompt, 'target="../outside.txt" status="refused"')
+        })
+      )
+    })
+  )
+
+  it.live(
+    "@url: a private address is refused with zero connections; an allowed local server is fetched and digested",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const trap = yield* canary()
+          const policy = yield* cedar(permitFetch)
+          const body = "release notes: v1.2.3 fixes #42\n"
+          const server = createHttpServer((_req, res) => {
+            res.writeHead(200, { "content-type": "text/plain; charset=utf-8" })
+            res.end(body)
+          })
+          yield* Effect.acquireRelease(
+            Effect.async<void>((resume) => {
+              server.listen(0, "127.0.0.1", () => resume(Effect.void))
+            }),
+            () => Effect.promise(() => new Promise<void>((r) => server.close(() => r())))
+          )
+          const address = server.address()
+          const port = typeof address === "object" && address ? address.port : 0
+
+          // The http.fetch rules: 127.0.0.1 is on the list but private networks are not allowed.
+          yield* withRefs({ policy, http: { allowHosts: ["127.0.0.1"] } }, (gateway, journal, model) =>
+            Effect.gen(function* () {
+              const { session } = yield* send(gateway, alice, `see @url:http://127.0.0.1:${trap.port}/x`)
+              const ns = notes(yield* journal.readTape(session.id, { afterSeq: 0 }))
+              assert.strictEqual(ns.length, 1)
+              assert.match(ns[0]!, /refused: private_address/)
+              assert.include(lastUser(model), 'status="refused"')
+            })
+          )
+          // Policy first: with the default policies (http.fetch needs approval) nothing is fetched.
+          const strict = yield* cedar("")
+          yield* withRefs(
+            { policy: strict, http: { allowHosts: ["127.0.0.1"], allowPrivateNetworks: true } },
+            (gateway, journal) =>
+              Effect.gen(function* () {
+                const { session } = yield* send(gateway, alice, `see @url:http://127.0.0.1:${trap.port}/x`)
+                const ns = notes(yield* journal.readTape(session.id, { afterSeq: 0 }))
+                assert.match(ns[0]!, /refused: policy requires approval for fetching this URL/)
+              })
+          )
+          // ... and bob has no permit at all.
+          yield* withRefs(
+            { policy, http: { allowHosts: ["127.0.0.1"], allowPrivateNetworks: true } },
+            (gateway, journal) =>
+              Effect.gen(function* () {
+                const { session } = yield* send(gateway, bob, `see @url:http://127.0.0.1:${trap.port}/x`)
+                const ns = notes(yield* journal.readTape(session.id, { afterSeq: 0 }))
+                assert.match(ns[0]!, /refused: policy (denies|requires approval)/)
+              })
+          )
+          assert.strictEqual(trap.connections(), 0, "nothing connected to the canary")
+
+          // A test config that allows the local server: fetched, fenced, digested.
+          yield* withRefs(
+            { policy, http: { allowHosts: ["127.0.0.1"], allowPrivateNetworks: true } },
+            (gateway, journal, model) =>
+              Effect.gen(function* () {
+                const { session } = yield* send(gateway, alice, `summarize @url:http://127.0.0.1:${port}/notes`)
+                const ns = notes(yield* journal.readTape(session.id, { afterSeq: 0 }))
+                assert.strictEqual(
+                  ns[0],
+                  `@url:http://127.0.0.1:${port}/notes resolved: ${body.length} bytes, ${ns[0]!.match(/(\d+) tokens/)![1]} tokens, sha256:${sha(body)}`
+                )
+                assert.include(lastUser(model), "release notes: v1.2.3 fixes #42")
+              })
+          )
+        })
+      )
+  )
+
+  it.live("@run: and @session: read the caller's own; another principal's answer exactly like a missing id", () =>
+    withRefs({}, (gateway, journal, model) =>
+      Effect.gen(function* () {
+        const mine = yield* send(gateway, alice, "the password rotation is due on 2026-12-01", "a1")
+        const theirs = yield* send(gateway, bob, "bob's private plan: ZEBRA-9", "b1")
+        const missing = "01JZZZZZZZZZZZZZZZZZZZZZZZ"
+        const { session } = yield* send(
+          gateway,
+          alice,
+          `@run:${mine.run.id} @run:${theirs.run.id} @run:${missing} @session:${theirs.session.id} @session:${mine.session.id}`,
+          "a2"
+        )
+        const ns = notes(yield* journal.readTape(session.id, { afterSeq: 0 }))
+        assert.match(ns[0]!, /^@run:\S+ resolved/)
+        assert.strictEqual(ns[1], `@run:${theirs.run.id} refused: run ${theirs.run.id} not found`)
+        assert.strictEqual(ns[2], `@run:${missing} refused: run ${missing} not found`)
+        assert.strictEqual(ns[3], `@session:${theirs.session.id} refused: session ${theirs.session.id} not found`)
+        assert.match(ns[4]!, /^@session:\S+ resolved/)
+        const prompt = lastUser(model)
+        assert.include(prompt, "user: the password rotation is due on 2026-12-01")
+        assert.notInclude(prompt, "ZEBRA-9")
+      })
+    )
+  )
+
+  it.live("limits: a reference over its kind's limit is cut; one past the total is refused", () =>
+    Effect.gen(function* () {
+      const root = workspace()
+      writeFileSync(join(root, "big.txt"), "lorem ipsum dolor sit amet ".repeat(2_000))
+      yield* withRefs(
+        { workspace: root, modelName: "openai:gpt-4o", limits: { file: 100, total: 150 } },
+        (gateway, journal) =>
+          Effect.gen(function* () {
+            const { session } = yield* send(gateway, alice, "@file:big.txt @file:big.txt")
+            const ns = notes(yield* journal.readTape(session.id, { afterSeq: 0 }))
+            const tokens = Number(ns[0]!.match(/(\d+) tokens/)![1])
+            assert.isAtMost(tokens, 100)
+            assert.include(ns[0]!, "(truncated)")
+            assert.match(ns[1]!, /resolved: .*\(truncated\)/)
+            assert.isAtMost(Number(ns[1]!.match(/(\d+) tokens/)![1]), 50)
+          })
+      )
+    })
+  )
+
+  it.live(
+    "through the kernel (References.layer): the notes reach the run's live stream, @url decided by the kernel's policy",
+    () =>
+      Effect.gen(function* () {
+        const root = workspace()
+        const model = ScriptedModel.make(() => ({ text: "noted" }))
+        const layer = gatewayLayer({
+          model,
+          policy: Layer.effect(PolicyEngine.PolicyEngine, cedar("")),
+          promptAssembler: References.layer(PromptAssembler.layer, { workspace: root, http: { allowHosts: [] } })
+        }) as Layer.Layer<Gateway.Gateway>
+        const seen = yield* Effect.flatMap(Gateway.Gateway, (g) =>
+          send(g, alice, "@file:notes.md @url:https://example.com/")
+        ).pipe(Effect.provide(layer), Effect.scoped)
+        const live = notes(seen.seen)
+        assert.strictEqual(live.length, 2)
+        assert.match(live[0]!, /^@file:notes\.md resolved/)
+        // The default Cedar policies want approval for http.fetch: a prompt cannot wait, so it is refused.
+        assert.match(live[1]!, /refused: policy requires approval/)
+      })
+  )
+
+  it.live("a new process resolving the same run again (a resume) does not note its references twice", () =>
+    Effect.gen(function* () {
+      const root = workspace()
+      yield* withRefs({ workspace: root }, (gateway, journal) =>
+        Effect.gen(function* () {
+          const { session, run } = yield* send(gateway, alice, "see @file:notes.md")
+          const history = yield* journal.readTape(session.id, { afterSeq: 0 })
+          // A fresh decorator: nothing cached, as after a restart.
+          const again = References.resolving(PromptAssembler.fromHistory, { journal, workspace: root })
+          const out = yield* again.assemble({ session, runId: run.id, history, instructions: undefined, tools: [] })
+          const user = out.request.messages.findLast((m) => m.role === "user")
+          assert.include(user?.role === "user" ? user.text : "", "The build id is B-7731.")
+          assert.strictEqual(notes(yield* journal.readTape(session.id, { afterSeq: 0 })).length, 1)
+        })
+      )
+    })
+  )
+
+  it("the secret-path list", () => {
+    for (const p of [
+      ".git/config",
+      "a/.ssh/id_rsa",
+      ".env",
+      ".env.local",
+      "k.pem",
+      "x/tls.KEY",
+      "id_ed25519.pub",
+      ".aws/credentials",
+      ".npmrc",
+      ".netrc"
+    ]) {
+      assert.isTrue(References.secretPath(p), p)
+    }
+    for (const p of ["src/env.ts", "notes.md", "keys/README.md", "environment.txt", "a.keynote"]) {
+      assert.isFalse(References.secretPath(p), p)
+    }
+  })
+})
