@@ -25,6 +25,7 @@ import * as Agents from "./Agents.js"
 import * as Approvals from "./Approvals.js"
 import * as Gateway from "./Gateway.js"
 import * as PromptAssembler from "./PromptAssembler.js"
+import { RunHooks, type Service as RunHooksService } from "./RunHooks.js"
 
 /** @since 0.1.0 @category Models */
 export interface Options<EJ = never, EP = never, EA = never> extends Gateway.Options, Agents.Options {
@@ -52,6 +53,8 @@ export interface Options<EJ = never, EP = never, EA = never> extends Gateway.Opt
    * which counts tokens against the model's window and compacts.
    */
   readonly promptAssembler?: Layer.Layer<PromptAssembler.PromptAssembler, EA, Journal | ModelProvider> | undefined
+  /** Told when a run ends (e.g. post-run reflection, see `@palyra/core/memory`'s `AfterRun`); default: nothing. */
+  readonly runHooks?: RunHooksService | undefined
 }
 
 /** The kernel's model: `model`, else the first model of the agent configured as `default`. */
@@ -109,7 +112,11 @@ export const layer = <EJ = never, EP = never, EA = never>(
       budgets: options.budgets
     }).pipe(Layer.provideMerge(base))
   )
-  const gateway = Gateway.layer(options).pipe(Layer.provideMerge(services))
+  const hooked =
+    options.runHooks === undefined
+      ? Gateway.layer(options)
+      : Gateway.layer(options).pipe(Layer.provide(Layer.succeed(RunHooks, options.runHooks)))
+  const gateway = hooked.pipe(Layer.provideMerge(services))
   return options.redaction === undefined
     ? gateway
     : gateway.pipe(Layer.provide(Layer.succeed(Redaction.CurrentRedactor, Redaction.make(options.redaction))))
