@@ -60,7 +60,9 @@ describe("run-end hooks", () => {
           Effect.provide(
             gatewayLayer({
               model: ScriptedModel.make((request) =>
-                request.messages.some((m) => m.role === "user" && m.text === "hang") ? Effect.never : { text: "hi" }
+                request.messages.some((m) => m.role === "user" && m.text === "hang")
+                  ? { text: ["never", "ends"], delayPerDelta: "1 hour" }
+                  : { text: "hi" }
               ),
               runHooks: hooks
             })
