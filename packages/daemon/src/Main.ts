@@ -9,7 +9,7 @@ import { randomBytes } from "node:crypto"
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { ChannelConfig } from "@palyra/channels/config"
-import { type Auth, Journal, Kernel, Metrics, PolicyEngine } from "@palyra/core"
+import { type Auth, Journal, Metrics, PolicyEngine } from "@palyra/core"
 import { CedarPolicy } from "@palyra/core/cedar"
 import { ContextEngine } from "@palyra/core/context"
 import { Models } from "@palyra/core/models"
@@ -31,6 +31,7 @@ import {
   Tracer
 } from "effect"
 import type { Config } from "./Config.js"
+import { afterRunOf } from "./internal/afterRun.js"
 import { agentsOf, budgetsOf } from "./internal/agents.js"
 
 /** The admin token: from config, or generated once and kept (mode 0600) in the data dir. @since 0.1.0 @category Auth */
@@ -190,7 +191,9 @@ export const run = (
       ]
     }
     const cx = config.context
-    const kernel = Kernel.layer({
+    // Memory, learning, the background worker and the watchdog ([memory], [learning], [watchdog], [tasks]).
+    const afterRun = yield* afterRunOf(config, redaction)
+    const kernel = afterRun.kernelLayer({
       model,
       tools: [...tools, ...pluginTools],
       // Window-aware prompts and compaction with checkpoints (`[context] enabled = false` to turn off).
@@ -262,6 +265,6 @@ export const run = (
       )
       onReady({ url, grpcUrl: grpc.url, token: admin.token, generated: admin.generated, tokenFile: admin.file })
       return yield* Effect.never
-    }).pipe(Effect.provide(kernel))
+    }).pipe(Effect.provide(afterRun.layer.pipe(Layer.provideMerge(kernel))))
     // The tracer wraps everything, so its final flush runs after the servers and runs have stopped.
   }).pipe(Effect.scoped, Effect.provide(telemetryLayer(config)))

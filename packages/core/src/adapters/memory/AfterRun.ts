@@ -22,11 +22,13 @@
  */
 import { Deferred, type Duration, Effect, FiberId, Layer, Metric, Option, Schedule } from "effect"
 import { InvalidArgument } from "../../domain/Errors.js"
+import type { Run } from "../../domain/Records.js"
 import type { Risk } from "../../domain/TapeEvent.js"
 import * as Gateway from "../../kernel/Gateway.js"
+import * as Kernel from "../../kernel/Kernel.js"
 import type * as PromptAssembler from "../../kernel/PromptAssembler.js"
 import type * as RunHooks from "../../kernel/RunHooks.js"
-import { Journal } from "../../ports/Journal.js"
+import { Journal, type Service as JournalService } from "../../ports/Journal.js"
 import { MemoryStore, type Service as StoreService } from "../../ports/MemoryStore.js"
 import { ModelProvider } from "../../ports/ModelProvider.js"
 import * as TaskQueue from "../../ports/TaskQueue.js"
@@ -48,6 +50,8 @@ export interface MemoryOptions {
   readonly tools?: boolean | undefined
   /** Risk of `memory.save` (default `sensitive`). */
   readonly saveRisk?: Risk | undefined
+  /** When a run ends, save its user messages as `note` items of the principal (default false). */
+  readonly autoIngest?: boolean | undefined
 }
 
 /** @since 0.1.0 @category Models */
@@ -90,6 +94,12 @@ export interface AfterRun {
     readonly promptAssembler?: Layer.Layer<PromptAssembler.PromptAssembler, EA, Journal | ModelProvider> | undefined
     readonly tools?: ReadonlyArray<Tool.AnyTool> | undefined
   }) => KernelParts<EA>
+  /** The kernel's options with `kernel(...)` applied: `Kernel.layer(afterRun.options({ ... }))`. */
+  readonly options: <EJ, EP, EA>(options: Kernel.Options<EJ, EP, EA>) => Kernel.Options<EJ, EP, EA>
+  /** `Kernel.layer` with `options` applied: the kernel with memory and the run-end hook. */
+  readonly kernelLayer: <EJ = never, EP = never, EA = never>(
+    options: Kernel.Options<EJ, EP, EA>
+  ) => ReturnType<typeof Kernel.layer<EJ, EP, EA>>
   /** Builds `Background` and runs the worker and the watchdog for the layer's lifetime. */
   readonly layer: Layer.Layer<Background.Background, InvalidArgument, Gateway.Gateway | Journal | ModelProvider>
 }
@@ -109,17 +119,42 @@ export const make = (options: Options): AfterRun => {
   // The hook is handed to the kernel before the learning service exists (it needs the kernel's
   // journal and model); a hook that fires first waits for it (hooks run in their own fiber).
   const learningReady = Deferred.unsafeMake<Option.Option<Learning.Service>>(FiberId.none)
+  const journalReady = Deferred.unsafeMake<JournalService>(FiberId.none)
+  const autoIngest = memory?.autoIngest === true
+  /** The run's user messages as notes of its principal (`[memory] auto_ingest`). */
+  const ingest = (run: Run) =>
+    Effect.gen(function* () {
+      const journal = yield* Deferred.await(journalReady)
+      const events = yield* journal.readTape(run.sessionId, { afterSeq: Math.max(0, run.startSeq - 1), runId: run.id })
+      const said = events.flatMap((e) => (e._tag === "UserMessage" && e.text.trim().length > 0 ? [e] : []))
+      if (said.length === 0 || store === undefined) return
+      yield* store.saveMany(
+        said.map((e) => ({
+          principal: run.principal,
+          kind: "note" as const,
+          text: e.text.slice(0, 4_000),
+          sourceRunId: run.id,
+          sourceSeq: e.tapeSeq
+        }))
+      )
+    }).pipe(Effect.withSpan("AfterRun.ingest", { attributes: { runId: run.id } }))
   const runHooks: RunHooks.Service = {
     onRunEnd: ({ run }) =>
-      learningOn
-        ? Effect.flatMap(
-            Deferred.await(learningReady),
-            Option.match({
-              onNone: () => Effect.void,
-              onSome: (learning) => Effect.asVoid(learning.enqueueReflection(run.id))
-            })
-          )
-        : Effect.void
+      Effect.all(
+        [
+          autoIngest ? ingest(run) : Effect.void,
+          learningOn
+            ? Effect.flatMap(
+                Deferred.await(learningReady),
+                Option.match({
+                  onNone: () => Effect.void,
+                  onSome: (learning) => Effect.asVoid(learning.enqueueReflection(run.id))
+                })
+              )
+            : Effect.void
+        ],
+        { mode: "either", discard: true }
+      )
   }
 
   const kernel: AfterRun["kernel"] = (base) => {
@@ -141,6 +176,7 @@ export const make = (options: Options): AfterRun => {
 
   const build = Effect.gen(function* () {
     const journal = yield* Journal
+    yield* Deferred.succeed(journalReady, journal)
     const model = yield* ModelProvider
     const gateway = yield* Gateway.Gateway
     const queue = options.queue
@@ -202,6 +238,8 @@ export const make = (options: Options): AfterRun => {
 
   return {
     kernel,
+    options: (o) => ({ ...o, ...kernel(o) }),
+    kernelLayer: (o) => Kernel.layer({ ...o, ...kernel(o) }),
     layer: Layer.scoped(
       Background.Background,
       Effect.map(build, ({ background }) => background)
