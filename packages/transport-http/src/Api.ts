@@ -26,6 +26,7 @@ import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Agent, type Caller, Errors, Ids, Records, RunState, TapeEvent } from "@palyra/core"
 import { Context, Schema } from "effect"
+import * as BackgroundGroup from "./api/BackgroundGroup.js"
 
 // =============================================================================
 // Errors
@@ -742,6 +743,11 @@ const asServed = <S extends object>(document: S): S => {
   return document
 }
 
+/** Tasks, learning, incidents and memory (see `api/BackgroundGroup.ts`). @since 0.1.0 @category Groups */
+export const Background = BackgroundGroup.make(ApiError, Authentication)
+/** @since 0.1.0 @category Payloads */
+export const RejectPayload = BackgroundGroup.RejectPayload
+
 /**
  * The whole HTTP API.
  *
@@ -758,6 +764,10 @@ export class Api extends HttpApi.make("palyra")
   .add(HealthGroup)
   .add(MetaGroup)
   .add(OpenAiGroup)
+  .add(Background.tasks)
+  .add(Background.learning)
+  .add(Background.incidents)
+  .add(Background.memory)
   .annotateContext(
     OpenApi.annotations({
       title: "Palyra",

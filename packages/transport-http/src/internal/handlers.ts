@@ -19,6 +19,7 @@ import {
   RestorePayload,
   SessionPayload
 } from "../Api.js"
+import { backgroundHandlers } from "./background.js"
 import { readJson } from "./body.js"
 import { chatCompletions } from "./chat.js"
 import { answer, eventStream, type HandlerOptions } from "./common.js"
@@ -294,5 +295,6 @@ export const handlers = (options: HandlerOptions) =>
     journal,
     health(options),
     meta,
-    openai(options)
+    openai(options),
+    backgroundHandlers(options)
   )
