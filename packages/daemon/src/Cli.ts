@@ -38,6 +38,7 @@ import { Ids, Records, TapeEvent } from "@palyra/core"
 import { Api } from "@palyra/transport-http"
 import { ConfigProvider, Effect, Layer, Option, Schema, Stream } from "effect"
 import * as DaemonConfig from "./Config.js"
+import * as Background from "./cli/background.js"
 import * as Doctor from "./Doctor.js"
 import * as Init from "./Init.js"
 import { type Connection, connect, connectionOptions, type Daemon } from "./internal/cli/client.js"
@@ -577,7 +578,18 @@ export const command = Command.make("palyra", {}, () =>
   Effect.fail(new Usage({ message: "name a command (palyra --help lists them)" }))
 ).pipe(
   Command.withDescription("the command-line client of palyrad"),
-  Command.withSubcommands([status, chat, approvals, grants, sessions, agents, journal, Init.command, Doctor.command])
+  Command.withSubcommands([
+    status,
+    chat,
+    approvals,
+    grants,
+    sessions,
+    agents,
+    journal,
+    Init.command,
+    Doctor.command,
+    ...[Background.tasks, Background.learning, Background.incidents, Background.memory]
+  ])
 )
 
 const cli = Command.run(command, { name: "palyra", version: "0.1.0" })

@@ -747,6 +747,8 @@ const asServed = <S extends object>(document: S): S => {
 export const Background = BackgroundGroup.make(ApiError, Authentication)
 /** @since 0.1.0 @category Payloads */
 export const RejectPayload = BackgroundGroup.RejectPayload
+/** The records of the background groups (`Task`, `Candidate`, `Incident`, `MemoryHit`, …). @since 0.1.0 @category Records */
+export * as BackgroundRecords from "./api/BackgroundGroup.js"
 
 /**
  * The whole HTTP API.
