@@ -23,6 +23,8 @@ import { bin, cleanEnv, fresh, nodeArgs, runCli, stopDaemons } from "./support.j
 // biome-ignore lint/suspicious/noExplicitAny: JSON from the API, checked field by field
 type Json = any
 
+const asJson = (value: unknown): Json => value
+
 const REFLECTION = "You review a finished conversation"
 
 /** An OpenAI-compatible chat-completions server; `answer` decides each reply (or holds it). */
@@ -146,10 +148,10 @@ const waitFor = async <A>(f: () => Promise<A | undefined>, what: string, ms = 30
 }
 
 const runDone = async (d: Daemon, token: string, text: string, sessionKey: string) => {
-  const accepted = await (await http(d, token).post("/v1/runs", { text, sessionKey })).json()
+  const accepted = await (await http(d, token).post("/v1/runs", { text, sessionKey })).json().then(asJson)
   expect(accepted.runId).toBeDefined()
   return waitFor(async () => {
-    const run = await (await http(d, token).get(`/v1/runs/${accepted.runId}`)).json()
+    const run = await (await http(d, token).get(`/v1/runs/${accepted.runId}`)).json().then(asJson)
     return ["Done", "Failed", "Cancelled"].includes(run.state) ? run : undefined
   }, `run ${accepted.runId} to end`)
 }
@@ -213,24 +215,21 @@ describe("palyrad's after-run life", () => {
       expect(JSON.parse((await cli(BOB, ["learning", "list", "--json"])).out)).toEqual([])
       const refused = await http(d, BOB).post(`/v1/learning/candidates/${pending[0].id}/accept`)
       expect(refused.status).toBe(404)
-      expect((await refused.json()).code).toBe("not_found")
+      expect((await refused.json().then(asJson)).code).toBe("not_found")
       expect((await cli(BOB, ["tasks", "list", "--json"])).code).toBe(1)
       // Alice accepts over HTTP: it becomes a memory item.
       const accepted = await http(d, ALICE).post(`/v1/learning/candidates/${pending[0].id}/accept`)
       expect(accepted.status).toBe(200)
-      const decided = await accepted.json()
+      const decided = await accepted.json().then(asJson)
       expect(decided.candidate.status).toBe("accepted")
       expect(decided.item.text).toBe("The user usually deploy on Fridays")
       expect(JSON.parse((await cli(ALICE, ["learning", "list", "--json"])).out)).toEqual([])
 
       // Session B of alice: the fact is in the prompt the model received, fenced as untrusted.
       const recalled = await runDone(d, ALICE, "Which port does the staging database use?", "a2")
-      if (recalled.state !== "Done")
-        console.log("TAPE", JSON.stringify(await (await http(d, ALICE).get(`/v1/sessions/${recalled.sessionId}/tape`)).json()))
       expect(recalled.state).toBe("Done")
       await runDone(d, BOB, "Which port does the staging database use?", "b1")
       const asked = model.requests.filter((r) => !isReflection(r) && lastUser(r).includes("Which port"))
-      if (asked.length !== 2) console.log("REQUESTS", JSON.stringify(model.requests.map((r) => r.messages), null, 1))
       expect(asked).toHaveLength(2)
       const [toAlice, toBob] = asked
       const aliceSystem = JSON.stringify(toAlice.messages.filter((m: Json) => m.role === "system"))
@@ -239,7 +238,7 @@ describe("palyrad's after-run life", () => {
       expect(JSON.stringify(toBob.messages)).not.toContain("5433")
       // The memory tools are offered to the model.
       expect(toAlice.tools.map((t: Json) => t.function.name)).toEqual(
-        expect.arrayContaining(["memory_search", "memory_save"].map((n) => expect.stringMatching(n.replace("_", "."))))
+        expect.arrayContaining(["memory_search", "memory_save"])
       )
       // Forgetting: bob cannot (404), alice can.
       expect((await cli(BOB, ["memory", "forget", hit.item.id])).code).toBe(1)
@@ -269,7 +268,7 @@ describe("palyrad's after-run life", () => {
       const run = await runDone(first, ALICE, "Our build server is ci-7.", "k1")
       await waitFor(async () => (reflections >= 1 ? true : undefined), "the first reflection request")
       const task = await waitFor(async () => {
-        const list = (await (await http(first).get("/v1/tasks?state=running")).json()) as Array<Json>
+        const list = (await (await http(first).get("/v1/tasks?state=running")).json().then(asJson)) as Array<Json>
         return list.find((t) => t.kind === "memory.reflect")
       }, "a running reflection task")
       expect(task.payload.runId).toBe(run.id)
@@ -278,16 +277,24 @@ describe("palyrad's after-run life", () => {
 
       const second = await start(dir)
       const done = await waitFor(async () => {
-        const t = await (await http(second).get("/v1/tasks?state=succeeded")).json()
+        const t = await (await http(second).get("/v1/tasks?state=succeeded")).json().then(asJson)
         return (t as Array<Json>).find((x) => x.id === task.id)
       }, "the reflection task to succeed after the restart")
       // The killed attempt counts; the retry completed it.
       expect(done.attempts).toBe(2)
       expect(reflections).toBe(2)
       // Completed once: one memory item, one reflection note on the run's session.
-      const hits = (await (await http(second, ALICE).get("/v1/memory?q=build%20server")).json()) as Array<Json>
+      const hits = (await (
+        await http(second, ALICE).get("/v1/memory?q=build%20server")
+      )
+        .json()
+        .then(asJson)) as Array<Json>
       expect(hits.map((h) => h.item.text)).toEqual(["The build server is called ci-7"])
-      const tape = (await (await http(second, ALICE).get(`/v1/sessions/${run.sessionId}/tape`)).json()) as Array<Json>
+      const tape = (await (
+        await http(second, ALICE).get(`/v1/sessions/${run.sessionId}/tape`)
+      )
+        .json()
+        .then(asJson)) as Array<Json>
       const notes = tape.filter(
         (e) => e._tag === "SessionNote" && e.author === "learning" && e.text.startsWith("reflected")
       )
@@ -349,7 +356,7 @@ describe("palyrad's after-run life", () => {
       await reader.cancel()
       // The watchdog cancelled it (the tool would have slept for two minutes).
       expect(final).toBe("Cancelled")
-      const run = await (await http(d).get(`/v1/runs/${runId}`)).json()
+      const run = await (await http(d).get(`/v1/runs/${runId}`)).json().then(asJson)
       expect(run.state).toBe("Cancelled")
 
       const listed = await runCli(dir, ["incidents", "--json"], { env: { PALYRA_URL: d.url } })
@@ -360,7 +367,7 @@ describe("palyrad's after-run life", () => {
       expect(stalled.action).toBe("cancelled")
       expect(stalled.detail).toContain("made no progress")
       // The run's tape says why.
-      const tape = (await (await http(d).get(`/v1/sessions/${run.sessionId}/tape`)).json()) as Array<Json>
+      const tape = (await (await http(d).get(`/v1/sessions/${run.sessionId}/tape`)).json().then(asJson)) as Array<Json>
       expect(
         tape.some((e) => e._tag === "SessionNote" && e.author === "watchdog" && e.text.includes("cancelling it"))
       ).toBe(true)
@@ -368,7 +375,8 @@ describe("palyrad's after-run life", () => {
       expect((await http(d, ALICE).get("/v1/incidents")).status).toBe(403)
       // /metrics shows the incident gauge and task counts.
       const metrics = await (await http(d).get("/metrics")).text()
-      expect(metrics).toMatch(/palyra_incidents_open/)
+      expect(metrics).toMatch(/^palyra_incidents_open(\{[^}]*\})? \d+/m)
+      expect(metrics).toMatch(/^palyra_tasks\{[^}]*state="queued"[^}]*\} \d+/m)
     } finally {
       model.close()
     }
