@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file palyra/v1/gateway.proto.
  */
 export const file_palyra_v1_gateway: GenFile = /*@__PURE__*/
-  fileDesc("ChdwYWx5cmEvdjEvZ2F0ZXdheS5wcm90bxIJcGFseXJhLnYxIjcKC1J1bkFjY2VwdGVkEhEKCXByaW5jaXBhbBgBIAEoCRIVCg1xdWV1ZWRfYmVoaW5kGAIgASgJIhsKC1VzZXJNZXNzYWdlEgwKBHRleHQYASABKAkixAEKEFVzYWdlUm91dGluZ1BsYW4SDQoFYWdlbnQYASABKAkSDAoEcnVsZRgCIAEoCRIOCgZyZWFzb24YAyABKAkSEwoLdXNlZF90b2tlbnMYBCABKAQSFQoNYnVkZ2V0X3Rva2VucxgFIAEoBBIdChB0aHJlc2hvbGRfdG9rZW5zGAYgASgESACIAQESEgoKY2FuZGlkYXRlcxgHIAMoCRIPCgdhdHRlbXB0GAggASgNQhMKEV90aHJlc2hvbGRfdG9rZW5zIpQBCgxNb2RlbFJlcXVlc3QSDAoEdHVybhgBIAEoDRINCgVtb2RlbBgCIAEoCRIQCghtZXNzYWdlcxgDIAEoDRIYChBlc3RpbWF0ZWRfdG9rZW5zGAQgASgNEg0KBXRvb2xzGAUgAygJEiwKB3JvdXRpbmcYBiABKAsyGy5wYWx5cmEudjEuVXNhZ2VSb3V0aW5nUGxhbiIsCg5Bc3Npc3RhbnREZWx0YRIMCgR0dXJuGAEgASgNEgwKBHRleHQYAiABKAkiRQoQQXNzaXN0YW50TWVzc2FnZRIMCgR0dXJuGAEgASgNEgwKBHRleHQYAiABKAkSFQoNZmluaXNoX3JlYXNvbhgDIAEoCSKHAQoMVG9vbFByb3Bvc2VkEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIYChBwcm92aWRlcl9jYWxsX2lkGAIgASgJEgwKBHRvb2wYAyABKAkSJAoEYXJncxgEIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRITCgthcmdzX2RpZ2VzdBgFIAEoCSKFAQoNUG9saWN5RGVjaWRlZBIUCgx0b29sX2NhbGxfaWQYASABKAkSDAoEdG9vbBgCIAEoCRIrCghkZWNpc2lvbhgDIAEoDjIZLnBhbHlyYS52MS5Qb2xpY3lEZWNpc2lvbhISCgpwb2xpY3lfaWRzGAQgAygJEg8KB3JlYXNvbnMYBSADKAkiwQEKEUFwcHJvdmFsUmVxdWVzdGVkEhMKC2FwcHJvdmFsX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRIMCgR0b29sGAMgASgJEh0KBHJpc2sYBCABKA4yDy5wYWx5cmEudjEuUmlzaxITCgthcmdzX2RpZ2VzdBgFIAEoCRIPCgdzdW1tYXJ5GAYgASgJEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpQBChBBcHByb3ZhbFJlc29sdmVkEhMKC2FwcHJvdmFsX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRIQCghkZWNpc2lvbhgDIAEoCRInCgVzY29wZRgEIAEoDjIYLnBhbHlyYS52MS5BcHByb3ZhbFNjb3BlEgoKAmJ5GAUgASgJEg4KBnJlYXNvbhgGIAEoCSJCCgtUb29sU3RhcnRlZBIUCgx0b29sX2NhbGxfaWQYASABKAkSDAoEdG9vbBgCIAEoCRIPCgdhdHRlbXB0GAMgASgNIngKClRvb2xSZXN1bHQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEgwKBHRvb2wYAiABKAkSDgoGc3RhdHVzGAMgASgJEg4KBm91dHB1dBgEIAEoCRIRCgl0cnVuY2F0ZWQYBSABKAgSEwoLZHVyYXRpb25fbXMYBiABKA0iZQoPUnVuU3RhdGVDaGFuZ2VkEiEKBGZyb20YASABKA4yEy5wYWx5cmEudjEuUnVuU3RhdGUSHwoCdG8YAiABKA4yEy5wYWx5cmEudjEuUnVuU3RhdGUSDgoGcmVhc29uGAMgASgJIrABChFDb21wYWN0aW9uQXBwbGllZBIPCgdzdW1tYXJ5GAEgASgJEhAKCGZyb21fc2VxGAIgASgEEg4KBnRvX3NlcRgDIAEoBBIVCg1jaGVja3BvaW50X2lkGAQgASgJEhAKCHN0cmF0ZWd5GAUgASgJEhIKCnN1bW1hcml6ZXIYBiABKAkSFQoNdG9rZW5zX2JlZm9yZRgHIAEoBBIUCgx0b2tlbnNfYWZ0ZXIYCCABKAQiZwoSQ2hlY2twb2ludFJlc3RvcmVkEhUKDWNoZWNrcG9pbnRfaWQYASABKAkSFAoMcmVzdG9yZWRfc2VxGAIgASgEEhgKEGhpc3RvcnlfZnJvbV9zZXEYAyABKAQSCgoCYnkYBCABKAkiQgoFVXNhZ2USDAoEdHVybhgBIAEoDRIUCgxpbnB1dF90b2tlbnMYAiABKA0SFQoNb3V0cHV0X3Rva2VucxgDIAEoDSIpCghSdW5FcnJvchIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkiKwoLU2Vzc2lvbk5vdGUSDgoGYXV0aG9yGAEgASgJEgwKBHRleHQYAiABKAkinQEKDEdyYW50Q2hhbmdlZBITCgthcHByb3ZhbF9pZBgBIAEoCRIMCgR0b29sGAIgASgJEg4KBmNoYW5nZRgDIAEoCRIKCgJieRgEIAEoCRIMCgR1c2VzGAUgASgNEhAKCG1heF91c2VzGAYgASgNEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIo8ICglUYXBlRXZlbnQSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEAoIdGFwZV9zZXEYAyABKAQSJgoCYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KDHJ1bl9hY2NlcHRlZBgKIAEoCzIWLnBhbHlyYS52MS5SdW5BY2NlcHRlZEgAEi4KDHVzZXJfbWVzc2FnZRgLIAEoCzIWLnBhbHlyYS52MS5Vc2VyTWVzc2FnZUgAEjAKDW1vZGVsX3JlcXVlc3QYDCABKAsyFy5wYWx5cmEudjEuTW9kZWxSZXF1ZXN0SAASNAoPYXNzaXN0YW50X2RlbHRhGA0gASgLMhkucGFseXJhLnYxLkFzc2lzdGFudERlbHRhSAASOAoRYXNzaXN0YW50X21lc3NhZ2UYDiABKAsyGy5wYWx5cmEudjEuQXNzaXN0YW50TWVzc2FnZUgAEjAKDXRvb2xfcHJvcG9zZWQYDyABKAsyFy5wYWx5cmEudjEuVG9vbFByb3Bvc2VkSAASMgoOcG9saWN5X2RlY2lkZWQYECABKAsyGC5wYWx5cmEudjEuUG9saWN5RGVjaWRlZEgAEjoKEmFwcHJvdmFsX3JlcXVlc3RlZBgRIAEoCzIcLnBhbHlyYS52MS5BcHByb3ZhbFJlcXVlc3RlZEgAEjgKEWFwcHJvdmFsX3Jlc29sdmVkGBIgASgLMhsucGFseXJhLnYxLkFwcHJvdmFsUmVzb2x2ZWRIABIuCgx0b29sX3N0YXJ0ZWQYEyABKAsyFi5wYWx5cmEudjEuVG9vbFN0YXJ0ZWRIABIsCgt0b29sX3Jlc3VsdBgUIAEoCzIVLnBhbHlyYS52MS5Ub29sUmVzdWx0SAASNwoRcnVuX3N0YXRlX2NoYW5nZWQYFSABKAsyGi5wYWx5cmEudjEuUnVuU3RhdGVDaGFuZ2VkSAASOgoSY29tcGFjdGlvbl9hcHBsaWVkGBYgASgLMhwucGFseXJhLnYxLkNvbXBhY3Rpb25BcHBsaWVkSAASIQoFdXNhZ2UYFyABKAsyEC5wYWx5cmEudjEuVXNhZ2VIABIoCglydW5fZXJyb3IYGCABKAsyEy5wYWx5cmEudjEuUnVuRXJyb3JIABIuCgxzZXNzaW9uX25vdGUYGSABKAsyFi5wYWx5cmEudjEuU2Vzc2lvbk5vdGVIABIwCg1ncmFudF9jaGFuZ2VkGBogASgLMhcucGFseXJhLnYxLkdyYW50Q2hhbmdlZEgAEjwKE2NoZWNrcG9pbnRfcmVzdG9yZWQYGyABKAsyHS5wYWx5cmEudjEuQ2hlY2twb2ludFJlc3RvcmVkSABCBgoEa2luZCKJAgoDUnVuEgoKAmlkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSEQoJcHJpbmNpcGFsGAMgASgJEiIKBXN0YXRlGAQgASgOMhMucGFseXJhLnYxLlJ1blN0YXRlEg0KBWlucHV0GAUgASgJEhEKCXN0YXJ0X3NlcRgGIAEoBBISCgplcnJvcl9jb2RlGAcgASgJEhUKDWVycm9yX21lc3NhZ2UYCCABKAkSLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiyQIKB1Nlc3Npb24SCgoCaWQYASABKAkSEQoJcHJpbmNpcGFsGAIgASgJEgsKA2tleRgDIAEoCRIPCgdjaGFubmVsGAQgASgJEg0KBXRpdGxlGAUgASgJEhEKCXBhcmVudF9pZBgGIAEoCRISCgpwYXJlbnRfc2VxGAcgASgEEhgKEHJlc2V0X2dlbmVyYXRpb24YCCABKA0SGAoQaGlzdG9yeV9mcm9tX3NlcRgJIAEoBBITCgt0b2tlbnNfdXNlZBgKIAEoBBIQCghhcmNoaXZlZBgLIAEoCBIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghhZ2VudF9pZBgOIAEoCSK/AwoIQXBwcm92YWwSCgoCaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIOCgZydW5faWQYAyABKAkSFAoMdG9vbF9jYWxsX2lkGAQgASgJEhEKCXByaW5jaXBhbBgFIAEoCRIMCgR0b29sGAYgASgJEhMKC2FyZ3NfZGlnZXN0GAcgASgJEh0KBHJpc2sYCCABKA4yDy5wYWx5cmEudjEuUmlzaxIPCgdzdW1tYXJ5GAkgASgJEikKBnN0YXR1cxgKIAEoDjIZLnBhbHlyYS52MS5BcHByb3ZhbFN0YXR1cxInCgVzY29wZRgLIAEoDjIYLnBhbHlyYS52MS5BcHByb3ZhbFNjb3BlEjAKDHJlcXVlc3RlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLcmVzb2x2ZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHJlc29sdmVyGA8gASgJEg4KBnJlYXNvbhgQIAEoCSJYCg1TZXNzaW9uVGFyZ2V0EhIKCnNlc3Npb25faWQYASABKAkSEwoLc2Vzc2lvbl9rZXkYAiABKAkSDwoHY2hhbm5lbBgDIAEoCRINCgVhZ2VudBgEIAEoCSJCCghTdGFydFJ1bhIoCgZ0YXJnZXQYASABKAsyGC5wYWx5cmEudjEuU2Vzc2lvblRhcmdldBIMCgR0ZXh0GAIgASgJIi8KBlJlc3VtZRISCgpzZXNzaW9uX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoBCJxChBBcHByb3ZhbERlY2lzaW9uEhMKC2FwcHJvdmFsX2lkGAEgASgJEg8KB2FwcHJvdmUYAiABKAgSJwoFc2NvcGUYAyABKA4yGC5wYWx5cmEudjEuQXBwcm92YWxTY29wZRIOCgZyZWFzb24YBCABKAkiGwoJQ2FuY2VsUnVuEg4KBnJ1bl9pZBgBIAEoCSLTAQoQUnVuU3RyZWFtUmVxdWVzdBIkCgVzdGFydBgBIAEoCzITLnBhbHlyYS52MS5TdGFydFJ1bkgAEhEKB21lc3NhZ2UYAiABKAlIABIvCghhcHByb3ZhbBgDIAEoCzIbLnBhbHlyYS52MS5BcHByb3ZhbERlY2lzaW9uSAASJgoGY2FuY2VsGAQgASgLMhQucGFseXJhLnYxLkNhbmNlbFJ1bkgAEiMKBnJlc3VtZRgFIAEoCzIRLnBhbHlyYS52MS5SZXN1bWVIAEIICgZhY3Rpb24iWwoRUnVuU3RyZWFtUmVzcG9uc2USJQoFZXZlbnQYASABKAsyFC5wYWx5cmEudjEuVGFwZUV2ZW50SAASFAoKc2Vzc2lvbl9pZBgCIAEoCUgAQgkKB3BheWxvYWQiTQoTUm91dGVNZXNzYWdlUmVxdWVzdBIoCgZ0YXJnZXQYASABKAsyGC5wYWx5cmEudjEuU2Vzc2lvblRhcmdldBIMCgR0ZXh0GAIgASgJIjoKFFJvdXRlTWVzc2FnZVJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJIh8KDUdldFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIi0KDkdldFJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLnBhbHlyYS52MS5SdW4iZQoUTGlzdEFwcHJvdmFsc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSKQoGc3RhdHVzGAMgASgOMhkucGFseXJhLnYxLkFwcHJvdmFsU3RhdHVzIj8KFUxpc3RBcHByb3ZhbHNSZXNwb25zZRImCglhcHByb3ZhbHMYASADKAsyEy5wYWx5cmEudjEuQXBwcm92YWwiKQoSR2V0QXBwcm92YWxSZXF1ZXN0EhMKC2FwcHJvdmFsX2lkGAEgASgJIjwKE0dldEFwcHJvdmFsUmVzcG9uc2USJQoIYXBwcm92YWwYASABKAsyEy5wYWx5cmEudjEuQXBwcm92YWwiRwoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBItCghkZWNpc2lvbhgBIAEoCzIbLnBhbHlyYS52MS5BcHByb3ZhbERlY2lzaW9uIkAKF1Jlc29sdmVBcHByb3ZhbFJlc3BvbnNlEiUKCGFwcHJvdmFsGAEgASgLMhMucGFseXJhLnYxLkFwcHJvdmFsIlAKFVJlc29sdmVTZXNzaW9uUmVxdWVzdBIoCgZ0YXJnZXQYASABKAsyGC5wYWx5cmEudjEuU2Vzc2lvblRhcmdldBINCgV0aXRsZRgCIAEoCSI9ChZSZXNvbHZlU2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5wYWx5cmEudjEuU2Vzc2lvbiInChFHZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIjkKEkdldFNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIucGFseXJhLnYxLlNlc3Npb24iPgoTTGlzdFNlc3Npb25zUmVxdWVzdBIYChBpbmNsdWRlX2FyY2hpdmVkGAEgASgIEg0KBWxpbWl0GAIgASgNIjwKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiQKCHNlc3Npb25zGAEgAygLMhIucGFseXJhLnYxLlNlc3Npb24iKQoTUmVzZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIjsKFFJlc2V0U2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5wYWx5cmEudjEuU2Vzc2lvbiJJChRCcmFuY2hTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBmF0X3NlcRgCIAEoBBINCgV0aXRsZRgDIAEoCSI8ChVCcmFuY2hTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLnBhbHlyYS52MS5TZXNzaW9uInkKBUFnZW50EgoKAmlkGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEg0KBXRvb2xzGAMgAygJEg4KBm1vZGVscxgEIAMoCRIVCg1yb3V0ZWRfbW9kZWxzGAUgAygJEhkKEXJvdXRpbmdfdGhyZXNob2xkGAYgASgBIhMKEUxpc3RBZ2VudHNSZXF1ZXN0IjYKEkxpc3RBZ2VudHNSZXNwb25zZRIgCgZhZ2VudHMYASADKAsyEC5wYWx5cmEudjEuQWdlbnQiRwoPUmVhZFRhcGVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEQoJYWZ0ZXJfc2VxGAIgASgEEg0KBWxpbWl0GAMgASgNIlAKEFJlYWRUYXBlUmVzcG9uc2USJAoGZXZlbnRzGAEgAygLMhQucGFseXJhLnYxLlRhcGVFdmVudBIWCg5uZXh0X2FmdGVyX3NlcRgCIAEoBCIPCg1WZXJpZnlSZXF1ZXN0InMKDlZlcmlmeVJlc3BvbnNlEgoKAm9rGAEgASgIEg8KB2NoZWNrZWQYAiABKAQSDgoGcmVhc29uGAMgASgJEg4KBmRldGFpbBgEIAEoCRISCgpzZXNzaW9uX2lkGAUgASgJEhAKCHRhcGVfc2VxGAYgASgEKtYBCghSdW5TdGF0ZRIZChVSVU5fU1RBVEVfVU5TUEVDSUZJRUQQABIVChFSVU5fU1RBVEVfUEVORElORxABEhYKElJVTl9TVEFURV9BQ0NFUFRFRBACEhkKFVJVTl9TVEFURV9JTl9QUk9HUkVTUxADEiIKHlJVTl9TVEFURV9XQUlUSU5HX0ZPUl9BUFBST1ZBTBAEEhIKDlJVTl9TVEFURV9ET05FEAUSFwoTUlVOX1NUQVRFX0NBTkNFTExFRBAGEhQKEFJVTl9TVEFURV9GQUlMRUQQBypRCgRSaXNrEhQKEFJJU0tfVU5TUEVDSUZJRUQQABIMCghSSVNLX0xPVxABEhIKDlJJU0tfU0VOU0lUSVZFEAISEQoNUklTS19DUklUSUNBTBADKn8KDUFwcHJvdmFsU2NvcGUSHgoaQVBQUk9WQUxfU0NPUEVfVU5TUEVDSUZJRUQQABIXChNBUFBST1ZBTF9TQ09QRV9PTkNFEAESGgoWQVBQUk9WQUxfU0NPUEVfU0VTU0lPThACEhkKFUFQUFJPVkFMX1NDT1BFX0FMV0FZUxADKowBCg5Qb2xpY3lEZWNpc2lvbhIfChtQT0xJQ1lfREVDSVNJT05fVU5TUEVDSUZJRUQQABIZChVQT0xJQ1lfREVDSVNJT05fQUxMT1cQARIYChRQT0xJQ1lfREVDSVNJT05fREVOWRACEiQKIFBPTElDWV9ERUNJU0lPTl9SRVFVSVJFX0FQUFJPVkFMEAMqwgEKDkFwcHJvdmFsU3RhdHVzEh8KG0FQUFJPVkFMX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF0FQUFJPVkFMX1NUQVRVU19QRU5ESU5HEAESHAoYQVBQUk9WQUxfU1RBVFVTX0FQUFJPVkVEEAISGgoWQVBQUk9WQUxfU1RBVFVTX0RFTklFRBADEhsKF0FQUFJPVkFMX1NUQVRVU19FWFBJUkVEEAQSGwoXQVBQUk9WQUxfU1RBVFVTX1JFVk9LRUQQBTLsAQoOR2F0ZXdheVNlcnZpY2USSgoJUnVuU3RyZWFtEhsucGFseXJhLnYxLlJ1blN0cmVhbVJlcXVlc3QaHC5wYWx5cmEudjEuUnVuU3RyZWFtUmVzcG9uc2UoATABEk8KDFJvdXRlTWVzc2FnZRIeLnBhbHlyYS52MS5Sb3V0ZU1lc3NhZ2VSZXF1ZXN0Gh8ucGFseXJhLnYxLlJvdXRlTWVzc2FnZVJlc3BvbnNlEj0KBkdldFJ1bhIYLnBhbHlyYS52MS5HZXRSdW5SZXF1ZXN0GhkucGFseXJhLnYxLkdldFJ1blJlc3BvbnNlMo4CChBBcHByb3ZhbHNTZXJ2aWNlElIKDUxpc3RBcHByb3ZhbHMSHy5wYWx5cmEudjEuTGlzdEFwcHJvdmFsc1JlcXVlc3QaIC5wYWx5cmEudjEuTGlzdEFwcHJvdmFsc1Jlc3BvbnNlEkwKC0dldEFwcHJvdmFsEh0ucGFseXJhLnYxLkdldEFwcHJvdmFsUmVxdWVzdBoeLnBhbHlyYS52MS5HZXRBcHByb3ZhbFJlc3BvbnNlElgKD1Jlc29sdmVBcHByb3ZhbBIhLnBhbHlyYS52MS5SZXNvbHZlQXBwcm92YWxSZXF1ZXN0GiIucGFseXJhLnYxLlJlc29sdmVBcHByb3ZhbFJlc3BvbnNlMqkDCg9TZXNzaW9uc1NlcnZpY2USVQoOUmVzb2x2ZVNlc3Npb24SIC5wYWx5cmEudjEuUmVzb2x2ZVNlc3Npb25SZXF1ZXN0GiEucGFseXJhLnYxLlJlc29sdmVTZXNzaW9uUmVzcG9uc2USSQoKR2V0U2Vzc2lvbhIcLnBhbHlyYS52MS5HZXRTZXNzaW9uUmVxdWVzdBodLnBhbHlyYS52MS5HZXRTZXNzaW9uUmVzcG9uc2USTwoMTGlzdFNlc3Npb25zEh4ucGFseXJhLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaHy5wYWx5cmEudjEuTGlzdFNlc3Npb25zUmVzcG9uc2USTwoMUmVzZXRTZXNzaW9uEh4ucGFseXJhLnYxLlJlc2V0U2Vzc2lvblJlcXVlc3QaHy5wYWx5cmEudjEuUmVzZXRTZXNzaW9uUmVzcG9uc2USUgoNQnJhbmNoU2Vzc2lvbhIfLnBhbHlyYS52MS5CcmFuY2hTZXNzaW9uUmVxdWVzdBogLnBhbHlyYS52MS5CcmFuY2hTZXNzaW9uUmVzcG9uc2UyWgoNQWdlbnRzU2VydmljZRJJCgpMaXN0QWdlbnRzEhwucGFseXJhLnYxLkxpc3RBZ2VudHNSZXF1ZXN0Gh0ucGFseXJhLnYxLkxpc3RBZ2VudHNSZXNwb25zZTKUAQoOSm91cm5hbFNlcnZpY2USQwoIUmVhZFRhcGUSGi5wYWx5cmEudjEuUmVhZFRhcGVSZXF1ZXN0GhsucGFseXJhLnYxLlJlYWRUYXBlUmVzcG9uc2USPQoGVmVyaWZ5EhgucGFseXJhLnYxLlZlcmlmeVJlcXVlc3QaGS5wYWx5cmEudjEuVmVyaWZ5UmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChdwYWx5cmEvdjEvZ2F0ZXdheS5wcm90bxIJcGFseXJhLnYxIjcKC1J1bkFjY2VwdGVkEhEKCXByaW5jaXBhbBgBIAEoCRIVCg1xdWV1ZWRfYmVoaW5kGAIgASgJIhsKC1VzZXJNZXNzYWdlEgwKBHRleHQYASABKAkixAEKEFVzYWdlUm91dGluZ1BsYW4SDQoFYWdlbnQYASABKAkSDAoEcnVsZRgCIAEoCRIOCgZyZWFzb24YAyABKAkSEwoLdXNlZF90b2tlbnMYBCABKAQSFQoNYnVkZ2V0X3Rva2VucxgFIAEoBBIdChB0aHJlc2hvbGRfdG9rZW5zGAYgASgESACIAQESEgoKY2FuZGlkYXRlcxgHIAMoCRIPCgdhdHRlbXB0GAggASgNQhMKEV90aHJlc2hvbGRfdG9rZW5zIpQBCgxNb2RlbFJlcXVlc3QSDAoEdHVybhgBIAEoDRINCgVtb2RlbBgCIAEoCRIQCghtZXNzYWdlcxgDIAEoDRIYChBlc3RpbWF0ZWRfdG9rZW5zGAQgASgNEg0KBXRvb2xzGAUgAygJEiwKB3JvdXRpbmcYBiABKAsyGy5wYWx5cmEudjEuVXNhZ2VSb3V0aW5nUGxhbiIsCg5Bc3Npc3RhbnREZWx0YRIMCgR0dXJuGAEgASgNEgwKBHRleHQYAiABKAkiRQoQQXNzaXN0YW50TWVzc2FnZRIMCgR0dXJuGAEgASgNEgwKBHRleHQYAiABKAkSFQoNZmluaXNoX3JlYXNvbhgDIAEoCSKHAQoMVG9vbFByb3Bvc2VkEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIYChBwcm92aWRlcl9jYWxsX2lkGAIgASgJEgwKBHRvb2wYAyABKAkSJAoEYXJncxgEIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRITCgthcmdzX2RpZ2VzdBgFIAEoCSKFAQoNUG9saWN5RGVjaWRlZBIUCgx0b29sX2NhbGxfaWQYASABKAkSDAoEdG9vbBgCIAEoCRIrCghkZWNpc2lvbhgDIAEoDjIZLnBhbHlyYS52MS5Qb2xpY3lEZWNpc2lvbhISCgpwb2xpY3lfaWRzGAQgAygJEg8KB3JlYXNvbnMYBSADKAkiwQEKEUFwcHJvdmFsUmVxdWVzdGVkEhMKC2FwcHJvdmFsX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRIMCgR0b29sGAMgASgJEh0KBHJpc2sYBCABKA4yDy5wYWx5cmEudjEuUmlzaxITCgthcmdzX2RpZ2VzdBgFIAEoCRIPCgdzdW1tYXJ5GAYgASgJEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpQBChBBcHByb3ZhbFJlc29sdmVkEhMKC2FwcHJvdmFsX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRIQCghkZWNpc2lvbhgDIAEoCRInCgVzY29wZRgEIAEoDjIYLnBhbHlyYS52MS5BcHByb3ZhbFNjb3BlEgoKAmJ5GAUgASgJEg4KBnJlYXNvbhgGIAEoCSJCCgtUb29sU3RhcnRlZBIUCgx0b29sX2NhbGxfaWQYASABKAkSDAoEdG9vbBgCIAEoCRIPCgdhdHRlbXB0GAMgASgNIngKClRvb2xSZXN1bHQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEgwKBHRvb2wYAiABKAkSDgoGc3RhdHVzGAMgASgJEg4KBm91dHB1dBgEIAEoCRIRCgl0cnVuY2F0ZWQYBSABKAgSEwoLZHVyYXRpb25fbXMYBiABKA0iZQoPUnVuU3RhdGVDaGFuZ2VkEiEKBGZyb20YASABKA4yEy5wYWx5cmEudjEuUnVuU3RhdGUSHwoCdG8YAiABKA4yEy5wYWx5cmEudjEuUnVuU3RhdGUSDgoGcmVhc29uGAMgASgJIrABChFDb21wYWN0aW9uQXBwbGllZBIPCgdzdW1tYXJ5GAEgASgJEhAKCGZyb21fc2VxGAIgASgEEg4KBnRvX3NlcRgDIAEoBBIVCg1jaGVja3BvaW50X2lkGAQgASgJEhAKCHN0cmF0ZWd5GAUgASgJEhIKCnN1bW1hcml6ZXIYBiABKAkSFQoNdG9rZW5zX2JlZm9yZRgHIAEoBBIUCgx0b2tlbnNfYWZ0ZXIYCCABKAQiZwoSQ2hlY2twb2ludFJlc3RvcmVkEhUKDWNoZWNrcG9pbnRfaWQYASABKAkSFAoMcmVzdG9yZWRfc2VxGAIgASgEEhgKEGhpc3RvcnlfZnJvbV9zZXEYAyABKAQSCgoCYnkYBCABKAkiQgoFVXNhZ2USDAoEdHVybhgBIAEoDRIUCgxpbnB1dF90b2tlbnMYAiABKA0SFQoNb3V0cHV0X3Rva2VucxgDIAEoDSIpCghSdW5FcnJvchIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkiKwoLU2Vzc2lvbk5vdGUSDgoGYXV0aG9yGAEgASgJEgwKBHRleHQYAiABKAkinQEKDEdyYW50Q2hhbmdlZBITCgthcHByb3ZhbF9pZBgBIAEoCRIMCgR0b29sGAIgASgJEg4KBmNoYW5nZRgDIAEoCRIKCgJieRgEIAEoCRIMCgR1c2VzGAUgASgNEhAKCG1heF91c2VzGAYgASgNEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIo8ICglUYXBlRXZlbnQSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEAoIdGFwZV9zZXEYAyABKAQSJgoCYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KDHJ1bl9hY2NlcHRlZBgKIAEoCzIWLnBhbHlyYS52MS5SdW5BY2NlcHRlZEgAEi4KDHVzZXJfbWVzc2FnZRgLIAEoCzIWLnBhbHlyYS52MS5Vc2VyTWVzc2FnZUgAEjAKDW1vZGVsX3JlcXVlc3QYDCABKAsyFy5wYWx5cmEudjEuTW9kZWxSZXF1ZXN0SAASNAoPYXNzaXN0YW50X2RlbHRhGA0gASgLMhkucGFseXJhLnYxLkFzc2lzdGFudERlbHRhSAASOAoRYXNzaXN0YW50X21lc3NhZ2UYDiABKAsyGy5wYWx5cmEudjEuQXNzaXN0YW50TWVzc2FnZUgAEjAKDXRvb2xfcHJvcG9zZWQYDyABKAsyFy5wYWx5cmEudjEuVG9vbFByb3Bvc2VkSAASMgoOcG9saWN5X2RlY2lkZWQYECABKAsyGC5wYWx5cmEudjEuUG9saWN5RGVjaWRlZEgAEjoKEmFwcHJvdmFsX3JlcXVlc3RlZBgRIAEoCzIcLnBhbHlyYS52MS5BcHByb3ZhbFJlcXVlc3RlZEgAEjgKEWFwcHJvdmFsX3Jlc29sdmVkGBIgASgLMhsucGFseXJhLnYxLkFwcHJvdmFsUmVzb2x2ZWRIABIuCgx0b29sX3N0YXJ0ZWQYEyABKAsyFi5wYWx5cmEudjEuVG9vbFN0YXJ0ZWRIABIsCgt0b29sX3Jlc3VsdBgUIAEoCzIVLnBhbHlyYS52MS5Ub29sUmVzdWx0SAASNwoRcnVuX3N0YXRlX2NoYW5nZWQYFSABKAsyGi5wYWx5cmEudjEuUnVuU3RhdGVDaGFuZ2VkSAASOgoSY29tcGFjdGlvbl9hcHBsaWVkGBYgASgLMhwucGFseXJhLnYxLkNvbXBhY3Rpb25BcHBsaWVkSAASIQoFdXNhZ2UYFyABKAsyEC5wYWx5cmEudjEuVXNhZ2VIABIoCglydW5fZXJyb3IYGCABKAsyEy5wYWx5cmEudjEuUnVuRXJyb3JIABIuCgxzZXNzaW9uX25vdGUYGSABKAsyFi5wYWx5cmEudjEuU2Vzc2lvbk5vdGVIABIwCg1ncmFudF9jaGFuZ2VkGBogASgLMhcucGFseXJhLnYxLkdyYW50Q2hhbmdlZEgAEjwKE2NoZWNrcG9pbnRfcmVzdG9yZWQYGyABKAsyHS5wYWx5cmEudjEuQ2hlY2twb2ludFJlc3RvcmVkSABCBgoEa2luZCKJAgoDUnVuEgoKAmlkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSEQoJcHJpbmNpcGFsGAMgASgJEiIKBXN0YXRlGAQgASgOMhMucGFseXJhLnYxLlJ1blN0YXRlEg0KBWlucHV0GAUgASgJEhEKCXN0YXJ0X3NlcRgGIAEoBBISCgplcnJvcl9jb2RlGAcgASgJEhUKDWVycm9yX21lc3NhZ2UYCCABKAkSLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiyQIKB1Nlc3Npb24SCgoCaWQYASABKAkSEQoJcHJpbmNpcGFsGAIgASgJEgsKA2tleRgDIAEoCRIPCgdjaGFubmVsGAQgASgJEg0KBXRpdGxlGAUgASgJEhEKCXBhcmVudF9pZBgGIAEoCRISCgpwYXJlbnRfc2VxGAcgASgEEhgKEHJlc2V0X2dlbmVyYXRpb24YCCABKA0SGAoQaGlzdG9yeV9mcm9tX3NlcRgJIAEoBBITCgt0b2tlbnNfdXNlZBgKIAEoBBIQCghhcmNoaXZlZBgLIAEoCBIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghhZ2VudF9pZBgOIAEoCSK/AwoIQXBwcm92YWwSCgoCaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIOCgZydW5faWQYAyABKAkSFAoMdG9vbF9jYWxsX2lkGAQgASgJEhEKCXByaW5jaXBhbBgFIAEoCRIMCgR0b29sGAYgASgJEhMKC2FyZ3NfZGlnZXN0GAcgASgJEh0KBHJpc2sYCCABKA4yDy5wYWx5cmEudjEuUmlzaxIPCgdzdW1tYXJ5GAkgASgJEikKBnN0YXR1cxgKIAEoDjIZLnBhbHlyYS52MS5BcHByb3ZhbFN0YXR1cxInCgVzY29wZRgLIAEoDjIYLnBhbHlyYS52MS5BcHByb3ZhbFNjb3BlEjAKDHJlcXVlc3RlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLcmVzb2x2ZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHJlc29sdmVyGA8gASgJEg4KBnJlYXNvbhgQIAEoCSJYCg1TZXNzaW9uVGFyZ2V0EhIKCnNlc3Npb25faWQYASABKAkSEwoLc2Vzc2lvbl9rZXkYAiABKAkSDwoHY2hhbm5lbBgDIAEoCRINCgVhZ2VudBgEIAEoCSJCCghTdGFydFJ1bhIoCgZ0YXJnZXQYASABKAsyGC5wYWx5cmEudjEuU2Vzc2lvblRhcmdldBIMCgR0ZXh0GAIgASgJIi8KBlJlc3VtZRISCgpzZXNzaW9uX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoBCJxChBBcHByb3ZhbERlY2lzaW9uEhMKC2FwcHJvdmFsX2lkGAEgASgJEg8KB2FwcHJvdmUYAiABKAgSJwoFc2NvcGUYAyABKA4yGC5wYWx5cmEudjEuQXBwcm92YWxTY29wZRIOCgZyZWFzb24YBCABKAkiGwoJQ2FuY2VsUnVuEg4KBnJ1bl9pZBgBIAEoCSLTAQoQUnVuU3RyZWFtUmVxdWVzdBIkCgVzdGFydBgBIAEoCzITLnBhbHlyYS52MS5TdGFydFJ1bkgAEhEKB21lc3NhZ2UYAiABKAlIABIvCghhcHByb3ZhbBgDIAEoCzIbLnBhbHlyYS52MS5BcHByb3ZhbERlY2lzaW9uSAASJgoGY2FuY2VsGAQgASgLMhQucGFseXJhLnYxLkNhbmNlbFJ1bkgAEiMKBnJlc3VtZRgFIAEoCzIRLnBhbHlyYS52MS5SZXN1bWVIAEIICgZhY3Rpb24iWwoRUnVuU3RyZWFtUmVzcG9uc2USJQoFZXZlbnQYASABKAsyFC5wYWx5cmEudjEuVGFwZUV2ZW50SAASFAoKc2Vzc2lvbl9pZBgCIAEoCUgAQgkKB3BheWxvYWQiTQoTUm91dGVNZXNzYWdlUmVxdWVzdBIoCgZ0YXJnZXQYASABKAsyGC5wYWx5cmEudjEuU2Vzc2lvblRhcmdldBIMCgR0ZXh0GAIgASgJIjoKFFJvdXRlTWVzc2FnZVJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJIh8KDUdldFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIi0KDkdldFJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLnBhbHlyYS52MS5SdW4iZQoUTGlzdEFwcHJvdmFsc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSKQoGc3RhdHVzGAMgASgOMhkucGFseXJhLnYxLkFwcHJvdmFsU3RhdHVzIj8KFUxpc3RBcHByb3ZhbHNSZXNwb25zZRImCglhcHByb3ZhbHMYASADKAsyEy5wYWx5cmEudjEuQXBwcm92YWwiKQoSR2V0QXBwcm92YWxSZXF1ZXN0EhMKC2FwcHJvdmFsX2lkGAEgASgJIjwKE0dldEFwcHJvdmFsUmVzcG9uc2USJQoIYXBwcm92YWwYASABKAsyEy5wYWx5cmEudjEuQXBwcm92YWwiRwoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBItCghkZWNpc2lvbhgBIAEoCzIbLnBhbHlyYS52MS5BcHByb3ZhbERlY2lzaW9uIkAKF1Jlc29sdmVBcHByb3ZhbFJlc3BvbnNlEiUKCGFwcHJvdmFsGAEgASgLMhMucGFseXJhLnYxLkFwcHJvdmFsIlAKFVJlc29sdmVTZXNzaW9uUmVxdWVzdBIoCgZ0YXJnZXQYASABKAsyGC5wYWx5cmEudjEuU2Vzc2lvblRhcmdldBINCgV0aXRsZRgCIAEoCSI9ChZSZXNvbHZlU2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5wYWx5cmEudjEuU2Vzc2lvbiInChFHZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIjkKEkdldFNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIucGFseXJhLnYxLlNlc3Npb24iPgoTTGlzdFNlc3Npb25zUmVxdWVzdBIYChBpbmNsdWRlX2FyY2hpdmVkGAEgASgIEg0KBWxpbWl0GAIgASgNIjwKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiQKCHNlc3Npb25zGAEgAygLMhIucGFseXJhLnYxLlNlc3Npb24iKQoTUmVzZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIjsKFFJlc2V0U2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5wYWx5cmEudjEuU2Vzc2lvbiJJChRCcmFuY2hTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBmF0X3NlcRgCIAEoBBINCgV0aXRsZRgDIAEoCSI8ChVCcmFuY2hTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLnBhbHlyYS52MS5TZXNzaW9uInkKBUFnZW50EgoKAmlkGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEg0KBXRvb2xzGAMgAygJEg4KBm1vZGVscxgEIAMoCRIVCg1yb3V0ZWRfbW9kZWxzGAUgAygJEhkKEXJvdXRpbmdfdGhyZXNob2xkGAYgASgBIhMKEUxpc3RBZ2VudHNSZXF1ZXN0IjYKEkxpc3RBZ2VudHNSZXNwb25zZRIgCgZhZ2VudHMYASADKAsyEC5wYWx5cmEudjEuQWdlbnQiRwoPUmVhZFRhcGVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEQoJYWZ0ZXJfc2VxGAIgASgEEg0KBWxpbWl0GAMgASgNIlAKEFJlYWRUYXBlUmVzcG9uc2USJAoGZXZlbnRzGAEgAygLMhQucGFseXJhLnYxLlRhcGVFdmVudBIWCg5uZXh0X2FmdGVyX3NlcRgCIAEoBCIPCg1WZXJpZnlSZXF1ZXN0InMKDlZlcmlmeVJlc3BvbnNlEgoKAm9rGAEgASgIEg8KB2NoZWNrZWQYAiABKAQSDgoGcmVhc29uGAMgASgJEg4KBmRldGFpbBgEIAEoCRISCgpzZXNzaW9uX2lkGAUgASgJEhAKCHRhcGVfc2VxGAYgASgEIsgBCg5CYWNrZ3JvdW5kVGFzaxIKCgJpZBgBIAEoCRIMCgRraW5kGAIgASgJEg0KBXN0YXRlGAMgASgJEhAKCGF0dGVtcHRzGAQgASgNEhQKDG1heF9hdHRlbXB0cxgFIAEoDRIUCgxwYXlsb2FkX2pzb24YBiABKAkSEgoKbGFzdF9lcnJvchgHIAEoCRISCgpjcmVhdGVkX2F0GAggASgDEhIKCnVwZGF0ZWRfYXQYCSABKAMSEwoLZmluaXNoZWRfYXQYCiABKAMiPgoQTGlzdFRhc2tzUmVxdWVzdBINCgVzdGF0ZRgBIAEoCRIMCgRraW5kGAIgASgJEg0KBWxpbWl0GAMgASgNIj0KEUxpc3RUYXNrc1Jlc3BvbnNlEigKBXRhc2tzGAEgAygLMhkucGFseXJhLnYxLkJhY2tncm91bmRUYXNrIiQKEUNhbmNlbFRhc2tSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkiPQoSQ2FuY2VsVGFza1Jlc3BvbnNlEicKBHRhc2sYASABKAsyGS5wYWx5cmEudjEuQmFja2dyb3VuZFRhc2sisgEKEUxlYXJuaW5nQ2FuZGlkYXRlEgoKAmlkGAEgASgJEhEKCXByaW5jaXBhbBgCIAEoCRIMCgRraW5kGAMgASgJEgwKBHRleHQYBCABKAkSFgoOY29uZmlkZW5jZV9icHMYBSABKA0SDgoGc3RhdHVzGAYgASgJEhUKDXNvdXJjZV9ydW5faWQYByABKAkSEgoKY3JlYXRlZF9hdBgIIAEoAxIPCgdpdGVtX2lkGAkgASgJIkIKHUxpc3RMZWFybmluZ0NhbmRpZGF0ZXNSZXF1ZXN0Eg4KBnN0YXR1cxgBIAEoCRIRCglwcmluY2lwYWwYAiABKAkiUgoeTGlzdExlYXJuaW5nQ2FuZGlkYXRlc1Jlc3BvbnNlEjAKCmNhbmRpZGF0ZXMYASADKAsyHC5wYWx5cmEudjEuTGVhcm5pbmdDYW5kaWRhdGUiVgoeRGVjaWRlTGVhcm5pbmdDYW5kaWRhdGVSZXF1ZXN0EhQKDGNhbmRpZGF0ZV9pZBgBIAEoCRIOCgZhY2NlcHQYAiABKAgSDgoGcmVhc29uGAMgASgJIlIKH0RlY2lkZUxlYXJuaW5nQ2FuZGlkYXRlUmVzcG9uc2USLwoJY2FuZGlkYXRlGAEgASgLMhwucGFseXJhLnYxLkxlYXJuaW5nQ2FuZGlkYXRlIqABCghJbmNpZGVudBIKCgJpZBgBIAEoCRIMCgRraW5kGAIgASgJEg8KB3N1YmplY3QYAyABKAkSEgoKc2Vzc2lvbl9pZBgEIAEoCRIRCglvcGVuZWRfYXQYBSABKAMSDgoGZGV0YWlsGAYgASgJEg4KBmFjdGlvbhgHIAEoCRINCgVzdGF0ZRgIIAEoCRITCgtyZXNvbHZlZF9hdBgJIAEoAyI4ChRMaXN0SW5jaWRlbnRzUmVxdWVzdBIRCglvcGVuX29ubHkYASABKAgSDQoFbGltaXQYAiABKA0iPwoVTGlzdEluY2lkZW50c1Jlc3BvbnNlEiYKCWluY2lkZW50cxgBIAMoCzITLnBhbHlyYS52MS5JbmNpZGVudCJyCglNZW1vcnlIaXQSDwoHaXRlbV9pZBgBIAEoCRIMCgRraW5kGAIgASgJEgwKBHRleHQYAyABKAkSDQoFc2NvcmUYBCABKAESFQoNc291cmNlX3J1bl9pZBgFIAEoCRISCgp1cGRhdGVkX2F0GAYgASgDIjMKE1NlYXJjaE1lbW9yeVJlcXVlc3QSDQoFcXVlcnkYASABKAkSDQoFbGltaXQYAiABKA0iOgoUU2VhcmNoTWVtb3J5UmVzcG9uc2USIgoEaGl0cxgBIAMoCzIULnBhbHlyYS52MS5NZW1vcnlIaXQq1gEKCFJ1blN0YXRlEhkKFVJVTl9TVEFURV9VTlNQRUNJRklFRBAAEhUKEVJVTl9TVEFURV9QRU5ESU5HEAESFgoSUlVOX1NUQVRFX0FDQ0VQVEVEEAISGQoVUlVOX1NUQVRFX0lOX1BST0dSRVNTEAMSIgoeUlVOX1NUQVRFX1dBSVRJTkdfRk9SX0FQUFJPVkFMEAQSEgoOUlVOX1NUQVRFX0RPTkUQBRIXChNSVU5fU1RBVEVfQ0FOQ0VMTEVEEAYSFAoQUlVOX1NUQVRFX0ZBSUxFRBAHKlEKBFJpc2sSFAoQUklTS19VTlNQRUNJRklFRBAAEgwKCFJJU0tfTE9XEAESEgoOUklTS19TRU5TSVRJVkUQAhIRCg1SSVNLX0NSSVRJQ0FMEAMqfwoNQXBwcm92YWxTY29wZRIeChpBUFBST1ZBTF9TQ09QRV9VTlNQRUNJRklFRBAAEhcKE0FQUFJPVkFMX1NDT1BFX09OQ0UQARIaChZBUFBST1ZBTF9TQ09QRV9TRVNTSU9OEAISGQoVQVBQUk9WQUxfU0NPUEVfQUxXQVlTEAMqjAEKDlBvbGljeURlY2lzaW9uEh8KG1BPTElDWV9ERUNJU0lPTl9VTlNQRUNJRklFRBAAEhkKFVBPTElDWV9ERUNJU0lPTl9BTExPVxABEhgKFFBPTElDWV9ERUNJU0lPTl9ERU5ZEAISJAogUE9MSUNZX0RFQ0lTSU9OX1JFUVVJUkVfQVBQUk9WQUwQAyrCAQoOQXBwcm92YWxTdGF0dXMSHwobQVBQUk9WQUxfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXQVBQUk9WQUxfU1RBVFVTX1BFTkRJTkcQARIcChhBUFBST1ZBTF9TVEFUVVNfQVBQUk9WRUQQAhIaChZBUFBST1ZBTF9TVEFUVVNfREVOSUVEEAMSGwoXQVBQUk9WQUxfU1RBVFVTX0VYUElSRUQQBBIbChdBUFBST1ZBTF9TVEFUVVNfUkVWT0tFRBAFMuwBCg5HYXRld2F5U2VydmljZRJKCglSdW5TdHJlYW0SGy5wYWx5cmEudjEuUnVuU3RyZWFtUmVxdWVzdBocLnBhbHlyYS52MS5SdW5TdHJlYW1SZXNwb25zZSgBMAESTwoMUm91dGVNZXNzYWdlEh4ucGFseXJhLnYxLlJvdXRlTWVzc2FnZVJlcXVlc3QaHy5wYWx5cmEudjEuUm91dGVNZXNzYWdlUmVzcG9uc2USPQoGR2V0UnVuEhgucGFseXJhLnYxLkdldFJ1blJlcXVlc3QaGS5wYWx5cmEudjEuR2V0UnVuUmVzcG9uc2UyjgIKEEFwcHJvdmFsc1NlcnZpY2USUgoNTGlzdEFwcHJvdmFscxIfLnBhbHlyYS52MS5MaXN0QXBwcm92YWxzUmVxdWVzdBogLnBhbHlyYS52MS5MaXN0QXBwcm92YWxzUmVzcG9uc2USTAoLR2V0QXBwcm92YWwSHS5wYWx5cmEudjEuR2V0QXBwcm92YWxSZXF1ZXN0Gh4ucGFseXJhLnYxLkdldEFwcHJvdmFsUmVzcG9uc2USWAoPUmVzb2x2ZUFwcHJvdmFsEiEucGFseXJhLnYxLlJlc29sdmVBcHByb3ZhbFJlcXVlc3QaIi5wYWx5cmEudjEuUmVzb2x2ZUFwcHJvdmFsUmVzcG9uc2UyqQMKD1Nlc3Npb25zU2VydmljZRJVCg5SZXNvbHZlU2Vzc2lvbhIgLnBhbHlyYS52MS5SZXNvbHZlU2Vzc2lvblJlcXVlc3QaIS5wYWx5cmEudjEuUmVzb2x2ZVNlc3Npb25SZXNwb25zZRJJCgpHZXRTZXNzaW9uEhwucGFseXJhLnYxLkdldFNlc3Npb25SZXF1ZXN0Gh0ucGFseXJhLnYxLkdldFNlc3Npb25SZXNwb25zZRJPCgxMaXN0U2Vzc2lvbnMSHi5wYWx5cmEudjEuTGlzdFNlc3Npb25zUmVxdWVzdBofLnBhbHlyYS52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJPCgxSZXNldFNlc3Npb24SHi5wYWx5cmEudjEuUmVzZXRTZXNzaW9uUmVxdWVzdBofLnBhbHlyYS52MS5SZXNldFNlc3Npb25SZXNwb25zZRJSCg1CcmFuY2hTZXNzaW9uEh8ucGFseXJhLnYxLkJyYW5jaFNlc3Npb25SZXF1ZXN0GiAucGFseXJhLnYxLkJyYW5jaFNlc3Npb25SZXNwb25zZTJaCg1BZ2VudHNTZXJ2aWNlEkkKCkxpc3RBZ2VudHMSHC5wYWx5cmEudjEuTGlzdEFnZW50c1JlcXVlc3QaHS5wYWx5cmEudjEuTGlzdEFnZW50c1Jlc3BvbnNlMpQBCg5Kb3VybmFsU2VydmljZRJDCghSZWFkVGFwZRIaLnBhbHlyYS52MS5SZWFkVGFwZVJlcXVlc3QaGy5wYWx5cmEudjEuUmVhZFRhcGVSZXNwb25zZRI9CgZWZXJpZnkSGC5wYWx5cmEudjEuVmVyaWZ5UmVxdWVzdBoZLnBhbHlyYS52MS5WZXJpZnlSZXNwb25zZTKsBAoRQmFja2dyb3VuZFNlcnZpY2USRgoJTGlzdFRhc2tzEhsucGFseXJhLnYxLkxpc3RUYXNrc1JlcXVlc3QaHC5wYWx5cmEudjEuTGlzdFRhc2tzUmVzcG9uc2USSQoKQ2FuY2VsVGFzaxIcLnBhbHlyYS52MS5DYW5jZWxUYXNrUmVxdWVzdBodLnBhbHlyYS52MS5DYW5jZWxUYXNrUmVzcG9uc2USbQoWTGlzdExlYXJuaW5nQ2FuZGlkYXRlcxIoLnBhbHlyYS52MS5MaXN0TGVhcm5pbmdDYW5kaWRhdGVzUmVxdWVzdBopLnBhbHlyYS52MS5MaXN0TGVhcm5pbmdDYW5kaWRhdGVzUmVzcG9uc2UScAoXRGVjaWRlTGVhcm5pbmdDYW5kaWRhdGUSKS5wYWx5cmEudjEuRGVjaWRlTGVhcm5pbmdDYW5kaWRhdGVSZXF1ZXN0GioucGFseXJhLnYxLkRlY2lkZUxlYXJuaW5nQ2FuZGlkYXRlUmVzcG9uc2USUgoNTGlzdEluY2lkZW50cxIfLnBhbHlyYS52MS5MaXN0SW5jaWRlbnRzUmVxdWVzdBogLnBhbHlyYS52MS5MaXN0SW5jaWRlbnRzUmVzcG9uc2USTwoMU2VhcmNoTWVtb3J5Eh4ucGFseXJhLnYxLlNlYXJjaE1lbW9yeVJlcXVlc3QaHy5wYWx5cmEudjEuU2VhcmNoTWVtb3J5UmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message palyra.v1.RunAccepted
@@ -1866,6 +1866,493 @@ export const VerifyResponseSchema: GenMessage<VerifyResponse> = /*@__PURE__*/
   messageDesc(file_palyra_v1_gateway, 56);
 
 /**
+ * @generated from message palyra.v1.BackgroundTask
+ */
+export type BackgroundTask = Message<"palyra.v1.BackgroundTask"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string kind = 2;
+   */
+  kind: string;
+
+  /**
+   * queued | running | succeeded | failed | cancelled | expired
+   *
+   * @generated from field: string state = 3;
+   */
+  state: string;
+
+  /**
+   * @generated from field: uint32 attempts = 4;
+   */
+  attempts: number;
+
+  /**
+   * @generated from field: uint32 max_attempts = 5;
+   */
+  maxAttempts: number;
+
+  /**
+   * The payload as JSON (redacted when stored).
+   *
+   * @generated from field: string payload_json = 6;
+   */
+  payloadJson: string;
+
+  /**
+   * @generated from field: string last_error = 7;
+   */
+  lastError: string;
+
+  /**
+   * Epoch milliseconds (0 when not set).
+   *
+   * @generated from field: int64 created_at = 8;
+   */
+  createdAt: bigint;
+
+  /**
+   * @generated from field: int64 updated_at = 9;
+   */
+  updatedAt: bigint;
+
+  /**
+   * @generated from field: int64 finished_at = 10;
+   */
+  finishedAt: bigint;
+};
+
+/**
+ * Describes the message palyra.v1.BackgroundTask.
+ * Use `create(BackgroundTaskSchema)` to create a new message.
+ */
+export const BackgroundTaskSchema: GenMessage<BackgroundTask> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 57);
+
+/**
+ * @generated from message palyra.v1.ListTasksRequest
+ */
+export type ListTasksRequest = Message<"palyra.v1.ListTasksRequest"> & {
+  /**
+   * Only tasks in this state (empty: all).
+   *
+   * @generated from field: string state = 1;
+   */
+  state: string;
+
+  /**
+   * @generated from field: string kind = 2;
+   */
+  kind: string;
+
+  /**
+   * At most this many (default 100).
+   *
+   * @generated from field: uint32 limit = 3;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message palyra.v1.ListTasksRequest.
+ * Use `create(ListTasksRequestSchema)` to create a new message.
+ */
+export const ListTasksRequestSchema: GenMessage<ListTasksRequest> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 58);
+
+/**
+ * @generated from message palyra.v1.ListTasksResponse
+ */
+export type ListTasksResponse = Message<"palyra.v1.ListTasksResponse"> & {
+  /**
+   * @generated from field: repeated palyra.v1.BackgroundTask tasks = 1;
+   */
+  tasks: BackgroundTask[];
+};
+
+/**
+ * Describes the message palyra.v1.ListTasksResponse.
+ * Use `create(ListTasksResponseSchema)` to create a new message.
+ */
+export const ListTasksResponseSchema: GenMessage<ListTasksResponse> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 59);
+
+/**
+ * @generated from message palyra.v1.CancelTaskRequest
+ */
+export type CancelTaskRequest = Message<"palyra.v1.CancelTaskRequest"> & {
+  /**
+   * @generated from field: string task_id = 1;
+   */
+  taskId: string;
+};
+
+/**
+ * Describes the message palyra.v1.CancelTaskRequest.
+ * Use `create(CancelTaskRequestSchema)` to create a new message.
+ */
+export const CancelTaskRequestSchema: GenMessage<CancelTaskRequest> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 60);
+
+/**
+ * @generated from message palyra.v1.CancelTaskResponse
+ */
+export type CancelTaskResponse = Message<"palyra.v1.CancelTaskResponse"> & {
+  /**
+   * @generated from field: palyra.v1.BackgroundTask task = 1;
+   */
+  task?: BackgroundTask | undefined;
+};
+
+/**
+ * Describes the message palyra.v1.CancelTaskResponse.
+ * Use `create(CancelTaskResponseSchema)` to create a new message.
+ */
+export const CancelTaskResponseSchema: GenMessage<CancelTaskResponse> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 61);
+
+/**
+ * @generated from message palyra.v1.LearningCandidate
+ */
+export type LearningCandidate = Message<"palyra.v1.LearningCandidate"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string principal = 2;
+   */
+  principal: string;
+
+  /**
+   * fact | preference | procedure | note
+   *
+   * @generated from field: string kind = 3;
+   */
+  kind: string;
+
+  /**
+   * @generated from field: string text = 4;
+   */
+  text: string;
+
+  /**
+   * @generated from field: uint32 confidence_bps = 5;
+   */
+  confidenceBps: number;
+
+  /**
+   * pending | accepted | rejected
+   *
+   * @generated from field: string status = 6;
+   */
+  status: string;
+
+  /**
+   * @generated from field: string source_run_id = 7;
+   */
+  sourceRunId: string;
+
+  /**
+   * @generated from field: int64 created_at = 8;
+   */
+  createdAt: bigint;
+
+  /**
+   * The memory item an accepted candidate became.
+   *
+   * @generated from field: string item_id = 9;
+   */
+  itemId: string;
+};
+
+/**
+ * Describes the message palyra.v1.LearningCandidate.
+ * Use `create(LearningCandidateSchema)` to create a new message.
+ */
+export const LearningCandidateSchema: GenMessage<LearningCandidate> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 62);
+
+/**
+ * @generated from message palyra.v1.ListLearningCandidatesRequest
+ */
+export type ListLearningCandidatesRequest = Message<"palyra.v1.ListLearningCandidatesRequest"> & {
+  /**
+   * pending (default) | accepted | rejected
+   *
+   * @generated from field: string status = 1;
+   */
+  status: string;
+
+  /**
+   * Operators: one principal's (empty: every principal's).
+   *
+   * @generated from field: string principal = 2;
+   */
+  principal: string;
+};
+
+/**
+ * Describes the message palyra.v1.ListLearningCandidatesRequest.
+ * Use `create(ListLearningCandidatesRequestSchema)` to create a new message.
+ */
+export const ListLearningCandidatesRequestSchema: GenMessage<ListLearningCandidatesRequest> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 63);
+
+/**
+ * @generated from message palyra.v1.ListLearningCandidatesResponse
+ */
+export type ListLearningCandidatesResponse = Message<"palyra.v1.ListLearningCandidatesResponse"> & {
+  /**
+   * @generated from field: repeated palyra.v1.LearningCandidate candidates = 1;
+   */
+  candidates: LearningCandidate[];
+};
+
+/**
+ * Describes the message palyra.v1.ListLearningCandidatesResponse.
+ * Use `create(ListLearningCandidatesResponseSchema)` to create a new message.
+ */
+export const ListLearningCandidatesResponseSchema: GenMessage<ListLearningCandidatesResponse> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 64);
+
+/**
+ * @generated from message palyra.v1.DecideLearningCandidateRequest
+ */
+export type DecideLearningCandidateRequest = Message<"palyra.v1.DecideLearningCandidateRequest"> & {
+  /**
+   * @generated from field: string candidate_id = 1;
+   */
+  candidateId: string;
+
+  /**
+   * true: write it to memory; false: reject it.
+   *
+   * @generated from field: bool accept = 2;
+   */
+  accept: boolean;
+
+  /**
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message palyra.v1.DecideLearningCandidateRequest.
+ * Use `create(DecideLearningCandidateRequestSchema)` to create a new message.
+ */
+export const DecideLearningCandidateRequestSchema: GenMessage<DecideLearningCandidateRequest> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 65);
+
+/**
+ * @generated from message palyra.v1.DecideLearningCandidateResponse
+ */
+export type DecideLearningCandidateResponse = Message<"palyra.v1.DecideLearningCandidateResponse"> & {
+  /**
+   * @generated from field: palyra.v1.LearningCandidate candidate = 1;
+   */
+  candidate?: LearningCandidate | undefined;
+};
+
+/**
+ * Describes the message palyra.v1.DecideLearningCandidateResponse.
+ * Use `create(DecideLearningCandidateResponseSchema)` to create a new message.
+ */
+export const DecideLearningCandidateResponseSchema: GenMessage<DecideLearningCandidateResponse> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 66);
+
+/**
+ * @generated from message palyra.v1.Incident
+ */
+export type Incident = Message<"palyra.v1.Incident"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * run_stalled | task_lease_expired | approval_pending | journal_stall
+   *
+   * @generated from field: string kind = 2;
+   */
+  kind: string;
+
+  /**
+   * @generated from field: string subject = 3;
+   */
+  subject: string;
+
+  /**
+   * @generated from field: string session_id = 4;
+   */
+  sessionId: string;
+
+  /**
+   * @generated from field: int64 opened_at = 5;
+   */
+  openedAt: bigint;
+
+  /**
+   * @generated from field: string detail = 6;
+   */
+  detail: string;
+
+  /**
+   * none | cancelled | requeued | notified | remediation_failed
+   *
+   * @generated from field: string action = 7;
+   */
+  action: string;
+
+  /**
+   * open | resolved
+   *
+   * @generated from field: string state = 8;
+   */
+  state: string;
+
+  /**
+   * @generated from field: int64 resolved_at = 9;
+   */
+  resolvedAt: bigint;
+};
+
+/**
+ * Describes the message palyra.v1.Incident.
+ * Use `create(IncidentSchema)` to create a new message.
+ */
+export const IncidentSchema: GenMessage<Incident> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 67);
+
+/**
+ * @generated from message palyra.v1.ListIncidentsRequest
+ */
+export type ListIncidentsRequest = Message<"palyra.v1.ListIncidentsRequest"> & {
+  /**
+   * @generated from field: bool open_only = 1;
+   */
+  openOnly: boolean;
+
+  /**
+   * @generated from field: uint32 limit = 2;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message palyra.v1.ListIncidentsRequest.
+ * Use `create(ListIncidentsRequestSchema)` to create a new message.
+ */
+export const ListIncidentsRequestSchema: GenMessage<ListIncidentsRequest> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 68);
+
+/**
+ * @generated from message palyra.v1.ListIncidentsResponse
+ */
+export type ListIncidentsResponse = Message<"palyra.v1.ListIncidentsResponse"> & {
+  /**
+   * @generated from field: repeated palyra.v1.Incident incidents = 1;
+   */
+  incidents: Incident[];
+};
+
+/**
+ * Describes the message palyra.v1.ListIncidentsResponse.
+ * Use `create(ListIncidentsResponseSchema)` to create a new message.
+ */
+export const ListIncidentsResponseSchema: GenMessage<ListIncidentsResponse> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 69);
+
+/**
+ * @generated from message palyra.v1.MemoryHit
+ */
+export type MemoryHit = Message<"palyra.v1.MemoryHit"> & {
+  /**
+   * @generated from field: string item_id = 1;
+   */
+  itemId: string;
+
+  /**
+   * @generated from field: string kind = 2;
+   */
+  kind: string;
+
+  /**
+   * @generated from field: string text = 3;
+   */
+  text: string;
+
+  /**
+   * @generated from field: double score = 4;
+   */
+  score: number;
+
+  /**
+   * @generated from field: string source_run_id = 5;
+   */
+  sourceRunId: string;
+
+  /**
+   * @generated from field: int64 updated_at = 6;
+   */
+  updatedAt: bigint;
+};
+
+/**
+ * Describes the message palyra.v1.MemoryHit.
+ * Use `create(MemoryHitSchema)` to create a new message.
+ */
+export const MemoryHitSchema: GenMessage<MemoryHit> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 70);
+
+/**
+ * @generated from message palyra.v1.SearchMemoryRequest
+ */
+export type SearchMemoryRequest = Message<"palyra.v1.SearchMemoryRequest"> & {
+  /**
+   * @generated from field: string query = 1;
+   */
+  query: string;
+
+  /**
+   * At most this many (default 10).
+   *
+   * @generated from field: uint32 limit = 2;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message palyra.v1.SearchMemoryRequest.
+ * Use `create(SearchMemoryRequestSchema)` to create a new message.
+ */
+export const SearchMemoryRequestSchema: GenMessage<SearchMemoryRequest> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 71);
+
+/**
+ * @generated from message palyra.v1.SearchMemoryResponse
+ */
+export type SearchMemoryResponse = Message<"palyra.v1.SearchMemoryResponse"> & {
+  /**
+   * @generated from field: repeated palyra.v1.MemoryHit hits = 1;
+   */
+  hits: MemoryHit[];
+};
+
+/**
+ * Describes the message palyra.v1.SearchMemoryResponse.
+ * Use `create(SearchMemoryResponseSchema)` to create a new message.
+ */
+export const SearchMemoryResponseSchema: GenMessage<SearchMemoryResponse> = /*@__PURE__*/
+  messageDesc(file_palyra_v1_gateway, 72);
+
+/**
  * @generated from enum palyra.v1.RunState
  */
 export enum RunState {
@@ -2199,4 +2686,59 @@ export const JournalService: GenService<{
   },
 }> = /*@__PURE__*/
   serviceDesc(file_palyra_v1_gateway, 4);
+
+/**
+ * @generated from service palyra.v1.BackgroundService
+ */
+export const BackgroundService: GenService<{
+  /**
+   * @generated from rpc palyra.v1.BackgroundService.ListTasks
+   */
+  listTasks: {
+    methodKind: "unary";
+    input: typeof ListTasksRequestSchema;
+    output: typeof ListTasksResponseSchema;
+  },
+  /**
+   * @generated from rpc palyra.v1.BackgroundService.CancelTask
+   */
+  cancelTask: {
+    methodKind: "unary";
+    input: typeof CancelTaskRequestSchema;
+    output: typeof CancelTaskResponseSchema;
+  },
+  /**
+   * @generated from rpc palyra.v1.BackgroundService.ListLearningCandidates
+   */
+  listLearningCandidates: {
+    methodKind: "unary";
+    input: typeof ListLearningCandidatesRequestSchema;
+    output: typeof ListLearningCandidatesResponseSchema;
+  },
+  /**
+   * @generated from rpc palyra.v1.BackgroundService.DecideLearningCandidate
+   */
+  decideLearningCandidate: {
+    methodKind: "unary";
+    input: typeof DecideLearningCandidateRequestSchema;
+    output: typeof DecideLearningCandidateResponseSchema;
+  },
+  /**
+   * @generated from rpc palyra.v1.BackgroundService.ListIncidents
+   */
+  listIncidents: {
+    methodKind: "unary";
+    input: typeof ListIncidentsRequestSchema;
+    output: typeof ListIncidentsResponseSchema;
+  },
+  /**
+   * @generated from rpc palyra.v1.BackgroundService.SearchMemory
+   */
+  searchMemory: {
+    methodKind: "unary";
+    input: typeof SearchMemoryRequestSchema;
+    output: typeof SearchMemoryResponseSchema;
+  },
+}> = /*@__PURE__*/
+  serviceDesc(file_palyra_v1_gateway, 5);
 
