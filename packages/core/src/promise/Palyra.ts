@@ -28,11 +28,11 @@ import * as Ids from "../domain/Ids.js"
 import type { ApprovalRecord, ApprovalStatus, Run, Session } from "../domain/Records.js"
 import type { ApprovalScope, Risk, TapeEvent } from "../domain/TapeEvent.js"
 import * as Gateway from "../kernel/Gateway.js"
-import * as Kernel from "../kernel/Kernel.js"
 import type * as Journal from "../ports/Journal.js"
 import type { Service as ModelService } from "../ports/ModelProvider.js"
 import type * as PolicyEngine from "../ports/PolicyEngine.js"
 import * as Tool from "../ports/Tool.js"
+import { type AfterRunOptions, backgroundApi, kernelWith } from "./afterRun.js"
 
 const AdapterTypeId: unique symbol = Symbol.for("@palyra/core/Adapter")
 
@@ -157,7 +157,7 @@ export type ApprovalAnswer =
 export type PalyraApproval = ApprovalRecord
 
 /** @since 0.1.0 @category Models */
-export interface PalyraOptions {
+export interface PalyraOptions extends AfterRunOptions {
   readonly model: ModelAdapter
   readonly tools?: ReadonlyArray<ToolDefinition>
   /** Policy rules; default: low risk allowed, sensitive needs approval, critical denied. */
@@ -253,6 +253,11 @@ export interface Palyra extends AsyncDisposable {
   /** Replay a session's tape after `afterSeq`, then follow it live. */
   subscribe(sessionId: string, afterSeq?: number): AsyncIterable<TapeEvent>
   verifyJournal(): Promise<Journal.VerifyResult>
+  /** Learning candidates, memory, incidents and tasks (with `memory` / `learning` / `watchdog` on). */
+  readonly learning: ReturnType<typeof backgroundApi>["learning"]
+  readonly memory: ReturnType<typeof backgroundApi>["memory"]
+  incidents: ReturnType<typeof backgroundApi>["incidents"]
+  tasks: ReturnType<typeof backgroundApi>["tasks"]
   close(): Promise<void>
 }
 
@@ -271,7 +276,7 @@ export const createPalyra = (options: PalyraOptions): Palyra => {
   const asUser = (o?: { readonly principal?: string | undefined }) => Caller.user(principalOf(o))
   const asOperator = (by?: string) => Caller.operator(by ?? principalOf())
   const b = options.budgets
-  const kernel = Kernel.layer({
+  const kernel = kernelWith(options, {
     model: unwrap<ModelService>(options.model),
     tools: (options.tools ?? []).map((t) => unwrap<Tool.AnyTool>(t)),
     journal: unwrap<Layer.Layer<Journal.Journal, unknown>>(options.journal ?? memoryJournal()),
@@ -444,6 +449,7 @@ export const createPalyra = (options: PalyraOptions): Palyra => {
         )
       ),
     verifyJournal: () => withGateway((g) => g.verifyJournal(asOperator())),
+    ...backgroundApi(run, asUser, () => asOperator()),
     close: () => runtime.dispose(),
     [Symbol.asyncDispose]: () => runtime.dispose()
   }
