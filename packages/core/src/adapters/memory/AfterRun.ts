@@ -20,14 +20,14 @@
  *
  * @since 0.1.0
  */
-import { Deferred, type Duration, Effect, FiberId, Layer, Metric, Option, Schedule } from "effect"
+import { Clock, Deferred, type Duration, Effect, FiberId, Layer, Metric, Option, Schedule } from "effect"
 import { InvalidArgument } from "../../domain/Errors.js"
 import type { Run } from "../../domain/Records.js"
 import type { Risk } from "../../domain/TapeEvent.js"
 import * as Gateway from "../../kernel/Gateway.js"
 import * as Kernel from "../../kernel/Kernel.js"
 import type * as PromptAssembler from "../../kernel/PromptAssembler.js"
-import type * as RunHooks from "../../kernel/RunHooks.js"
+import * as RunHooks from "../../kernel/RunHooks.js"
 import { Journal, type Service as JournalService } from "../../ports/Journal.js"
 import { MemoryStore, type Service as StoreService } from "../../ports/MemoryStore.js"
 import { ModelProvider } from "../../ports/ModelProvider.js"
@@ -215,6 +215,13 @@ export const make = (options: Options): AfterRun => {
         { discard: true }
       ).pipe(Effect.catchAll((e) => Effect.logWarning("could not count background tasks", e)))
       yield* Effect.forkScoped(Effect.repeat(refresh, Schedule.spaced(options.metricsEvery ?? "15 seconds")))
+      if (store !== undefined) {
+        // Expired memory items are purged once a day (one task per day, whichever process enqueues it first).
+        const purge = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          queue.enqueue({ kind: Memory.PURGE, dedupeKey: `${Memory.PURGE}:${Math.floor(now / 86_400_000)}` })
+        ).pipe(Effect.catchAll((e) => Effect.logWarning("could not schedule the memory purge", e)))
+        yield* Effect.forkScoped(Effect.repeat(purge, Schedule.spaced("1 hour")))
+      }
     }
 
     const watchdogOptions = options.watchdog === false ? undefined : options.watchdog
@@ -236,10 +243,19 @@ export const make = (options: Options): AfterRun => {
     return { background }
   })
 
+  /** The kernel's options with the parts applied; hooks it already had still run. */
+  const withHooks = <EJ, EP, EA>(o: Kernel.Options<EJ, EP, EA>): Kernel.Options<EJ, EP, EA> => {
+    const parts = kernel(o)
+    return {
+      ...o,
+      ...parts,
+      runHooks: o.runHooks === undefined ? parts.runHooks : RunHooks.all([o.runHooks, parts.runHooks])
+    }
+  }
   return {
     kernel,
-    options: (o) => ({ ...o, ...kernel(o) }),
-    kernelLayer: (o) => Kernel.layer({ ...o, ...kernel(o) }),
+    options: (o) => withHooks(o),
+    kernelLayer: (o) => Kernel.layer(withHooks(o)),
     layer: Layer.scoped(
       Background.Background,
       Effect.map(build, ({ background }) => background)
