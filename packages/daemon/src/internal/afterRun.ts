@@ -18,9 +18,10 @@ export const afterRunOf = (
   Effect.gen(function* () {
     const filename = join(config.dataDir, "journal.db")
     const { memory, learning, watchdog, tasks } = config
-    const learningOn = learning.enabled && memory.enabled
-    const store = memory.enabled ? yield* SqliteMemoryStore.make({ filename, redaction }) : undefined
-    const queue = learningOn || memory.enabled ? yield* SqliteTaskQueue.make({ filename, redaction }) : undefined
+    // Learning writes to the memory store even when memory is not injected or offered as tools.
+    const store =
+      memory.enabled || learning.enabled ? yield* SqliteMemoryStore.make({ filename, redaction }) : undefined
+    const queue = store === undefined ? undefined : yield* SqliteTaskQueue.make({ filename, redaction })
     return AfterRun.make({
       store,
       queue,
@@ -32,7 +33,7 @@ export const afterRunOf = (
             autoIngest: memory.auto_ingest
           }
         : false,
-      learning: learningOn
+      learning: learning.enabled
         ? {
             extractor: learning.model === "session" ? "model" : "deterministic",
             autoWriteThresholdBps: learning.auto_write_threshold_bps,
