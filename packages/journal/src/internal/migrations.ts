@@ -335,6 +335,22 @@ const tasksAndMemory = Effect.gen(function* () {
   yield* sql`CREATE INDEX memory_candidates_hash ON memory_candidates(principal, hash) WHERE status = 'pending'`
 })
 
+const memoryVectors = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  // Vectors of memory items (see SqliteVectorIndex.ts): one per item and model, gone with the item.
+  yield* sql`CREATE TABLE memory_vectors (
+    item_id TEXT NOT NULL REFERENCES memory_items(id) ON DELETE CASCADE,
+    model TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    agent TEXT,
+    session_id TEXT,
+    dim INTEGER NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (item_id, model)
+  ) STRICT`
+  yield* sql`CREATE INDEX memory_vectors_principal ON memory_vectors(principal, model)`
+})
+
 /** Every migration, in order. Never edit a released one: add a new one. @internal */
 export const migrations = {
   "0001_init": init,
@@ -343,7 +359,8 @@ export const migrations = {
   "0004_session_key_digests": sessionKeyDigests,
   "0005_record_versions": recordVersions,
   "0006_tasks_memory": tasksAndMemory,
-  "0007_session_agents": sessionAgents
+  "0007_session_agents": sessionAgents,
+  "0009_memory_vectors": memoryVectors
 } as const
 
 /** The table that records applied migrations (ours, so it never collides with a host app's). @internal */
