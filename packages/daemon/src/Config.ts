@@ -157,7 +157,11 @@ const AfterRunSections = {
       /** Save what users say as notes when their runs end (off: only tools and learning write memory). */
       auto_ingest: Schema.optionalWith(Schema.Boolean, { default: () => false }),
       /** Give the model `memory.search` and `memory.save` (the latter asks for approval by default). */
-      tools: Schema.optionalWith(Schema.Boolean, { default: () => true })
+      tools: Schema.optionalWith(Schema.Boolean, { default: () => true }),
+      /** Vectors: `openai:<model>` or `openai-compatible:<baseURL>#<model>`; search blends cosine in. */
+      embedding_model: Schema.optional(Schema.String.pipe(Schema.minLength(1))),
+      /** Weight of the cosine in the blended score (0–1). */
+      vector_weight: Schema.optionalWith(Schema.Number.pipe(Schema.between(0, 1)), { default: () => 0.4 })
     }),
     {
       default: () => ({
@@ -165,7 +169,8 @@ const AfterRunSections = {
         inject_budget_tokens: 512,
         inject_max_items: 5,
         auto_ingest: false,
-        tools: true
+        tools: true,
+        vector_weight: 0.4
       })
     }
   ),

@@ -192,7 +192,7 @@ export const run = (
     }
     const cx = config.context
     // Memory, learning, the background worker and the watchdog ([memory], [learning], [watchdog], [tasks]).
-    const afterRun = yield* afterRunOf(config, redaction)
+    const afterRun = yield* afterRunOf(config, redaction, env)
     const kernel = afterRun.kernelLayer({
       model,
       tools: [...tools, ...pluginTools],

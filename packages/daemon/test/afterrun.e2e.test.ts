@@ -32,6 +32,7 @@ const modelServer = async (
   answer: (request: Json) => { readonly text?: string; readonly tool?: { name: string; args: unknown } } | "hold"
 ) => {
   const requests: Array<Json> = []
+  const embeddings: Array<string> = []
   const held: Array<ServerResponse> = []
   const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
     `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
@@ -40,6 +41,22 @@ const modelServer = async (
     req.on("data", (d) => (body += d))
     req.on("end", () => {
       const request = JSON.parse(body || "{}") as Json
+      if (req.url === "/v1/embeddings") {
+        embeddings.push(...(request.input as Array<string>))
+        res.writeHead(200, { "content-type": "application/json" })
+        return res.end(
+          JSON.stringify({
+            object: "list",
+            model: request.model,
+            data: (request.input as Array<string>).map((t, index) => ({
+              object: "embedding",
+              index,
+              embedding: concepts(t)
+            })),
+            usage: { prompt_tokens: 1, total_tokens: 1 }
+          })
+        )
+      }
       requests.push(request)
       const reply = answer(request)
       res.writeHead(200, { "content-type": "text/event-stream" })
@@ -76,12 +93,27 @@ const modelServer = async (
   return {
     url,
     requests,
+    embeddings,
     close: () => {
       for (const res of held) res.destroy()
       server.closeAllConnections()
       server.close()
     }
   }
+}
+
+/** A small embedding model by concepts: words of one concept share a dimension. */
+const CONCEPTS = [
+  ["car", "automobile", "drive", "drives"],
+  ["coffee", "espresso"]
+]
+const concepts = (text: string) => {
+  const v = [0, 0, 0.01]
+  for (const w of text.toLowerCase().split(/\W+/)) {
+    const i = CONCEPTS.findIndex((c) => c.includes(w))
+    if (i >= 0) v[i]! += 1
+  }
+  return v
 }
 
 const isReflection = (request: Json) => JSON.stringify(request.messages ?? []).includes(REFLECTION)
@@ -377,6 +409,34 @@ describe("palyrad's after-run life", () => {
       const metrics = await (await http(d).get("/metrics")).text()
       expect(metrics).toMatch(/^palyra_incidents_open(\{[^}]*\})? \d+/m)
       expect(metrics).toMatch(/^palyra_tasks\{[^}]*state="queued"[^}]*\} \d+/m)
+    } finally {
+      model.close()
+    }
+  }, 180_000)
+  it("with an embedding model, memory is found by meaning (palyra memory search) and injected, for its principal only", async () => {
+    const model = await modelServer(() => ({ text: "Noted." }))
+    try {
+      const dir = fresh("palyra-afterrun-vectors-")
+      writeFileSync(
+        join(dir, "palyra.toml"),
+        config(model.url, `[memory]\nembedding_model = "openai-compatible:${model.url}#concepts"\n`)
+      )
+      const d = await start(dir)
+      await runDone(d, ALICE, "Remember that I own an old automobile.", "v1")
+      const cli = (token: string, args: ReadonlyArray<string>) =>
+        runCli(dir, args, { env: { PALYRA_URL: d.url, PALYRA_TOKEN: token } })
+      // "car" shares no word with the fact: found through the vectors.
+      const hits = await waitFor(async () => {
+        const r = await cli(ALICE, ["memory", "search", "car", "--json"])
+        const list = JSON.parse(r.out) as Array<Json>
+        return list.length > 0 ? list : undefined
+      }, "the fact, by meaning")
+      expect(hits[0].item.text).toBe("I own an old automobile")
+      expect(model.embeddings).toContain("I own an old automobile")
+      expect(JSON.parse((await cli(BOB, ["memory", "search", "car", "--json"])).out)).toEqual([])
+      await runDone(d, ALICE, "Which car?", "v2")
+      const asked = model.requests.filter((r) => !isReflection(r) && lastUser(r).includes("Which car"))
+      expect(JSON.stringify(asked[0].messages)).toContain("I own an old automobile")
     } finally {
       model.close()
     }

@@ -5,22 +5,33 @@
  */
 import { join } from "node:path"
 import type { Errors, Redaction } from "@palyra/core"
-import { AfterRun } from "@palyra/core/memory"
-import { SqliteMemoryStore, SqliteTaskQueue } from "@palyra/journal"
+import { AfterRun, Embeddings } from "@palyra/core/memory"
+import { Models } from "@palyra/core/models"
+import { SqliteMemoryStore, SqliteTaskQueue, SqliteVectorIndex } from "@palyra/journal"
 import { Duration, Effect, type Scope } from "effect"
 import type { Config } from "../Config.js"
 
 /** @internal */
 export const afterRunOf = (
   config: Config,
-  redaction: Redaction.RedactionOptions
-): Effect.Effect<AfterRun.AfterRun, Errors.JournalError, Scope.Scope> =>
+  redaction: Redaction.RedactionOptions,
+  env: Record<string, string | undefined> = process.env
+): Effect.Effect<AfterRun.AfterRun, Errors.JournalError | Errors.InvalidArgument, Scope.Scope> =>
   Effect.gen(function* () {
     const filename = join(config.dataDir, "journal.db")
     const { memory, learning, watchdog, tasks } = config
     // Learning writes to the memory store even when memory is not injected or offered as tools.
-    const store =
+    const lexical =
       memory.enabled || learning.enabled ? yield* SqliteMemoryStore.make({ filename, redaction }) : undefined
+    // With an embedding model, searches blend in cosine over vectors kept beside the items.
+    const store =
+      lexical === undefined || memory.embedding_model === undefined
+        ? lexical
+        : Embeddings.withVectors(lexical, {
+            embedder: yield* Models.embedderFromSpec(memory.embedding_model, env),
+            index: yield* SqliteVectorIndex.make({ filename }),
+            vectorWeight: memory.vector_weight
+          })
     const queue = store === undefined ? undefined : yield* SqliteTaskQueue.make({ filename, redaction })
     return AfterRun.make({
       store,
