@@ -238,7 +238,7 @@ describe("palyrad's after-run life", () => {
       expect(hit.item.sourceRunId).toBe(taught.id)
       // The reflection ran as a background task (operators see it).
       const tasks = JSON.parse((await cli(d.token, ["tasks", "list", "--json"])).out) as Array<Json>
-      expect(tasks.map((t) => [t.kind, t.state, t.payload.runId])).toContainEqual([
+      expect(tasks.map((t) => [t.kind, t.state, t.payload?.runId])).toContainEqual([
         "memory.reflect",
         "succeeded",
         taught.id
