@@ -56,6 +56,17 @@ describe("run-end hooks", () => {
             (ids) => ids.includes(second.run.id)
           )
           assert.strictEqual(ended.find((e) => e.run.id === second.run.id)!.run.state, "Cancelled")
+          // A run cancelled while queued (it never started) is terminal too.
+          const blocker = yield* gateway.sendMessage(alice, { key: "c", text: "hang" })
+          const queued = yield* gateway.sendMessage(alice, { key: "c", text: "after the hang" })
+          assert.strictEqual(queued.run.state, "Accepted")
+          yield* gateway.cancelRun(alice, queued.run.id)
+          yield* waitFor(
+            Effect.sync(() => ended.map((e) => e.run.id)),
+            (ids) => ids.includes(queued.run.id)
+          )
+          assert.strictEqual(ended.find((e) => e.run.id === queued.run.id)!.run.state, "Cancelled")
+          yield* gateway.cancelRun(alice, blocker.run.id)
         }).pipe(
           Effect.provide(
             gatewayLayer({
