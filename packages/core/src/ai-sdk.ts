@@ -3,4 +3,6 @@
  *
  * @since 0.1.0
  */
+
+export * as AiSdkEmbedder from "./adapters/ai-sdk/AiSdkEmbedder.js"
 export * as AiSdkModel from "./adapters/ai-sdk/AiSdkModel.js"

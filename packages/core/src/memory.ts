@@ -20,6 +20,10 @@
  *
  * @since 0.1.0
  */
+
+export * as AfterRun from "./adapters/memory/AfterRun.js"
+export * as Background from "./adapters/memory/Background.js"
+export * as Embeddings from "./adapters/memory/Embeddings.js"
 export * as Learning from "./adapters/memory/Learning.js"
 export * as Memory from "./adapters/memory/Memory.js"
 export * as Watchdog from "./adapters/memory/Watchdog.js"

@@ -311,6 +311,58 @@ describe("AiSdkModel with the AI SDK's mock model", () => {
   }
 })
 
+describe("system messages in a request", () => {
+  it.live(
+    "join the instructions (the AI SDK refuses them among messages): a summary or injected memory reaches the model",
+    () =>
+      Effect.gen(function* () {
+        const prompts: Array<unknown> = []
+        const model = new MockLanguageModelV4({
+          doStream: async (options) => {
+            prompts.push(options.prompt)
+            return {
+              stream: simulateReadableStream({
+                chunks: [
+                  { type: "text-start", id: "t" },
+                  { type: "text-delta", id: "t", delta: "ok" },
+                  { type: "text-end", id: "t" },
+                  {
+                    type: "finish",
+                    finishReason: { unified: "stop", raw: "stop" },
+                    usage: {
+                      inputTokens: { total: 1, noCache: 1, cacheRead: undefined, cacheWrite: undefined },
+                      outputTokens: { total: 1, text: 1, reasoning: undefined }
+                    }
+                  }
+                ] as never
+              })
+            }
+          }
+        })
+        const got = yield* Stream.runCollect(
+          AiSdkModel.make(model).stream({
+            instructions: "Be brief.",
+            messages: [
+              { role: "system", text: '<memory untrusted="true">- [fact] port 5433</memory>' },
+              { role: "user", text: "which port?" }
+            ],
+            tools: []
+          })
+        ).pipe(Effect.map(Chunk.toReadonlyArray))
+        assert.deepStrictEqual(got.at(-1), { type: "finish", reason: "stop" })
+        const [prompt] = prompts as Array<Array<{ role: string; content: unknown }>>
+        assert.deepStrictEqual(prompt![0], {
+          role: "system",
+          content: 'Be brief.\n\n<memory untrusted="true">- [fact] port 5433</memory>'
+        })
+        assert.deepStrictEqual(
+          prompt!.slice(1).map((m) => m.role),
+          ["user"]
+        )
+      })
+  )
+})
+
 describe("Models.fromSpec", () => {
   it.effect("parses the supported specs and names a missing key", () =>
     Effect.gen(function* () {

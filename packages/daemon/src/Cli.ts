@@ -14,6 +14,7 @@
  *   palyra journal verify --anchor FILE [--db PATH] [--key PATH]   offline, no daemon (VerifyOffline)
  *   palyra init [--model …] [--key-env …] [--workspace …] [--http-port …] [--grpc-port …] [--yes] [--force]
  *   palyra doctor [--json]
+ *   palyra tasks list|cancel ID · learning list|accept ID|reject ID · incidents [--open] · memory search Q|forget ID   (cli/background.ts)
  *
  * Connection (flags after the command): --url / PALYRA_URL (default http://127.0.0.1:7420); token:
  * --token / PALYRA_TOKEN, else the admin token file in the data dir (--data-dir / PALYRA_DATA_DIR /
@@ -38,6 +39,7 @@ import { Ids, Records, TapeEvent } from "@palyra/core"
 import { Api } from "@palyra/transport-http"
 import { ConfigProvider, Effect, Layer, Option, Schema, Stream } from "effect"
 import * as DaemonConfig from "./Config.js"
+import * as Background from "./cli/background.js"
 import * as Pairing from "./cli/pairing.js"
 import * as Doctor from "./Doctor.js"
 import * as Init from "./Init.js"
@@ -588,7 +590,8 @@ export const command = Command.make("palyra", {}, () =>
     journal,
     Init.command,
     Doctor.command,
-    Pairing.command
+    Pairing.command,
+    ...[Background.tasks, Background.learning, Background.incidents, Background.memory]
   ])
 )
 

@@ -142,6 +142,89 @@ export const BindingEntry = Schema.Struct({
 /** @since 0.1.0 @category Schema */
 export type BindingEntry = typeof BindingEntry.Type
 
+const Bps = Schema.Int.pipe(Schema.between(0, 10_000, { message: () => "must be basis points (0–10000)" }))
+
+/** `[memory]`, `[learning]`, `[watchdog]` and `[tasks]`: the daemon's after-run life (`@palyra/core/memory`). */
+const AfterRunSections = {
+  /** Memory across sessions: injected into prompts, and the `memory.search` / `memory.save` tools. */
+  memory: Schema.optionalWith(
+    Schema.Struct({
+      enabled: Schema.optionalWith(Schema.Boolean, { default: () => true }),
+      /** Tokens the injected memory block may take in each prompt. */
+      inject_budget_tokens: Schema.optionalWith(Positive, { default: () => 512 }),
+      /** Items injected at most. */
+      inject_max_items: Schema.optionalWith(Positive, { default: () => 5 }),
+      /** Save what users say as notes when their runs end (off: only tools and learning write memory). */
+      auto_ingest: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+      /** Give the model `memory.search` and `memory.save` (the latter asks for approval by default). */
+      tools: Schema.optionalWith(Schema.Boolean, { default: () => true }),
+      /** Vectors: `openai:<model>` or `openai-compatible:<baseURL>#<model>`; search blends cosine in. */
+      embedding_model: Schema.optional(Schema.String.pipe(Schema.minLength(1))),
+      /** Weight of the cosine in the blended score (0–1). */
+      vector_weight: Schema.optionalWith(Schema.Number.pipe(Schema.between(0, 1)), { default: () => 0.4 })
+    }),
+    {
+      default: () => ({
+        enabled: true,
+        inject_budget_tokens: 512,
+        inject_max_items: 5,
+        auto_ingest: false,
+        tools: true,
+        vector_weight: 0.4
+      })
+    }
+  ),
+  /** Post-run reflection: candidates at or above the threshold are saved, the others wait for review. */
+  learning: Schema.optionalWith(
+    Schema.Struct({
+      enabled: Schema.optionalWith(Schema.Boolean, { default: () => true }),
+      auto_write_threshold_bps: Schema.optionalWith(Bps, { default: () => 8_000 }),
+      min_confidence_bps: Schema.optionalWith(Bps, { default: () => 3_000 }),
+      /** `session`: the default agent's model reflects (the deterministic extractor when it fails). */
+      model: Schema.optionalWith(Schema.Literal("session", "deterministic"), {
+        default: () => "deterministic" as const
+      })
+    }),
+    {
+      default: () => ({
+        enabled: true,
+        auto_write_threshold_bps: 8_000,
+        min_confidence_bps: 3_000,
+        model: "deterministic" as const
+      })
+    }
+  ),
+  /** Incidents for stuck runs, lost task leases and waiting approvals; `auto` also remediates. */
+  watchdog: Schema.optionalWith(
+    Schema.Struct({
+      mode: Schema.optionalWith(Schema.Literal("off", "observe", "auto"), { default: () => "observe" as const }),
+      interval_seconds: Schema.optionalWith(Positive, { default: () => 15 }),
+      run_stall_seconds: Schema.optionalWith(Positive, { default: () => 600 }),
+      approval_warn_seconds: Schema.optionalWith(Positive, { default: () => 300 })
+    }),
+    {
+      default: () => ({
+        mode: "observe" as const,
+        interval_seconds: 15,
+        run_stall_seconds: 600,
+        approval_warn_seconds: 300
+      })
+    }
+  ),
+  /** The background queue's worker (reflections, memory purges). */
+  tasks: Schema.optionalWith(
+    Schema.Struct({
+      /** Tasks of a kind run at once, by kind (default 1 each), e.g. `{ "memory.reflect" = 2 }`. */
+      concurrency: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Positive }), {
+        default: () => ({})
+      }),
+      /** A task's lease: a worker that stops heartbeating loses it after this long and the task is retried. */
+      lease_seconds: Schema.optionalWith(Positive, { default: () => 30 })
+    }),
+    { default: () => ({ concurrency: {}, lease_seconds: 30 }) }
+  )
+}
+
 /** The configuration file's shape (snake_case keys, as written in TOML). @since 0.1.0 @category Schema */
 export const ConfigFile = Schema.Struct({
   data_dir: Schema.optionalWith(Schema.String, { default: () => ".palyra" }),
@@ -285,7 +368,8 @@ export const ConfigFile = Schema.Struct({
         secure_cookies: false
       })
     }
-  )
+  ),
+  ...AfterRunSections
 })
 /** @since 0.1.0 @category Schema */
 export type ConfigFile = typeof ConfigFile.Type

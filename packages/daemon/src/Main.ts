@@ -9,7 +9,7 @@ import { randomBytes } from "node:crypto"
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { ChannelConfig } from "@palyra/channels/config"
-import { type Auth, Journal, Kernel, Metrics, PolicyEngine } from "@palyra/core"
+import { type Auth, Journal, Metrics, PolicyEngine } from "@palyra/core"
 import { CedarPolicy } from "@palyra/core/cedar"
 import { ContextEngine } from "@palyra/core/context"
 import { Models } from "@palyra/core/models"
@@ -31,6 +31,7 @@ import {
   Tracer
 } from "effect"
 import type { Config } from "./Config.js"
+import { afterRunOf } from "./internal/afterRun.js"
 import { agentsOf, budgetsOf } from "./internal/agents.js"
 import { consoleAssetsDir } from "./internal/consoleAssets.js"
 import { withReferences } from "./internal/context.js"
@@ -194,7 +195,9 @@ export const run = (
     const cx = config.context
     // Message attachments live in the journal's file (content-addressed, outside the tape).
     const blobs = yield* SqliteBlobStore.make({ filename: join(config.dataDir, "journal.db") })
-    const kernel = Kernel.layer({
+    // Memory, learning, the background worker and the watchdog ([memory], [learning], [watchdog], [tasks]).
+    const afterRun = yield* afterRunOf(config, redaction, env)
+    const kernel = afterRun.kernelLayer({
       model,
       tools: [...tools, ...pluginTools],
       blobs,
@@ -288,6 +291,6 @@ export const run = (
       )
       onReady({ url, grpcUrl: grpc.url, token: admin.token, generated: admin.generated, tokenFile: admin.file })
       return yield* Effect.never
-    }).pipe(Effect.provide(kernel))
+    }).pipe(Effect.provide(afterRun.layer.pipe(Layer.provideMerge(kernel))))
     // The tracer wraps everything, so its final flush runs after the servers and runs have stopped.
   }).pipe(Effect.scoped, Effect.provide(telemetryLayer(config)))

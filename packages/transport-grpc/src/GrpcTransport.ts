@@ -30,6 +30,7 @@ import { Auth, type Caller as CallerT, Errors, Gateway, Ids, Metrics, TapeEvent 
 import { Cause, Effect, Exit, Layer, Option, Runtime, type Schema, type Scope, Stream, type Tracer } from "effect"
 import { Health, HealthCheckResponse_ServingStatus, HealthCheckResponseSchema } from "./gen/grpc/health/v1/health_pb.js"
 import * as pb from "./gen/palyra/v1/gateway_pb.js"
+import { backgroundRoutes } from "./internal/background.js"
 import { compactionHandlers } from "./internal/compaction.js"
 import {
   attachmentsFromPb,
@@ -270,6 +271,7 @@ export const routes = (runtime: Runtime.Runtime<Gateway.Gateway>) => {
         )
     })
 
+    backgroundRoutes(router, run)
     router.service(pb.JournalService, {
       readTape: (req, ctx) =>
         run(ctx, (g, caller) =>
@@ -522,6 +524,7 @@ export const makeClient = (options: ClientOptions) => {
     approvals: createClient(pb.ApprovalsService, transport),
     sessions: createClient(pb.SessionsService, transport),
     journal: createClient(pb.JournalService, transport),
+    background: createClient(pb.BackgroundService, transport),
     health: createClient(Health, transport)
   }
 }

@@ -31,6 +31,7 @@ import { Context, Schema } from "effect"
 import { ApprovalEventsGroup } from "./api/ApprovalEventsGroup.js"
 import { AuthGroup, sessionCookie } from "./api/AuthGroup.js"
 import { Attachments, withMultipartForm } from "./api/attachments.js"
+import * as BackgroundGroup from "./api/BackgroundGroup.js"
 import { PairingGroup } from "./api/PairingGroup.js"
 import { RunListGroup } from "./api/RunListGroup.js"
 
@@ -752,6 +753,13 @@ const asServed = <S extends object>(document: S): S => {
   return document
 }
 
+/** Tasks, learning, incidents and memory (see `api/BackgroundGroup.ts`). @since 0.1.0 @category Groups */
+export const Background = BackgroundGroup.make(ApiError, Authentication)
+/** @since 0.1.0 @category Payloads */
+export const RejectPayload = BackgroundGroup.RejectPayload
+/** The records of the background groups (`Task`, `Candidate`, `Incident`, `MemoryHit`, …). @since 0.1.0 @category Records */
+export * as BackgroundRecords from "./api/BackgroundGroup.js"
+
 /**
  * The whole HTTP API.
  *
@@ -772,6 +780,10 @@ export class Api extends HttpApi.make("palyra")
   .add(AuthGroup.addError(ApiError))
   .add(ApprovalEventsGroup.addError(ApiError).middleware(Authentication))
   .add(RunListGroup.addError(ApiError).middleware(Authentication))
+  .add(Background.tasks)
+  .add(Background.learning)
+  .add(Background.incidents)
+  .add(Background.memory)
   .annotateContext(
     OpenApi.annotations({
       title: "Palyra",

@@ -13,7 +13,7 @@ import addFormats from "ajv-formats"
 import { Effect, Schema } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Sse } from "../src/index.js"
-import { ALICE, json, OPERATOR, startServer, type TestServer } from "./fixtures.js"
+import { ALICE, BOB, json, OPERATOR, startServer, type TestServer } from "./fixtures.js"
 
 const write = Tool.make("fs.write", {
   description: "write",
@@ -41,7 +41,8 @@ beforeAll(async () => {
   server = await startServer({
     model,
     tools: [write],
-    gateway: { requireApprovalChannel: false, agents: [{ id: "other", tools: [] }] }
+    gateway: { requireApprovalChannel: false, agents: [{ id: "other", tools: [] }] },
+    afterRun: true
   })
   document = await (await fetch(`${server.base}/openapi.json`, { headers: ALICE })).json()
   resolved = await dereference(structuredClone(document))
@@ -137,6 +138,22 @@ describe("the OpenAPI document", () => {
     )
     const [pending] = await json(await call("GET", `/v1/approvals?status=pending&runId=${runId}`))
     const approvalId: string = pending.id
+    // A finished run whose reflection leaves a fact in memory and two candidates for review.
+    const taught = await json(
+      await call("POST", "/v1/runs", {
+        body: {
+          text: "Remember that staging listens on 5433. I usually deploy on Fridays. I like tea.",
+          sessionKey: "mem"
+        }
+      })
+    )
+    const candidates = await poll(
+      async () => json(await call("GET", "/v1/learning/candidates")),
+      (list: Array<{ id: string }>) => list.length === 2
+    )
+    const [hit] = await json(await call("GET", "/v1/memory?q=staging"))
+    const [reflection] = await json(await call("GET", "/v1/tasks?state=succeeded", { headers: OPERATOR }))
+    expect(reflection.payload.runId).toBe(taught.runId)
 
     const signedIn = await fetch(`${server.base}/v1/auth/session`, {
       method: "POST",
@@ -193,6 +210,16 @@ describe("the OpenAPI document", () => {
         fetch(`${server.base}/v1/auth/session`, { method: "DELETE", headers: { cookie, "x-csrf-token": csrfToken } }),
       "approvalEvents.events": () => call("GET", "/v1/approvals/events"),
       "runList.list": () => call("GET", `/v1/runs?sessionId=${sessionId}&limit=5`),
+      "tasks.list": () => call("GET", "/v1/tasks?limit=10", { headers: OPERATOR }),
+      // Finished already: 409.
+      "tasks.cancel": () => call("POST", `/v1/tasks/${reflection.id}/cancel`, { headers: OPERATOR }),
+      "learning.candidates": () => call("GET", "/v1/learning/candidates?status=pending"),
+      "learning.accept": () => call("POST", `/v1/learning/candidates/${candidates[0]!.id}/accept`),
+      "learning.reject": () =>
+        call("POST", `/v1/learning/candidates/${candidates[1]!.id}/reject`, { body: { reason: "no" } }),
+      "incidents.list": () => call("GET", "/v1/incidents?open=true", { headers: OPERATOR }),
+      "memory.search": () => call("GET", "/v1/memory?q=staging&limit=5"),
+      "memory.forget": () => call("DELETE", `/v1/memory/${hit.item.id}`),
       "openai.chatCompletions": () =>
         call("POST", "/v1/chat/completions", {
           body: { model: "palyra", messages: [{ role: "user", content: "hello" }] }
@@ -231,6 +258,12 @@ describe("the OpenAPI document", () => {
       }
     }
     await conforms("journal.verify", await call("GET", "/v1/journal/verify"))
+    // Operators only (403); another principal's candidate is not found (404).
+    await conforms("tasks.list", await call("GET", "/v1/tasks"))
+    await conforms("incidents.list", await call("GET", "/v1/incidents"))
+    const other = await call("POST", `/v1/learning/candidates/${candidates[0]!.id}/accept`, { headers: BOB })
+    expect(other.status).toBe(404)
+    await conforms("learning.accept", other)
     await conforms("grants.revoke", await call("POST", `/v1/grants/${approvalId}/revoke`))
     await conforms("sessions.list", await call("GET", "/v1/sessions?limit=0x10"))
     // Agents: an unknown one, a malformed one, and another agent on an existing session.

@@ -6,8 +6,9 @@
 import { request as httpRequest } from "node:http"
 import { type Gateway, Journal, type ScriptedModel, type Tool } from "@palyra/core"
 import { CedarPolicy } from "@palyra/core/cedar"
+import { AfterRun, MemoryStore, TaskQueue } from "@palyra/core/memory"
 import { type GatewayLayerOptions, gatewayLayer } from "@palyra/core/testing"
-import { Effect, Exit, type Layer, ManagedRuntime, Schedule, Scope } from "effect"
+import { Effect, Exit, Layer, ManagedRuntime, Schedule, Scope } from "effect"
 import { HttpTransport } from "../src/index.js"
 
 export const TOKENS = [
@@ -35,14 +36,31 @@ export const startServer = async (options: {
   readonly tools?: ReadonlyArray<Tool.AnyTool>
   readonly gateway?: Omit<GatewayLayerOptions, "model" | "tools" | "policy">
   readonly serve?: Partial<HttpTransport.ServeOptions>
+  /** Memory, learning (deterministic), the task worker and an observing watchdog, in memory. */
+  readonly afterRun?: boolean
 }): Promise<TestServer> => {
+  const kernel = {
+    ...options.gateway,
+    model: options.model,
+    tools: options.tools ?? [],
+    policy: CedarPolicy.layer()
+  }
+  const afterRun = options.afterRun
+    ? AfterRun.make({
+        store: Effect.runSync(MemoryStore.makeMemory()),
+        queue: Effect.runSync(TaskQueue.makeMemory()),
+        memory: {},
+        learning: { extractor: "deterministic" },
+        watchdog: { mode: "observe", interval: "1 hour" },
+        worker: { pollInterval: "20 millis" }
+      })
+    : undefined
   const runtime = ManagedRuntime.make(
-    gatewayLayer({
-      ...options.gateway,
-      model: options.model,
-      tools: options.tools ?? [],
-      policy: CedarPolicy.layer()
-    }) as Layer.Layer<Gateway.Gateway | Journal.Journal>
+    (afterRun === undefined
+      ? gatewayLayer(kernel)
+      : afterRun.layer.pipe(Layer.provideMerge(gatewayLayer(afterRun.options(kernel))))) as Layer.Layer<
+      Gateway.Gateway | Journal.Journal
+    >
   )
   const scope = await runtime.runPromise(Scope.make())
   const { url, port } = await runtime.runPromise(

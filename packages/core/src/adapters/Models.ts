@@ -17,6 +17,7 @@ import { Effect } from "effect"
 import { InvalidArgument } from "../domain/Errors.js"
 import type { Service } from "../ports/ModelProvider.js"
 import type * as AiSdkModel from "./ai-sdk/AiSdkModel.js"
+import type { Embedder } from "./memory/Embeddings.js"
 import * as ScriptedModel from "./ScriptedModel.js"
 
 /** @since 0.1.0 @category Models */
@@ -148,3 +149,47 @@ export const fromSpecs = (
     (models) => (models.length === 1 ? Effect.succeed(models[0]!) : Effect.map(adapter, (a) => a.failover(models)))
   )
 }
+
+/**
+ * An embedder (for memory vectors, `Embeddings.withVectors`) from a spec: `openai:<model>` (e.g.
+ * `openai:text-embedding-3-small`, key from `OPENAI_API_KEY`) or
+ * `openai-compatible:<baseURL>#<model>` (Ollama, vLLM, llama.cpp, e.g. `#nomic-embed-text`).
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const embedderFromSpec = (
+  spec: string,
+  env: Record<string, string | undefined> = process.env
+): Effect.Effect<Embedder, InvalidArgument> =>
+  Effect.gen(function* () {
+    const parsed = yield* parse(spec)
+    const { AiSdkEmbedder } = yield* Effect.promise(() => import("../ai-sdk.js"))
+    switch (parsed.provider) {
+      case "openai": {
+        const apiKey = yield* requireEnv(env, "OPENAI_API_KEY", spec)
+        const { createOpenAI } = yield* load("@ai-sdk/openai", spec, () => import("@ai-sdk/openai"))
+        const provider = createOpenAI({ apiKey, ...(env.OPENAI_BASE_URL ? { baseURL: env.OPENAI_BASE_URL } : {}) })
+        return AiSdkEmbedder.make(provider.embeddingModel(parsed.model), { name: spec })
+      }
+      case "openai-compatible": {
+        const { createOpenAICompatible } = yield* load(
+          "@ai-sdk/openai-compatible",
+          spec,
+          () => import("@ai-sdk/openai-compatible")
+        )
+        const apiKey = env.OPENAI_COMPATIBLE_API_KEY
+        const provider = createOpenAICompatible({
+          name: "openai-compatible",
+          baseURL: parsed.baseURL,
+          ...(apiKey ? { apiKey } : {})
+        })
+        return AiSdkEmbedder.make(provider.embeddingModel(parsed.model), { name: spec })
+      }
+      default:
+        return yield* new InvalidArgument({
+          message: `embedding model ${spec}: use openai:<model> or openai-compatible:<baseURL>#<model>`,
+          field: "embedding_model"
+        })
+    }
+  })

@@ -28,6 +28,7 @@ import * as Approvals from "./Approvals.js"
 import * as Attachments from "./Attachments.js"
 import * as Gateway from "./Gateway.js"
 import * as PromptAssembler from "./PromptAssembler.js"
+import { RunHooks, type Service as RunHooksService } from "./RunHooks.js"
 
 /** @since 0.1.0 @category Models */
 export interface Options<EJ = never, EP = never, EA = never> extends Gateway.Options, Agents.Options {
@@ -63,6 +64,8 @@ export interface Options<EJ = never, EP = never, EA = never> extends Gateway.Opt
     | undefined
   /** Where message attachments are kept (default: in memory; `SqliteBlobStore` in `@palyra/journal`). */
   readonly blobs?: BlobStore.Service | undefined
+  /** Told when a run ends (e.g. post-run reflection, see `@palyra/core/memory`'s `AfterRun`); default: nothing. */
+  readonly runHooks?: RunHooksService | undefined
 }
 
 /** The kernel's model: `model`, else the first model of the agent configured as `default`. */
@@ -130,7 +133,11 @@ export const layer = <EJ = never, EP = never, EA = never>(
     // attachments are resolved from the blob store around whatever assembler is configured.
     (base) => Attachments.layer(options.promptAssembler ?? PromptAssembler.layer).pipe(Layer.provideMerge(base))
   )
-  const gateway = Gateway.layer(options).pipe(Layer.provideMerge(services))
+  const hooked =
+    options.runHooks === undefined
+      ? Gateway.layer(options)
+      : Gateway.layer(options).pipe(Layer.provide(Layer.succeed(RunHooks, options.runHooks)))
+  const gateway = hooked.pipe(Layer.provideMerge(services))
   return options.redaction === undefined
     ? gateway
     : gateway.pipe(Layer.provide(Layer.succeed(Redaction.CurrentRedactor, Redaction.make(options.redaction))))

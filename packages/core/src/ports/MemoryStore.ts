@@ -22,8 +22,8 @@
  * `makeMemory` / `layerMemory` keep everything in process memory (search by MiniSearch's BM25); the
  * SQLite store of `@palyra/journal` (`SqliteMemoryStore`) uses FTS5.
  *
- * Vectors are not part of this version: search is lexical (BM25) plus recency. An embedding hook
- * would add a vector per item and blend a cosine score into `rank`; the port leaves room for it.
+ * Search here is lexical (BM25) plus recency; `Embeddings.withVectors` (`@palyra/core/memory`)
+ * decorates any store with an embedding hook and a brute-force cosine index blended into the score.
  *
  * @since 0.1.0
  */

@@ -30,12 +30,12 @@ import type { ApprovalRecord, ApprovalStatus, Run, Session } from "../domain/Rec
 import type { ApprovalScope, Risk, TapeEvent } from "../domain/TapeEvent.js"
 import type * as Attachments from "../kernel/Attachments.js"
 import * as Gateway from "../kernel/Gateway.js"
-import * as Kernel from "../kernel/Kernel.js"
 import * as PromptAssembler from "../kernel/PromptAssembler.js"
 import type * as Journal from "../ports/Journal.js"
 import type { Service as ModelService } from "../ports/ModelProvider.js"
 import type * as PolicyEngine from "../ports/PolicyEngine.js"
 import * as Tool from "../ports/Tool.js"
+import { type AfterRunOptions, backgroundApi, kernelWith } from "./afterRun.js"
 
 const AdapterTypeId: unique symbol = Symbol.for("@palyra/core/Adapter")
 
@@ -200,7 +200,7 @@ export interface PalyraBinding {
 }
 
 /** @since 0.1.0 @category Models */
-export interface PalyraOptions {
+export interface PalyraOptions extends AfterRunOptions {
   readonly model: ModelAdapter
   readonly tools?: ReadonlyArray<ToolDefinition>
   /** Policy rules; default: low risk allowed, sensitive needs approval, critical denied. */
@@ -317,6 +317,11 @@ export interface Palyra extends AsyncDisposable {
   /** Replay a session's tape after `afterSeq`, then follow it live. */
   subscribe(sessionId: string, afterSeq?: number): AsyncIterable<TapeEvent>
   verifyJournal(): Promise<Journal.VerifyResult>
+  /** Learning candidates, memory, incidents and tasks (with `memory` / `learning` / `watchdog` on). */
+  readonly learning: ReturnType<typeof backgroundApi>["learning"]
+  readonly memory: ReturnType<typeof backgroundApi>["memory"]
+  incidents: ReturnType<typeof backgroundApi>["incidents"]
+  tasks: ReturnType<typeof backgroundApi>["tasks"]
   close(): Promise<void>
 }
 
@@ -347,7 +352,7 @@ export const createPalyra = (options: PalyraOptions): Palyra => {
     Array.isArray(m)
       ? (m as ReadonlyArray<ModelAdapter>).map((x) => unwrap<ModelService>(x))
       : unwrap<ModelService>(m as ModelAdapter)
-  const kernel = Kernel.layer({
+  const kernel = kernelWith(options, {
     agents: options.agents?.map((a) => ({
       id: a.id,
       description: a.description,
@@ -544,6 +549,7 @@ export const createPalyra = (options: PalyraOptions): Palyra => {
         )
       ),
     verifyJournal: () => withGateway((g) => g.verifyJournal(asOperator())),
+    ...backgroundApi(run, asUser, () => asOperator()),
     close: () => runtime.dispose(),
     [Symbol.asyncDispose]: () => runtime.dispose()
   }

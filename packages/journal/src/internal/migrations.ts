@@ -347,6 +347,22 @@ const blobs = Effect.gen(function* () {
   ) STRICT, WITHOUT ROWID`
 })
 
+const memoryVectors = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  // Vectors of memory items (see SqliteVectorIndex.ts): one per item and model, gone with the item.
+  yield* sql`CREATE TABLE memory_vectors (
+    item_id TEXT NOT NULL REFERENCES memory_items(id) ON DELETE CASCADE,
+    model TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    agent TEXT,
+    session_id TEXT,
+    dim INTEGER NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (item_id, model)
+  ) STRICT`
+  yield* sql`CREATE INDEX memory_vectors_principal ON memory_vectors(principal, model)`
+})
+
 /** Every migration, in order. Never edit a released one: add a new one. @internal */
 export const migrations = {
   "0001_init": init,
@@ -356,7 +372,8 @@ export const migrations = {
   "0005_record_versions": recordVersions,
   "0006_tasks_memory": tasksAndMemory,
   "0007_session_agents": sessionAgents,
-  "0008_blobs": blobs
+  "0008_blobs": blobs,
+  "0009_memory_vectors": memoryVectors
 } as const
 
 /** The table that records applied migrations (ours, so it never collides with a host app's). @internal */

@@ -18,6 +18,7 @@ import {
   RestorePayload,
   SessionPayload
 } from "../Api.js"
+import { backgroundHandlers } from "./background.js"
 import { readJson } from "./body.js"
 import { chatCompletions } from "./chat.js"
 import { answer, eventStream, type HandlerOptions } from "./common.js"
@@ -310,5 +311,6 @@ export const handlers = (options: HandlerOptions, auths: AuthOptions) =>
     health(options),
     meta,
     openai(options),
-    pairing(options)
+    pairing(options),
+    backgroundHandlers(options)
   )

@@ -84,6 +84,18 @@ export const classify =
 // OpenAI-style function names allow only [a-zA-Z0-9_-]; Palyra's tool names use dots (fs.read).
 const wireName = (name: string) => name.replace(/[^a-zA-Z0-9_-]/g, "_").slice(0, 64)
 
+/**
+ * The AI SDK refuses system messages among `messages` ("use the instructions option instead"):
+ * system messages (a compaction summary, injected memory) join the instructions, in order.
+ */
+const instructionsOf = (request: ModelRequest): string | undefined => {
+  const parts = [
+    ...(request.instructions === undefined ? [] : [request.instructions]),
+    ...request.messages.flatMap((m) => (m.role === "system" ? [m.text] : []))
+  ].filter((p) => p.length > 0)
+  return parts.length === 0 ? undefined : parts.join("\n\n")
+}
+
 const toModelMessages = (messages: ReadonlyArray<PromptMessage>): Array<ModelMessage> =>
   messages.map((m): ModelMessage => {
     switch (m.role) {
@@ -171,6 +183,7 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
       (controller) =>
         Effect.gen(function* () {
           const names = new Map(request.tools.map((t) => [wireName(t.name), t.name]))
+          const instructions = instructionsOf(request)
           const tools: ToolSet = {}
           for (const t of request.tools) {
             tools[wireName(t.name)] = tool({
@@ -182,8 +195,8 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
             try: () =>
               streamText({
                 model,
-                ...(request.instructions === undefined ? {} : { instructions: request.instructions }),
-                messages: toModelMessages(request.messages),
+                ...(instructions === undefined ? {} : { instructions }),
+                messages: toModelMessages(request.messages.filter((m) => m.role !== "system")),
                 tools,
                 maxRetries: 0,
                 abortSignal: controller.signal,

@@ -26,6 +26,7 @@ import type { Session } from "../../domain/Records.js"
 import type { Risk, TapeEvent } from "../../domain/TapeEvent.js"
 import * as PromptAssembler from "../../kernel/PromptAssembler.js"
 import { Journal, type Service as JournalService } from "../../ports/Journal.js"
+import type { LiveTape } from "../../ports/LiveTape.js"
 import {
   MemoryKind,
   type MemoryKind as MemoryKindType,
@@ -34,6 +35,7 @@ import {
   type Service as StoreService
 } from "../../ports/MemoryStore.js"
 import type { ModelProvider, PromptMessage } from "../../ports/ModelProvider.js"
+import type { PolicyEngine } from "../../ports/PolicyEngine.js"
 import type { Handler } from "../../ports/TaskQueue.js"
 import * as Tool from "../../ports/Tool.js"
 
@@ -205,7 +207,9 @@ export const injecting = (inner: PromptAssembler.Service, options: InjectOptions
 /** @since 0.1.0 @category Models */
 export interface LayerOptions<E = never> extends Omit<InjectOptions, "store" | "journal"> {
   /** The assembler to decorate (default: `PromptAssembler.layer`, the conversation from the tape). */
-  readonly inner?: Layer.Layer<PromptAssembler.PromptAssembler, E, Journal | ModelProvider> | undefined
+  readonly inner?:
+    | Layer.Layer<PromptAssembler.PromptAssembler, E, Journal | ModelProvider | PolicyEngine | LiveTape>
+    | undefined
 }
 
 /**
@@ -217,7 +221,7 @@ export interface LayerOptions<E = never> extends Omit<InjectOptions, "store" | "
  */
 export const layer = <E = never>(
   options: LayerOptions<E> = {}
-): Layer.Layer<PromptAssembler.PromptAssembler, E, Journal | ModelProvider | MemoryStore> =>
+): Layer.Layer<PromptAssembler.PromptAssembler, E, Journal | ModelProvider | PolicyEngine | LiveTape | MemoryStore> =>
   Layer.effect(
     PromptAssembler.PromptAssembler,
     Effect.gen(function* () {
@@ -231,7 +235,7 @@ export const layer = <E = never>(
       (options.inner ?? PromptAssembler.layer) as Layer.Layer<
         PromptAssembler.PromptAssembler,
         E,
-        Journal | ModelProvider
+        Journal | ModelProvider | PolicyEngine | LiveTape
       >
     )
   )

@@ -12,7 +12,7 @@
  * There is one open incident per subject; it is resolved when the condition clears. An `auto`
  * watchdog also remediates an incident an observing one opened (and records that it did). Incidents are
  * journaled as `SessionNote`s (author `watchdog`) on a system session owned by the watchdog's
- * principal (key `watchdog.incidents`), so they are durable, hash-chained like every tape event, and
+ * principal (key `watchdog.incidents`, created with the first incident), so they are durable, hash-chained like every tape event, and
  * reloaded at start; notes about a run or an approval also go on that session's tape. The
  * `palyra_incidents_open` gauge counts open incidents. Listing needs an operator.
  *
@@ -216,9 +216,18 @@ export const make = (deps: Deps, options: Options = {}): Effect.Effect<Service> 
     const key = (kind: IncidentKind, subject: string) => `${kind}/${subject}`
     const gauge = Effect.suspend(() => Metric.set(incidentsOpen, openBySubject.size))
 
-    // ---- the incident log: a system session ------------------------------------------------------
-    const logSession = yield* Effect.cached(
-      gateway.resolveSession(operator, { key: "watchdog.incidents", title: "Watchdog incidents" }).pipe(
+    // ---- the incident log: a system session, created with the first incident ----------------------
+    const LOG_KEY = "watchdog.incidents"
+    const loaded = yield* Effect.cached(
+      journal.findSessionByKey(operator.principal, LOG_KEY).pipe(
+        Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: (session) => reload(session) })),
+        Effect.catchAll((e) =>
+          Effect.as(Effect.logError("watchdog: the incident log is unavailable", e), Option.none<SessionId>())
+        )
+      )
+    )
+    const reload = (session: { readonly id: SessionId }) =>
+      Effect.succeed(session).pipe(
         Effect.tap((session) =>
           Effect.gen(function* () {
             for (const e of yield* journal.readTape(session.id, { afterSeq: 0 })) {
@@ -246,10 +255,18 @@ export const make = (deps: Deps, options: Options = {}): Effect.Effect<Service> 
             }
           })
         ),
-        Effect.map((s) => Option.some(s.id)),
-        Effect.catchAll((e) =>
-          Effect.as(Effect.logError("watchdog: the incident log is unavailable", e), Option.none<SessionId>())
-        )
+        Effect.map((s) => Option.some(s.id))
+      )
+    const logSession = yield* Effect.cached(
+      Effect.flatMap(loaded, (found) =>
+        Option.isSome(found)
+          ? Effect.succeed(found)
+          : gateway.resolveSession(operator, { key: LOG_KEY, title: "Watchdog incidents" }).pipe(
+              Effect.map((s) => Option.some(s.id)),
+              Effect.catchAll((e) =>
+                Effect.as(Effect.logError("watchdog: the incident log is unavailable", e), Option.none<SessionId>())
+              )
+            )
       )
     )
     const noteOn = (sessionId: SessionId, runId: RunId | null, text: string) =>
@@ -426,7 +443,7 @@ export const make = (deps: Deps, options: Options = {}): Effect.Effect<Service> 
       mode === "off"
         ? Effect.succeed([])
         : Effect.gen(function* () {
-            yield* logSession
+            yield* loaded
             const now = yield* Clock.currentTimeMillis
             const guard = (name: string, e: Effect.Effect<ReadonlyArray<Incident>, unknown>) =>
               e.pipe(
@@ -451,7 +468,7 @@ export const make = (deps: Deps, options: Options = {}): Effect.Effect<Service> 
       incidents: (caller, filter = {}) =>
         caller.operator
           ? Effect.zipRight(
-              logSession,
+              loaded,
               Effect.sync(() => {
                 const out = [...incidents.values()]
                   .filter(

@@ -4,6 +4,7 @@ import type { RunId, SessionId } from "../../domain/Ids.js"
 import type { Run } from "../../domain/Records.js"
 import { isTerminal } from "../../domain/RunState.js"
 import { type Service as JournalService, requireRun } from "../../ports/Journal.js"
+import { endOf, guarded, none, RunHooks } from "../RunHooks.js"
 
 /**
  * Run admission: one run at a time per session, later ones queued in order. Running runs live in a
@@ -35,6 +36,7 @@ export const makeScheduler = (
 ): Effect.Effect<Scheduler, never, Scope.Scope> =>
   Effect.gen(function* () {
     const scope = yield* Effect.scope
+    const runHooks = yield* RunHooks
     const fibers = yield* FiberMap.make<RunId>()
     const queues = new Map<SessionId, Array<RunId>>()
     const active = new Map<SessionId, RunId>()
@@ -53,6 +55,8 @@ export const makeScheduler = (
           const waiters = endWaiters.get(runId) ?? []
           endWaiters.delete(runId)
           for (const f of waiters) f(run.value)
+          // After-run hooks: in their own fiber, so they never delay the run's end.
+          if (runHooks !== none) yield* Effect.forkIn(guarded(runHooks, endOf(run.value)), scope)
         }
       })
 

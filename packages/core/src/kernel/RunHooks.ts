@@ -1,0 +1,56 @@
+/**
+ * What happens after a run: consumers that want to know when a run reaches a terminal state
+ * (`Done`, `Failed`, `Cancelled`, …), e.g. post-run reflection (`@palyra/core/memory`).
+ *
+ * The scheduler calls `onRunEnd` once per run, after the terminal transition is on the tape and
+ * after the run's subscribers were told, in a fiber of its own: a hook never delays a run's end, and
+ * a hook that fails is logged, never the run's failure. The default (a `Context.Reference`) does
+ * nothing; give `Kernel.layer({ runHooks })` a service to switch it on.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect } from "effect"
+import * as Caller from "../domain/Caller.js"
+import type { Run } from "../domain/Records.js"
+
+/** A run that ended, with the principal it ran as. @since 0.1.0 @category Models */
+export interface RunEnd {
+  readonly run: Run
+  /** The run's owner, as a non-operator caller (what the run acted as). */
+  readonly caller: Caller.Caller
+}
+
+/** @since 0.1.0 @category Models */
+export interface Service {
+  readonly onRunEnd: (end: RunEnd) => Effect.Effect<void, unknown>
+}
+
+/** Nothing happens after a run. @since 0.1.0 @category Constructors */
+export const none: Service = { onRunEnd: () => Effect.void }
+
+/** @since 0.1.0 @category Tags */
+export class RunHooks extends Context.Reference<RunHooks>()("@palyra/core/RunHooks", {
+  defaultValue: () => none
+}) {}
+
+/** Every hook in turn (each one's failure is logged and the next still runs). @since 0.1.0 @category Constructors */
+export const all = (hooks: ReadonlyArray<Service>): Service => ({
+  onRunEnd: (end) => Effect.forEach(hooks, (hook) => guarded(hook, end), { discard: true })
+})
+
+/**
+ * Run a hook for an ended run: failures and defects are logged, never propagated.
+ *
+ * @since 0.1.0
+ * @category Utils
+ */
+export const guarded = (hook: Service, end: RunEnd): Effect.Effect<void> =>
+  Effect.suspend(() => hook.onRunEnd(end)).pipe(
+    Effect.catchAllCause((cause) =>
+      Effect.logWarning("an after-run hook failed", cause).pipe(Effect.annotateLogs("runId", end.run.id))
+    ),
+    Effect.withSpan("RunHooks.onRunEnd", { attributes: { runId: end.run.id, state: end.run.state } })
+  )
+
+/** The end of `run` as a hook sees it. @since 0.1.0 @category Constructors */
+export const endOf = (run: Run): RunEnd => ({ run, caller: Caller.user(run.principal) })
