@@ -93,7 +93,9 @@ describe("console sign-in", () => {
     const missing = await create({})
     expect(missing.status).toBe(403)
     expect(await json(missing)).toEqual({ code: "permission_denied", message: "missing x-csrf-token header" })
-    const wrong = await create({ "x-csrf-token": `${body.csrfToken.slice(0, -1)}A` })
+    // One character changed (never to itself: a token ending in "A" would otherwise stay valid).
+    const last = body.csrfToken.endsWith("A") ? "B" : "A"
+    const wrong = await create({ "x-csrf-token": `${body.csrfToken.slice(0, -1)}${last}` })
     expect(wrong.status).toBe(403)
     const crossOrigin = await create({ "x-csrf-token": body.csrfToken, origin: "http://evil.example" })
     expect(crossOrigin.status).toBe(403)
