@@ -63,7 +63,9 @@ const modelUrl = `http://127.0.0.1:${(model.address() as AddressInfo).port}/v1`
 // ---- the daemon --------------------------------------------------------------------------------
 const dir = mkdtempSync(join(tmpdir(), "palyra-bench-turn-"))
 writeFileSync(join(dir, "palyra.toml"), `model = "openai-compatible:${modelUrl}#bench"\n`)
-const daemon = spawn(process.execPath, [bin, "--port", "0", "--log-format", "json"], {
+// BENCH_CPU_PROF=<dir> profiles the daemon (`node --cpu-prof`); the profile is written when it exits.
+const profile = process.env.BENCH_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []
+const daemon = spawn(process.execPath, [...profile, bin, "--port", "0", "--log-format", "json"], {
   cwd: dir,
   stdio: ["ignore", "ignore", "pipe"],
   env: { ...process.env, PALYRA_LOG_LEVEL: "warning", PALYRA_GRPC_PORT: "0" }

@@ -405,19 +405,35 @@ async function* runStream(
         wakeLoop = () => r("woken")
       })
       pending ??= events.next()
-      const next = await Promise.race([pending, abort, woken])
+      const next = await Promise.race([pending, abort, woken]).catch(wireFailure)
       if (next === "aborted") return
       if (next === "woken") continue
       pending = undefined
       if (next.done) return
       const event = next.value
-      yield create(pb.RunStreamResponseSchema, { payload: { case: "event", value: toPbEvent(event) } })
+      yield eventResponse(event)
       if (lastRun !== undefined && event.runId === lastRun && TapeEvent.isRunEnd(event)) lastRunEnded = true
     }
   } finally {
     await events.return?.()
     void pump
   }
+}
+
+// A live event is the same object for every subscriber of its session: build its response once.
+const responses = new WeakMap<TapeEvent.TapeEvent, pb.RunStreamResponse>()
+const eventResponse = (event: TapeEvent.TapeEvent): pb.RunStreamResponse => {
+  let response = responses.get(event)
+  if (response === undefined) {
+    response = create(pb.RunStreamResponseSchema, { payload: { case: "event", value: toPbEvent(event) } })
+    responses.set(event, response)
+  }
+  return response
+}
+
+/** A stream that fails in core (e.g. `StreamLagged`: resumable, `UNAVAILABLE`) fails on the wire with its code. */
+const wireFailure = (error: unknown): never => {
+  throw Runtime.isFiberFailure(error) ? toConnectError(error[Runtime.FiberFailureCauseId]) : error
 }
 
 /** @since 0.1.0 @category Models */

@@ -20,7 +20,8 @@ import {
   type JournalError,
   NotFound,
   type PayloadTooLarge,
-  PermissionDenied
+  PermissionDenied,
+  type StreamLagged
 } from "../domain/Errors.js"
 import { type ApprovalId, makeRunId, makeSessionId, type RunId, type SessionId } from "../domain/Ids.js"
 import {
@@ -83,6 +84,11 @@ export interface Options {
   readonly onInterruptedRuns?: "fail" | "resume" | undefined
   /** Largest user message accepted, in characters (default 100,000). */
   readonly maxMessageChars?: number | undefined
+  /**
+   * Committed events a live subscriber may have waiting (its client not reading) before it is cut
+   * off with `StreamLagged`, resumable after its last seq (default 4096).
+   */
+  readonly liveBufferEvents?: number | undefined
 }
 
 /**
@@ -123,7 +129,7 @@ export interface StartedRun {
   readonly session: Session
   readonly run: Run
   /** This run's events, from its admission to its end. */
-  readonly events: Stream.Stream<TapeEvent, JournalError>
+  readonly events: Stream.Stream<TapeEvent, JournalError | StreamLagged>
 }
 
 /** @since 0.1.0 @category Models */
@@ -159,6 +165,7 @@ export type GatewayError =
   | InvalidArgument
   | PayloadTooLarge
   | InvalidTransition
+  | StreamLagged
 
 /** @since 0.1.0 @category Models */
 export interface Service {
@@ -292,7 +299,7 @@ export const make = (
     const journal = yield* Journal
     const approvals = yield* Approvals
     const policy = yield* PolicyEngine
-    const tape = yield* makeTape(journal)
+    const tape = yield* makeTape(journal, { bufferLimit: options.liveBufferEvents })
     const approvers = yield* makeApprovers
     const maxMessageChars = options.maxMessageChars ?? 100_000
     const agents = yield* Effect.serviceOption(Agents.AgentRegistry).pipe(

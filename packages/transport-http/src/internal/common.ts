@@ -3,7 +3,7 @@
  */
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Errors, Metrics, type TapeEvent } from "@palyra/core"
-import { Effect, Schedule, Stream } from "effect"
+import { Effect, Option, Schedule, Stream } from "effect"
 import { type ApiError, toApiError } from "../Api.js"
 import * as Sse from "../Sse.js"
 import type { Limits } from "./body.js"
@@ -36,14 +36,31 @@ export const keepAlive = (options: HandlerOptions) =>
 export const eventStream = (options: HandlerOptions, events: Stream.Stream<TapeEvent.TapeEvent, unknown>) => {
   const frames = Stream.concat(
     Stream.make(Sse.comment("connected")),
-    Stream.map(events, (event) =>
-      Sse.encode({ id: String(event.tapeSeq), event: event._tag, data: JSON.stringify(event) })
-    )
+    Stream.map(events, tapeFrame).pipe(Stream.catchSome(lagged))
   )
   return sseResponse(
     Stream.merge(frames, keepAlive(options), { haltStrategy: "left" }).pipe(Stream.interruptWhen(options.shutdown))
   )
 }
+
+const tapeFrame = (event: TapeEvent.TapeEvent): Uint8Array =>
+  Sse.encodeOnce(event, () => ({ id: String(event.tapeSeq), event: event._tag, data: JSON.stringify(event) }))
+
+/**
+ * A client cut off for falling behind gets a last `error` event (code `unavailable`, the seq to resume
+ * after) and the stream ends; it reconnects with `Last-Event-ID`/`afterSeq` = `lastSeq`.
+ */
+const lagged = (error: unknown) =>
+  error instanceof Errors.StreamLagged
+    ? Option.some(
+        Stream.make(
+          Sse.encode({
+            event: "error",
+            data: JSON.stringify({ ...toApiError(error), lastSeq: error.lastSeq })
+          })
+        )
+      )
+    : Option.none()
 
 /** A server-sent event response, counted as an open stream until it ends. @internal */
 export const sseResponse = (body: Stream.Stream<Uint8Array, unknown>) =>
