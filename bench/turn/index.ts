@@ -85,6 +85,12 @@ const token = readFileSync(join(dir, ".palyra", "admin.token"), "utf8").trim()
 const counts = quick
   ? { plain: 30, tool: 15, sessions: 20, perSession: 3, rss: 40 }
   : { plain: 300, tool: 150, sessions: 20, perSession: 10, rss: 200 }
+// The daemon's CPU time (user + system, from /proc) over everything the client does.
+const cpuMs = () => {
+  const fields = readFileSync(`/proc/${daemon.pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100
+}
+const cpuBefore = cpuMs()
 // Async: this process serves the model while the client runs.
 const client = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
   const child = spawn(
@@ -114,6 +120,8 @@ const figures = JSON.parse(client.stdout.trim().split("\n").at(-1)!) as {
   tool: { p50: number; p99: number }
   turnsPerSec20: number
 }
+const turns = 5 + counts.plain + counts.tool + counts.sessions * counts.perSession + counts.rss
+const cpuMsPerTurn = (cpuMs() - cpuBefore) / turns
 await new Promise((r) => setTimeout(r, 1000))
 const rss = Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${daemon.pid}/status`, "utf8"))![1]) / 1024
 await new Promise<void>((r) => {
@@ -143,6 +151,7 @@ table("load", [
     value: `${round(figures.turnsPerSec20, 1)} turns/s`,
     goal: "≥ 1,000"
   },
+  { measure: "daemon CPU per turn (all phases)", value: `${round(cpuMsPerTurn, 2)} ms`, goal: "" },
   { measure: `RSS after ${counts.rss} one-message sessions`, value: `${round(rss, 1)} MB`, goal: "≤ 200 MB" }
 ])
 result("turn", {
@@ -150,5 +159,6 @@ result("turn", {
   turnP99Ms: round(figures.plain.p99),
   toolTurnP50Ms: round(figures.tool.p50),
   turnsPerSec20: round(figures.turnsPerSec20, 1),
-  rssAfter200SessionsMb: round(rss, 1)
+  rssAfter200SessionsMb: round(rss, 1),
+  cpuMsPerTurn: round(cpuMsPerTurn, 2)
 })

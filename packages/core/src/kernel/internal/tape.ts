@@ -106,34 +106,36 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
             current.buffer = []
             return accept(buffered)
           }
-          const pull: Effect.Effect<Chunk.Chunk<TapeEvent>, Option.Option<JournalError | StreamLagged>> =
-            Effect.suspend(() => {
-              if (ended) return Effect.fail(Option.none())
-              if (current.lagged) {
-                if (!replaying) {
-                  return Effect.fail(Option.some(new StreamLagged({ sessionId, lastSeq: last, limit })))
-                }
-                // Behind while still replaying: the journal has every event; attach again and read on.
-                current = hubs.attach(sessionId)
+          const pull: Effect.Effect<
+            Chunk.Chunk<TapeEvent>,
+            Option.Option<JournalError | StreamLagged>
+          > = Effect.suspend(() => {
+            if (ended) return Effect.fail(Option.none())
+            if (current.lagged) {
+              if (!replaying) {
+                return Effect.fail(Option.some(new StreamLagged({ sessionId, lastSeq: last, limit })))
               }
-              if (replaying) {
-                return journal.readTape(sessionId, { afterSeq: last, limit: REPLAY_PAGE }).pipe(
-                  Effect.mapError(Option.some),
-                  Effect.map((page) => {
-                    if (page.length < REPLAY_PAGE) replaying = false
-                    return accept(page)
-                  })
-                )
-              }
-              if (current.buffer.length > 0) return Effect.succeed(take())
-              return Effect.async<Chunk.Chunk<TapeEvent>, Option.Option<JournalError | StreamLagged>>((resume) => {
-                const waiting = current
-                waiting.wake = () => resume(pull)
-                return Effect.sync(() => {
-                  waiting.wake = undefined
+              // Behind while still replaying: the journal has every event; attach again and read on.
+              current = hubs.attach(sessionId)
+            }
+            if (replaying) {
+              return journal.readTape(sessionId, { afterSeq: last, limit: REPLAY_PAGE }).pipe(
+                Effect.mapError(Option.some),
+                Effect.map((page) => {
+                  if (page.length < REPLAY_PAGE) replaying = false
+                  return accept(page)
                 })
+              )
+            }
+            if (current.buffer.length > 0) return Effect.succeed(take())
+            return Effect.async<Chunk.Chunk<TapeEvent>, Option.Option<JournalError | StreamLagged>>((resume) => {
+              const waiting = current
+              waiting.wake = () => resume(pull)
+              return Effect.sync(() => {
+                waiting.wake = undefined
               })
             })
+          })
           return Stream.repeatEffectChunkOption(pull)
         })
       )
