@@ -5,7 +5,8 @@
  * it over HTTP: `POST /v1/runs?stream=true` until the run's final `RunStateChanged`.
  *
  * Figures: a plain turn (p50/p99), a turn with one low-risk tool call (`time.now`: two model calls),
- * 20 concurrent sessions × 10 turns (turns/s), and the daemon's RSS after 200 one-message sessions.
+ * 20 concurrent sessions × 10 turns (turns/s), and the daemon's RSS after 200 one-message sessions
+ * (after a forced full GC: the daemon runs with a bench-only `--expose-gc` preload).
  */
 import { spawn, spawnSync } from "node:child_process"
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -14,7 +15,7 @@ import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { quick, result, round, table } from "../lib/report.js"
+import { collectGarbage, gcFlags, quick, result, round, shebangFlags, table } from "../lib/report.js"
 
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, "..", "..")
@@ -65,11 +66,15 @@ const dir = mkdtempSync(join(tmpdir(), "palyra-bench-turn-"))
 writeFileSync(join(dir, "palyra.toml"), `model = "openai-compatible:${modelUrl}#bench"\n`)
 // BENCH_CPU_PROF=<dir> profiles the daemon (`node --cpu-prof`); the profile is written when it exits.
 const profile = process.env.BENCH_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []
-const daemon = spawn(process.execPath, [...profile, bin, "--port", "0", "--log-format", "json"], {
-  cwd: dir,
-  stdio: ["ignore", "ignore", "pipe"],
-  env: { ...process.env, PALYRA_LOG_LEVEL: "warning", PALYRA_GRPC_PORT: "0" }
-})
+const daemon = spawn(
+  process.execPath,
+  [...shebangFlags(bin), ...profile, ...gcFlags, bin, "--port", "0", "--log-format", "json"],
+  {
+    cwd: dir,
+    stdio: ["ignore", "ignore", "pipe"],
+    env: { ...process.env, PALYRA_LOG_LEVEL: "warning", PALYRA_GRPC_PORT: "0" }
+  }
+)
 let err = ""
 const url = await new Promise<string>((resolve, reject) => {
   daemon.stderr!.on("data", (d) => {
@@ -122,7 +127,7 @@ const figures = JSON.parse(client.stdout.trim().split("\n").at(-1)!) as {
 }
 const turns = 5 + counts.plain + counts.tool + counts.sessions * counts.perSession + counts.rss
 const cpuMsPerTurn = (cpuMs() - cpuBefore) / turns
-await new Promise((r) => setTimeout(r, 1000))
+await collectGarbage(daemon.pid!)
 const rss = Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${daemon.pid}/status`, "utf8"))![1]) / 1024
 await new Promise<void>((r) => {
   daemon.on("exit", () => r())

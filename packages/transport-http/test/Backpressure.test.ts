@@ -102,7 +102,10 @@ describe("backpressure", () => {
     const body = text.slice(text.indexOf("\r\n\r\n") + 4)
     const frames: Array<Sse.Event> = []
     const dechunked = body.replace(/\r\n[0-9a-f]+\r\n/g, "").replace(/^[0-9a-f]+\r\n/, "")
-    for await (const f of Sse.parse([new TextEncoder().encode(dechunked)])) frames.push(f)
+    async function* bytes() {
+      yield new TextEncoder().encode(dechunked)
+    }
+    for await (const f of Sse.parse(bytes())) frames.push(f)
     const error = frames.find((f) => f.event === "error")
     expect(error).toBeDefined()
     const cut = JSON.parse(error!.data) as { code: string; lastSeq: number }

@@ -3,7 +3,7 @@
  */
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Errors, Metrics, type TapeEvent } from "@palyra/core"
-import { Effect, Option, Schedule, Stream } from "effect"
+import { Chunk, Effect, Option, Schedule, Stream } from "effect"
 import { type ApiError, toApiError } from "../Api.js"
 import * as Sse from "../Sse.js"
 import type { Limits } from "./body.js"
@@ -36,7 +36,7 @@ export const keepAlive = (options: HandlerOptions) =>
 export const eventStream = (options: HandlerOptions, events: Stream.Stream<TapeEvent.TapeEvent, unknown>) => {
   const frames = Stream.concat(
     Stream.make(Sse.comment("connected")),
-    Stream.map(events, tapeFrame).pipe(Stream.catchSome(lagged))
+    Stream.mapChunks(events, tapeFrames).pipe(Stream.catchSome(lagged))
   )
   return sseResponse(
     Stream.merge(frames, keepAlive(options), { haltStrategy: "left" }).pipe(Stream.interruptWhen(options.shutdown))
@@ -45,6 +45,13 @@ export const eventStream = (options: HandlerOptions, events: Stream.Stream<TapeE
 
 const tapeFrame = (event: TapeEvent.TapeEvent): Uint8Array =>
   Sse.encodeOnce(event, () => ({ id: String(event.tapeSeq), event: event._tag, data: JSON.stringify(event) }))
+
+/** The frames of the events that are ready, as one write (each event's frame is built once). */
+const tapeFrames = (events: Chunk.Chunk<TapeEvent.TapeEvent>): Chunk.Chunk<Uint8Array> => {
+  if (events.length === 1) return Chunk.of(tapeFrame(Chunk.unsafeHead(events)))
+  const frames = Chunk.toReadonlyArray(Chunk.map(events, tapeFrame))
+  return Chunk.of(Buffer.concat(frames))
+}
 
 /**
  * A client cut off for falling behind gets a last `error` event (code `unavailable`, the seq to resume
