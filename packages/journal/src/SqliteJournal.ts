@@ -682,22 +682,26 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       }
     )
 
+    // Statements built from a query's shape (which filters it has) are prepared once per shape.
+    const shapes = new Map<string, Database.Statement>()
+    const statement = (sql: string) => {
+      let prepared = shapes.get(sql)
+      if (prepared === undefined) {
+        prepared = db.prepare(sql)
+        shapes.set(sql, prepared)
+      }
+      return prepared
+    }
     const readTape: Journal.Service["readTape"] = (sessionId, o) =>
       sync("readTape", () => {
-        const where = ["session_id = ?", "tape_seq > ?"]
         const params: Array<unknown> = [sessionId, o.afterSeq]
-        if (o.uptoSeq !== undefined) {
-          where.push("tape_seq <= ?")
-          params.push(o.uptoSeq)
-        }
-        if (o.runId !== undefined) {
-          where.push("run_id = ?")
-          params.push(o.runId)
-        }
+        if (o.uptoSeq !== undefined) params.push(o.uptoSeq)
+        if (o.runId !== undefined) params.push(o.runId)
         params.push(o.limit === undefined ? -1 : Math.max(0, o.limit))
-        const rows = db
-          .prepare(`SELECT * FROM tape_events WHERE ${where.join(" AND ")} ORDER BY tape_seq LIMIT ?`)
-          .all(...params) as Array<StoredRow>
+        const where = `session_id = ? AND tape_seq > ?${o.uptoSeq === undefined ? "" : " AND tape_seq <= ?"}${o.runId === undefined ? "" : " AND run_id = ?"}`
+        const rows = statement(`SELECT * FROM tape_events WHERE ${where} ORDER BY tape_seq LIMIT ?`).all(
+          ...params
+        ) as Array<StoredRow>
         return rows.map(toEvent)
       })
 
@@ -807,9 +811,9 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
           params.push(f.limit === undefined ? -1 : f.limit)
           const clause = where.length ? `WHERE ${where.join(" AND ")}` : ""
           return (
-            db
-              .prepare(`SELECT * FROM sessions ${clause} ORDER BY updated_at DESC, id DESC LIMIT ?`)
-              .all(...params) as Array<Record<string, unknown>>
+            statement(`SELECT * FROM sessions ${clause} ORDER BY updated_at DESC, id DESC LIMIT ?`).all(
+              ...params
+            ) as Array<Record<string, unknown>>
           ).map(toSession)
         }),
       getRun: (id) =>
@@ -832,7 +836,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
           params.push(f.limit === undefined ? -1 : f.limit)
           const clause = where.length ? `WHERE ${where.join(" AND ")}` : ""
           return (
-            db.prepare(`SELECT * FROM runs ${clause} ORDER BY id LIMIT ?`).all(...params) as Array<
+            statement(`SELECT * FROM runs ${clause} ORDER BY id LIMIT ?`).all(...params) as Array<
               Record<string, unknown>
             >
           ).map(toRun)
@@ -908,7 +912,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
           params.push(f.limit === undefined ? -1 : f.limit)
           const clause = where.length ? `WHERE ${where.join(" AND ")}` : ""
           return (
-            db.prepare(`SELECT * FROM approvals ${clause} ORDER BY id LIMIT ?`).all(...params) as Array<
+            statement(`SELECT * FROM approvals ${clause} ORDER BY id LIMIT ?`).all(...params) as Array<
               Record<string, unknown>
             >
           ).map(toApproval)

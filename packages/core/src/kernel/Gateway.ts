@@ -49,7 +49,8 @@ import { ToolRuntime } from "../ports/Tool.js"
 import * as Agents from "./Agents.js"
 import { Approvals } from "./Approvals.js"
 import { makeApprovers } from "./internal/approvers.js"
-import { runLoop } from "./internal/loop.js"
+import { makeHistoryCache } from "./internal/historyCache.js"
+import { loadHistory, runLoop } from "./internal/loop.js"
 import { recover } from "./internal/recovery.js"
 import { makeScheduler } from "./internal/scheduler.js"
 import { makeTape } from "./internal/tape.js"
@@ -339,7 +340,8 @@ export const make = (
       coalesceMillis: options.coalesceMillis ?? 40,
       hasApprover: approvers.has,
       onApprovalRequested: approvers.publish,
-      onGrantsChanged: syncGrants
+      onGrantsChanged: syncGrants,
+      history: makeHistoryCache(journal, (s) => loadHistory(journal, s))
     }
     // A run's span is a child of the span of the request that admitted it (a client's trace goes on
     // into the run); runs picked up at start-up begin their own trace.

@@ -17,6 +17,7 @@ import type { Service as ApprovalsService } from "../Approvals.js"
 import * as Metrics from "../Metrics.js"
 import type { Service as PromptService } from "../PromptAssembler.js"
 import * as RunView from "../RunView.js"
+import type { HistoryCache } from "./historyCache.js"
 import type { Tape } from "./tape.js"
 import { closeOpenWork, recordTransition } from "./transition.js"
 
@@ -40,6 +41,8 @@ export interface LoopDeps {
   readonly onApprovalRequested: (record: ApprovalRecord) => Effect.Effect<unknown>
   /** Reload standing grants into the policy engine (after one was used up or went stale). */
   readonly onGrantsChanged: Effect.Effect<void>
+  /** Recently active sessions' prompt history, read incrementally (default: the whole tape each run). */
+  readonly history?: HistoryCache | undefined
 }
 
 type CallView = RunView.CallView
@@ -608,7 +611,7 @@ export const runLoop = (
     const run = yield* requireRun(deps.journal, runId)
     if (isTerminal(run.state)) return
     const session = yield* requireSession(deps.journal, run.sessionId)
-    const history = yield* loadHistory(deps.journal, session)
+    const history = yield* deps.history?.load(session) ?? loadHistory(deps.journal, session)
     const agent = deps.agents.get(session.agentId)
     const ctx: RunContext = {
       deps,
