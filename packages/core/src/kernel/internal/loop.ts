@@ -397,6 +397,8 @@ interface Answer {
   readonly inputTokens: number
   readonly outputTokens: number
   readonly proposed: ReadonlyArray<{ readonly providerId: string; readonly name: string; readonly args: unknown }>
+  /** Streamed text not written yet: it commits with the answer's message (one append, not two). */
+  readonly tail: string
 }
 
 /**
@@ -471,8 +473,8 @@ const streamAnswer = (
       })
     )
     buffer += safe.flush()
-    yield* flush
-    const answer: Answer = { text, finishReason, inputTokens, outputTokens, proposed }
+    if (buffer.length > 0) yield* countEvent
+    const answer: Answer = { text, finishReason, inputTokens, outputTokens, proposed, tail: buffer }
     return answer
   })
 
@@ -545,6 +547,7 @@ const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
   const events: Array<NewTapeEvent> = [
     { _tag: "AssistantMessage", ...base(ctx), at, turn, text: answer.text, finishReason: answer.finishReason }
   ]
+  if (answer.tail.length > 0) events.unshift({ _tag: "AssistantDelta", ...base(ctx), at, turn, text: answer.tail })
   for (const p of answer.proposed) {
     events.push({
       _tag: "ToolProposed",
@@ -561,7 +564,13 @@ const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
   if (inputTokens + outputTokens > 0) {
     events.push({ _tag: "Usage", ...base(ctx), at, turn, inputTokens, outputTokens })
   }
-  yield* emit(ctx, events as unknown as Events, { addTokens: inputTokens + outputTokens })
+  // An answer that proposes no call is the final one: its last delta, message and usage commit with
+  // the run's `Done` in one append (what `Complete` would write next), so a plain turn ends in one commit.
+  if (answer.proposed.length === 0) {
+    yield* transition(ctx, "Complete", "final answer", events, { addTokens: inputTokens + outputTokens })
+  } else {
+    yield* emit(ctx, events as unknown as Events, { addTokens: inputTokens + outputTokens })
+  }
   yield* Metrics.recordModelTurn(at - requestedAt)
 })
 
