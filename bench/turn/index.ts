@@ -63,9 +63,17 @@ const modelUrl = `http://127.0.0.1:${(model.address() as AddressInfo).port}/v1`
 
 // ---- the daemon --------------------------------------------------------------------------------
 const dir = mkdtempSync(join(tmpdir(), "palyra-bench-turn-"))
-writeFileSync(join(dir, "palyra.toml"), `model = "openai-compatible:${modelUrl}#bench"\n`)
+// BENCH_TURN_TOML: more configuration for the daemon (to see what a feature costs per turn).
+writeFileSync(
+  join(dir, "palyra.toml"),
+  `model = "openai-compatible:${modelUrl}#bench"\n${(process.env.BENCH_TURN_TOML ?? "").replaceAll("\\n", "\n")}\n`
+)
 // BENCH_CPU_PROF=<dir> profiles the daemon (`node --cpu-prof`); the profile is written when it exits.
-const profile = process.env.BENCH_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []
+const profile = process.env.BENCH_CPU_PROF
+  ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
+  : process.env.BENCH_HEAP_PROF
+    ? ["--heap-prof", `--heap-prof-dir=${process.env.BENCH_HEAP_PROF}`, "--heap-prof-interval=65536"]
+    : []
 const daemon = spawn(
   process.execPath,
   [...shebangFlags(bin), ...profile, ...gcFlags, bin, "--port", "0", "--log-format", "json"],

@@ -132,4 +132,33 @@ describe("backpressure", () => {
     }
     expect(tapeOf(next).map((e) => e.tapeSeq)).toEqual(Array.from({ length: 100 }, (_, i) => cut.lastSeq + 1 + i))
   }, 60_000)
+
+  it("an idle stream gets keep-alive comments, and ends cleanly when the server shuts down", async () => {
+    const idle = await startServer({ model, serve: { heartbeatSeconds: 0.1 } })
+    const { sessionId } = (await (
+      await fetch(`${idle.base}/v1/runs`, {
+        method: "POST",
+        headers: { ...ALICE, "content-type": "application/json" },
+        body: JSON.stringify({ text: "hello", sessionKey: "idle" })
+      })
+    ).json()) as { sessionId: string }
+    await idle.quiet()
+    const response = await fetch(`${idle.base}/v1/sessions/${sessionId}/events?after=0`, { headers: ALICE })
+    const reader = response.body!.getReader()
+    let text = ""
+    // The tape so far, then comments while nothing happens.
+    while ((text.match(/: keep-alive/g) ?? []).length < 2) {
+      const { done, value } = await reader.read()
+      if (done) throw new Error("ended early")
+      text += new TextDecoder().decode(value)
+    }
+    expect(text).toContain('"to":"Done"')
+    const closing = idle.close()
+    // The stream ends (the body completes) rather than hanging or erroring.
+    while (true) {
+      const { done } = await reader.read()
+      if (done) break
+    }
+    await closing
+  }, 30_000)
 })
