@@ -7,15 +7,18 @@
  *
  * Scenarios: paced like a real model (a delta every PACE ms per stream) at 1, 50, 200 and 1,000
  * streams; the same 200 over SSE; and unpaced (deltas as fast as the kernel takes them) for the
- * throughput ceiling and the CPU this process spends per delivered event (`cpuUsPerEvent`).
+ * throughput ceiling and the CPU this process spends per delivered event (`cpuUsPerEvent`); and the
+ * paced run again while one SSE client has stopped reading a flooding session (`p99MsWithStalled`;
+ * `stalledCutOff` is 1 when that client got the resumable `unavailable` error).
  */
 
 import { spawn } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
+import { connect } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { type Gateway, Journal, ScriptedModel } from "@palyra/core"
+import { Caller, Gateway, Journal, ScriptedModel } from "@palyra/core"
 import { gatewayLayer } from "@palyra/core/testing"
 import { SqliteJournal } from "@palyra/journal"
 import { GrpcTransport } from "@palyra/transport-grpc"
@@ -44,18 +47,29 @@ const timed = Layer.effect(
 // The client's message says how to answer: "bench <deltas> <pace ms>".
 const model = ScriptedModel.make(
   (request) => {
-    const m = /bench (\d+) (\d+)/.exec(JSON.stringify(request.messages.at(-1)))
+    const m = /bench (\d+) (\d+)(?: (\d+))?/.exec(JSON.stringify(request.messages.at(-1)))
+    const size = Number(m?.[3] ?? 0)
     const deltas = Number(m?.[1] ?? 5)
     const pace = Number(m?.[2] ?? 0)
     return {
-      text: Array.from({ length: deltas }, (_, i) => `word${i} `),
+      text: Array.from({ length: deltas }, (_, i) =>
+        size > 0 ? `${i} words `.repeat(size / 8).slice(0, size) : `word${i} `
+      ),
       ...(pace > 0 ? { delayPerDelta: `${pace} millis` } : {})
     }
   },
   { recordPrompts: false }
 )
 const runtime = ManagedRuntime.make(
-  gatewayLayer({ model, journal: timed, coalesceChars: 1 }) as Layer.Layer<Gateway.Gateway | Journal.Journal>
+  gatewayLayer({
+    model,
+    journal: timed,
+    coalesceChars: 1,
+    // A stalled client is cut off 1,024 events behind (the default is 4,096).
+    liveBufferEvents: 1024,
+    // The flooding session's prompt grows by ~1 MB a run.
+    budgets: { maxTokensPerRun: 1e9, maxTokensPerSession: 1e12, maxEventsPerTurn: 1e6 }
+  }) as Layer.Layer<Gateway.Gateway | Journal.Journal>
 )
 const TOKEN = "bench-token-0123456789"
 const tokens = [{ token: TOKEN, principal: "bench" }]
@@ -149,6 +163,44 @@ const main = async () => {
   const many = await paced(quick ? 50 : 200)
   const manySse = await paced(quick ? 50 : 200, "sse")
   const thousand = await paced(quick ? 100 : 1000)
+  // One client stops reading its socket while its session floods (1 KB deltas, far more than the
+  // kernel's socket buffers hold); the paced streams of other sessions must not notice.
+  const stalled = await runtime.runPromise(
+    Effect.gen(function* () {
+      const gateway = yield* Gateway.Gateway
+      const caller = Caller.user("bench")
+      const first = yield* gateway.sendMessage(caller, { text: "bench 1 0", key: "flood" })
+      return first.session.id
+    })
+  )
+  const socket = connect(http.port, "127.0.0.1")
+  let stalledBytes = ""
+  socket.on("data", (d: Buffer) => {
+    stalledBytes += d.toString("latin1")
+  })
+  socket.write(
+    `GET /v1/sessions/${stalled}/events?after=0 HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${TOKEN}\r\n\r\n`
+  )
+  socket.pause()
+  const floodRuns = quick ? 8 : 24
+  const flooding = runtime.runPromise(
+    Effect.forEach(
+      Array.from({ length: floodRuns }, (_, i) => i),
+      () =>
+        Effect.flatMap(Gateway.Gateway, (g) =>
+          Effect.flatMap(g.sendMessage(Caller.user("bench"), { text: "bench 900 0 1000", sessionId: stalled }), (r) =>
+            g.awaitRun(Caller.user("bench"), r.run.id)
+          )
+        ),
+      { discard: true }
+    )
+  )
+  const withStalled = await paced(quick ? 20 : 200)
+  await flooding
+  socket.resume()
+  await new Promise((r) => setTimeout(r, 500))
+  socket.destroy()
+  const stalledCutOff = stalledBytes.includes("event: error") && stalledBytes.includes('"code":"unavailable"')
   const unpaced = await measure({ streams: quick ? 20 : 200, deltas: quick ? 50 : 200, paceMs: 0, wire: "grpc" })
   const unpacedSse = await measure({ streams: quick ? 20 : 200, deltas: quick ? 50 : 200, paceMs: 0, wire: "sse" })
   client.close()
@@ -172,6 +224,7 @@ const main = async () => {
       row("gRPC paced", quick ? 50 : 200, many),
       row("SSE paced", quick ? 50 : 200, manySse),
       row("gRPC paced", quick ? 100 : 1000, thousand),
+      row("gRPC paced, 1 SSE client stalled", quick ? 20 : 200, withStalled),
       row("gRPC unpaced", quick ? 20 : 200, unpaced),
       row("SSE unpaced", quick ? 20 : 200, unpacedSse)
     ]
@@ -187,6 +240,8 @@ const main = async () => {
     p99Ms200Sse: round(manySse.p99, 3),
     p50Ms1000: round(thousand.p50, 3),
     p99Ms1000: round(thousand.p99, 3),
+    p99MsWithStalled: round(withStalled.p99, 3),
+    stalledCutOff: stalledCutOff ? 1 : 0,
     eventsPerSecMax: Math.round(Math.max(unpaced.perSec, unpacedSse.perSec)),
     cpuUsPerEvent: round(Math.min(unpaced.cpuUsPerEvent, unpacedSse.cpuUsPerEvent), 1)
   })
