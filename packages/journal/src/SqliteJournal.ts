@@ -160,6 +160,9 @@ interface Pending {
   readonly deferred: Deferred.Deferred<ReadonlyArray<TapeEvent.TapeEvent>, AppendError>
 }
 
+/** Sessions whose head and last touch are kept in memory (the most recently written). */
+const SESSION_CACHE = 4096
+
 const ENVELOPE = new Set(["_tag", "sessionId", "runId", "tapeSeq", "at"])
 
 const yieldToEventLoop = Effect.async<void>((resume) => {
@@ -515,14 +518,21 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
     // The writer owns the file (one palyrad per data dir), so it keeps each session's head in memory:
     // read once from the tape's index, then advanced by commits only. The sessions row is touched only
     // when tokens change or at most once a second per session (for `updated_at` ordering).
+    // Both bounded (least recently used dropped): nothing per idle session stays in memory; a dropped
+    // head is read again from the index, a dropped touch time only means one more row update.
     const heads = new Map<string, number>()
     const touched = new Map<string, number>()
+    const remember = (map: Map<string, number>, sessionId: string, value: number) => {
+      map.delete(sessionId)
+      map.set(sessionId, value)
+      if (map.size > SESSION_CACHE) map.delete(map.keys().next().value!)
+    }
     const readHead = (sessionId: string): number | null => {
       const cached = heads.get(sessionId)
       if (cached !== undefined) return cached
       if (!st.session.get(sessionId)) return null
       const seq = (st.maxSeq.get(sessionId) as { seq: number | null }).seq ?? 0
-      heads.set(sessionId, seq)
+      remember(heads, sessionId, seq)
       return seq
     }
 
@@ -574,7 +584,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
             const last = touched.get(sessionId) ?? Number.NEGATIVE_INFINITY
             if (h.tokens > 0 || h.lastAt - last >= 1000) {
               st.afterAppend.run(h.tokens, h.lastAt, sessionId)
-              touched.set(sessionId, h.lastAt)
+              remember(touched, sessionId, h.lastAt)
             }
           }
           st.setHead.run(head.chain_seq, head.hash, head.count)
@@ -585,7 +595,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
         return batch.map(() => Either.left(failure) as Either.Either<never, AppendError>)
       }
       // Committed: advance the cached heads.
-      for (const [sessionId, h] of local) if (h !== null) heads.set(sessionId, h.seq)
+      for (const [sessionId, h] of local) if (h !== null) remember(heads, sessionId, h.seq)
       return results
     }
 
