@@ -90,5 +90,8 @@ if (task === "test") {
 // start / palyra: build what changed (turbo caches), then run palyrad or the CLI with the extra arguments.
 const buildStatus = pnpm("run", "build", "--output-logs=errors-only")
 if (buildStatus !== 0) process.exit(buildStatus)
-const bin = task === "start" ? "palyrad.js" : "palyra.js"
-process.exit(run(process.execPath, [join(root, "packages/daemon/dist/bin", bin), ...process.argv.slice(3)], env))
+const bin = join(root, "packages/daemon/dist/bin", task === "start" ? "palyrad.js" : "palyra.js")
+// The node flags the bin's shebang asks for (`#!/usr/bin/env -S node --flag …`).
+const flags =
+  /^#!.*\bnode((?:\s+--\S+)*)/.exec(readFileSync(bin, "utf8").split("\n", 1)[0])?.[1]?.trim().split(/\s+/) ?? []
+process.exit(run(process.execPath, [...flags.filter(Boolean), bin, ...process.argv.slice(3)], env))

@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs"
 /** Shared helpers for benchmarks: timing, percentiles, a plain table, and the final JSON line. */
 export const quick = process.argv.includes("--quick")
 
@@ -55,4 +56,20 @@ export const loopProbe = () => {
       }
     }
   }
+}
+
+/** Node flags that let `collectGarbage` force a full GC in a daemon the benchmark spawned. */
+export const gcFlags = ["--expose-gc", "--import", new URL("./gc-on-signal.mjs", import.meta.url).href]
+
+/** Force a full GC in a process started with `gcFlags`, then wait for it to settle. */
+export const collectGarbage = async (pid: number) => {
+  process.kill(pid, "SIGUSR2")
+  await new Promise((r) => setTimeout(r, 500))
+}
+
+/** The node flags a built bin's shebang asks for (`#!/usr/bin/env -S node --flag …`), to spawn it the same way. */
+export const shebangFlags = (bin: string): Array<string> => {
+  const first = readFileSync(bin, "utf8").split("\n", 1)[0] ?? ""
+  const m = /^#!.*\bnode((?:\s+--\S+)*)\s*$/.exec(first)
+  return m?.[1]?.trim().split(/\s+/).filter(Boolean) ?? []
 }

@@ -1,23 +1,34 @@
 /**
- * bench/stream: events delivered over gRPC RunStream (Connect client, HTTP/2) and the latency from
- * the journal's commit of an event to its receipt by the client, with 1, 50 and 200 concurrent
- * streams. The journal is the real SQLite journal; a thin wrapper records when each append returned
- * (i.e. committed) so latency is measured on one clock, in this process.
+ * bench/stream: live delivery, measured from outside. The gateway (real SQLite journal) serves gRPC
+ * and HTTP in this process; a client in another process opens N concurrent streams over gRPC
+ * (HTTP/2) or SSE (HTTP/1.1) on 127.0.0.1, each starting one run whose model streams deltas. Latency
+ * is from the journal's commit of an event (a thin wrapper stamps when each append returned) to its
+ * receipt by the client, both on the epoch clock (`performance.timeOrigin + now`).
+ *
+ * Scenarios: paced like a real model (a delta every PACE ms per stream) at 1, 50, 200 and 1,000
+ * streams; the same 200 over SSE; and unpaced (deltas as fast as the kernel takes them) for the
+ * throughput ceiling and the CPU this process spends per delivered event (`cpuUsPerEvent`); and the
+ * paced run again while one SSE client has stopped reading a flooding session (`p99MsWithStalled`;
+ * `stalledCutOff` is 1 when that client got the resumable `unavailable` error).
  */
 
+import { spawn } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
+import { connect } from "node:net"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { createClient, type Interceptor } from "@connectrpc/connect"
-import { createGrpcTransport } from "@connectrpc/connect-node"
-import { type Gateway, Journal, ScriptedModel } from "@palyra/core"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { Caller, Gateway, Journal, ScriptedModel } from "@palyra/core"
 import { gatewayLayer } from "@palyra/core/testing"
 import { SqliteJournal } from "@palyra/journal"
-import { GrpcTransport, Proto } from "@palyra/transport-grpc"
+import { GrpcTransport } from "@palyra/transport-grpc"
+import { HttpTransport } from "@palyra/transport-http"
 import { Effect, Exit, Layer, ManagedRuntime, Scope } from "effect"
 import { percentile, quick, result, round, table } from "../lib/report.js"
 
+const here = dirname(fileURLToPath(import.meta.url))
 const dir = mkdtempSync(join(tmpdir(), "palyra-bench-stream-"))
+const now = () => performance.timeOrigin + performance.now()
 const committedAt = new Map<string, number>()
 const timed = Layer.effect(
   Journal.Journal,
@@ -26,94 +37,196 @@ const timed = Layer.effect(
     append: (sessionId, events, effects) =>
       Effect.tap(inner.append(sessionId, events, effects), (stored) =>
         Effect.sync(() => {
-          const now = performance.now()
-          for (const e of stored) committedAt.set(`${e.sessionId}:${e.tapeSeq}`, now)
+          const t = now()
+          for (const e of stored) committedAt.set(`${e.sessionId}:${e.tapeSeq}`, t)
         })
       )
   }))
 ).pipe(Layer.provide(SqliteJournal.layer({ filename: join(dir, "stream.db") })))
 
-const DELTAS = quick ? 5 : 20
-// Paced like a real model (5 deltas a second per stream), so latency measures delivery, not a CPU
-// saturated by 200 models emitting as fast as they can.
-const PACE_MS = 200
-const model = ScriptedModel.make(() => ({
-  text: Array.from({ length: DELTAS }, (_, i) => `word${i} `),
-  delayPerDelta: `${PACE_MS} millis`
-}))
+// The client's message says how to answer: "bench <deltas> <pace ms>".
+const model = ScriptedModel.make(
+  (request) => {
+    const m = /bench (\d+) (\d+)(?: (\d+))?/.exec(JSON.stringify(request.messages.at(-1)))
+    const size = Number(m?.[3] ?? 0)
+    const deltas = Number(m?.[1] ?? 5)
+    const pace = Number(m?.[2] ?? 0)
+    return {
+      text: Array.from({ length: deltas }, (_, i) =>
+        size > 0 ? `${i} words `.repeat(size / 8).slice(0, size) : `word${i} `
+      ),
+      ...(pace > 0 ? { delayPerDelta: `${pace} millis` } : {})
+    }
+  },
+  { recordPrompts: false }
+)
 const runtime = ManagedRuntime.make(
-  gatewayLayer({ model, journal: timed, coalesceChars: 1 }) as Layer.Layer<Gateway.Gateway | Journal.Journal>
+  gatewayLayer({
+    model,
+    journal: timed,
+    coalesceChars: 1,
+    // A stalled client is cut off 1,024 events behind (the default is 4,096).
+    liveBufferEvents: 1024,
+    // The flooding session's prompt grows by ~1 MB a run.
+    budgets: { maxTokensPerRun: 1e9, maxTokensPerSession: 1e12, maxEventsPerTurn: 1e6 }
+  }) as Layer.Layer<Gateway.Gateway | Journal.Journal>
 )
 const TOKEN = "bench-token-0123456789"
+const tokens = [{ token: TOKEN, principal: "bench" }]
+
+interface Scenario {
+  readonly name: string
+  readonly streams: number
+  readonly deltas: number
+  readonly paceMs: number
+  readonly wire: "grpc" | "sse"
+}
+interface Figures {
+  readonly p50: number
+  readonly p99: number
+  readonly perSec: number
+  readonly events: number
+  readonly cpuUsPerEvent: number
+}
+
+/** The client process: started once, sent one scenario at a time over IPC. */
+const startClient = (grpcUrl: string, httpUrl: string) =>
+  new Promise<{ run: (s: Scenario) => Promise<Receipts>; close: () => void }>((resolve, reject) => {
+    const child = spawn(
+      process.execPath,
+      ["--conditions=@palyra/source", "--import", "tsx", join(here, "client.ts"), grpcUrl, httpUrl, TOKEN],
+      { cwd: here, stdio: ["ignore", "inherit", "inherit", "ipc"] }
+    )
+    let waiting: ((r: Receipts) => void) | undefined
+    child.on("exit", (code) => code !== 0 && reject(new Error(`the client exited ${code}`)))
+    child.on("message", (m: "ready" | Receipts) => {
+      if (m === "ready") {
+        resolve({
+          run: (s) =>
+            new Promise<Receipts>((r) => {
+              waiting = r
+              child.send(s)
+            }),
+          close: () => child.send("exit")
+        })
+      } else waiting?.(m)
+    })
+  })
+interface Receipts {
+  readonly elapsedMs: number
+  readonly receipts: Array<[string, number]>
+}
 
 const main = async () => {
   const scope = await runtime.runPromise(Scope.make())
-  const { url } = await runtime.runPromise(
-    GrpcTransport.serve({ port: 0, tokens: [{ token: TOKEN, principal: "bench" }] }).pipe(Scope.extend(scope))
-  )
-  const auth: Interceptor = (next) => (req) => {
-    req.header.set("authorization", `Bearer ${TOKEN}`)
-    return next(req)
-  }
-  const client = createClient(Proto.GatewayService, createGrpcTransport({ baseUrl: url, interceptors: [auth] }))
+  const grpc = await runtime.runPromise(GrpcTransport.serve({ port: 0, tokens }).pipe(Scope.extend(scope)))
+  const http = await runtime.runPromise(HttpTransport.serve({ port: 0, tokens }).pipe(Scope.extend(scope)))
+  const client = await startClient(grpc.url, http.url)
   let round_ = 0
-  const measure = async (streams: number) => {
-    round_++
+  const measure = async (s: Omit<Scenario, "name">): Promise<Figures> => {
+    const scenario = { ...s, name: `r${++round_}` }
+    const cpu0 = process.cpuUsage()
+    const { elapsedMs, receipts } = await client.run(scenario)
+    const cpu = process.cpuUsage(cpu0)
     const latencies: Array<number> = []
-    let events = 0
-    const start = performance.now()
-    await Promise.all(
-      Array.from({ length: streams }, async (_, i) => {
-        async function* requests() {
-          yield {
-            action: { case: "start", value: { target: { sessionKey: `r${round_}-s${i}` }, text: "go" } }
-          } as never
-        }
-        for await (const r of client.runStream(requests())) {
-          if (r.payload.case !== "event") continue
-          const received = performance.now()
-          const e = r.payload.value
-          const committed = committedAt.get(`${e.sessionId}:${e.tapeSeq}`)
-          if (committed !== undefined) latencies.push(received - committed)
-          events++
-        }
-      })
-    )
-    const elapsed = performance.now() - start
+    for (const [key, received] of receipts) {
+      const committed = committedAt.get(key)
+      if (committed !== undefined) latencies.push(received - committed)
+    }
+    committedAt.clear()
     latencies.sort((a, b) => a - b)
-    return { p50: percentile(latencies, 50), p99: percentile(latencies, 99), perSec: events / (elapsed / 1000), events }
+    return {
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
+      perSec: receipts.length / (elapsedMs / 1000),
+      events: receipts.length,
+      cpuUsPerEvent: (cpu.user + cpu.system) / receipts.length
+    }
   }
-  await measure(5) // warm-up
-  const one = await measure(1)
-  const fifty = await measure(50)
-  const many = await measure(quick ? 50 : 200)
+  const PACE = quick ? 50 : 200
+  const DELTAS = quick ? 5 : 20
+  const paced = (streams: number, wire: "grpc" | "sse" = "grpc") =>
+    measure({ streams, deltas: DELTAS, paceMs: PACE, wire })
+  // BENCH_STREAM_PROFILE=1: only the unpaced gRPC run, larger, for `node --cpu-prof` on this process.
+  if (process.env.BENCH_STREAM_PROFILE) {
+    await measure({ streams: 20, deltas: 20, paceMs: 0, wire: "grpc" })
+    const f = await measure({ streams: 200, deltas: 200, paceMs: 0, wire: "grpc" })
+    console.log(JSON.stringify(f))
+    client.close()
+    await runtime.runPromise(Scope.close(scope, Exit.void))
+    await runtime.dispose()
+    return
+  }
+  await paced(5) // warm-up
+  const one = await paced(1)
+  const fifty = await paced(quick ? 20 : 50)
+  const many = await paced(quick ? 50 : 200)
+  const manySse = await paced(quick ? 50 : 200, "sse")
+  const thousand = await paced(quick ? 100 : 1000)
+  // One client stops reading its socket while its session floods (1 KB deltas, far more than the
+  // kernel's socket buffers hold); the paced streams of other sessions must not notice.
+  const stalled = await runtime.runPromise(
+    Effect.gen(function* () {
+      const gateway = yield* Gateway.Gateway
+      const caller = Caller.user("bench")
+      const first = yield* gateway.sendMessage(caller, { text: "bench 1 0", key: "flood" })
+      return first.session.id
+    })
+  )
+  const socket = connect(http.port, "127.0.0.1")
+  let stalledBytes = ""
+  socket.on("data", (d: Buffer) => {
+    stalledBytes += d.toString("latin1")
+  })
+  socket.write(
+    `GET /v1/sessions/${stalled}/events?after=0 HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${TOKEN}\r\n\r\n`
+  )
+  socket.pause()
+  const floodRuns = quick ? 8 : 24
+  const flooding = runtime.runPromise(
+    Effect.forEach(
+      Array.from({ length: floodRuns }, (_, i) => i),
+      () =>
+        Effect.flatMap(Gateway.Gateway, (g) =>
+          Effect.flatMap(g.sendMessage(Caller.user("bench"), { text: "bench 900 0 1000", sessionId: stalled }), (r) =>
+            g.awaitRun(Caller.user("bench"), r.run.id)
+          )
+        ),
+      { discard: true }
+    )
+  )
+  const withStalled = await paced(quick ? 20 : 200)
+  await flooding
+  socket.resume()
+  await new Promise((r) => setTimeout(r, 500))
+  socket.destroy()
+  const stalledCutOff = stalledBytes.includes("event: error") && stalledBytes.includes('"code":"unavailable"')
+  const unpaced = await measure({ streams: quick ? 20 : 200, deltas: quick ? 50 : 200, paceMs: 0, wire: "grpc" })
+  const unpacedSse = await measure({ streams: quick ? 20 : 200, deltas: quick ? 50 : 200, paceMs: 0, wire: "sse" })
+  client.close()
   await runtime.runPromise(Scope.close(scope, Exit.void))
   await runtime.dispose()
   rmSync(dir, { recursive: true, force: true })
+  const row = (label: string, streams: number, f: Figures) => ({
+    run: label,
+    streams,
+    "events/s": Math.round(f.perSec),
+    "p50 ms": round(f.p50, 3),
+    "p99 ms": round(f.p99, 3),
+    "server CPU µs/event": round(f.cpuUsPerEvent, 1),
+    events: f.events
+  })
   table(
-    `gRPC RunStream, ${DELTAS} deltas per run paced ${PACE_MS} ms apart (latency: journal commit → client receipt)`,
+    `live streams, client in another process (latency: journal commit → client receipt); paced: ${DELTAS} deltas ${PACE} ms apart. Shared 2-core machine: figures are noisy`,
     [
-      {
-        streams: 1,
-        "events/s": Math.round(one.perSec),
-        "p50 ms": round(one.p50, 3),
-        "p99 ms": round(one.p99, 3),
-        events: one.events
-      },
-      {
-        streams: 50,
-        "events/s": Math.round(fifty.perSec),
-        "p50 ms": round(fifty.p50, 3),
-        "p99 ms": round(fifty.p99, 3),
-        events: fifty.events
-      },
-      {
-        streams: quick ? 50 : 200,
-        "events/s": Math.round(many.perSec),
-        "p50 ms": round(many.p50, 3),
-        "p99 ms": round(many.p99, 3),
-        events: many.events
-      }
+      row("gRPC paced", 1, one),
+      row("gRPC paced", quick ? 20 : 50, fifty),
+      row("gRPC paced", quick ? 50 : 200, many),
+      row("SSE paced", quick ? 50 : 200, manySse),
+      row("gRPC paced", quick ? 100 : 1000, thousand),
+      row("gRPC paced, 1 SSE client stalled", quick ? 20 : 200, withStalled),
+      row("gRPC unpaced", quick ? 20 : 200, unpaced),
+      row("SSE unpaced", quick ? 20 : 200, unpacedSse)
     ]
   )
   result("stream", {
@@ -123,7 +236,14 @@ const main = async () => {
     p99Ms50: round(fifty.p99, 3),
     p50Ms200: round(many.p50, 3),
     p99Ms200: round(many.p99, 3),
-    eventsPerSec200: Math.round(many.perSec)
+    eventsPerSec200: Math.round(many.perSec),
+    p99Ms200Sse: round(manySse.p99, 3),
+    p50Ms1000: round(thousand.p50, 3),
+    p99Ms1000: round(thousand.p99, 3),
+    p99MsWithStalled: round(withStalled.p99, 3),
+    stalledCutOff: stalledCutOff ? 1 : 0,
+    eventsPerSecMax: Math.round(Math.max(unpaced.perSec, unpacedSse.perSec)),
+    cpuUsPerEvent: round(Math.min(unpaced.cpuUsPerEvent, unpacedSse.cpuUsPerEvent), 1)
   })
 }
 

@@ -5,7 +5,8 @@
  * it over HTTP: `POST /v1/runs?stream=true` until the run's final `RunStateChanged`.
  *
  * Figures: a plain turn (p50/p99), a turn with one low-risk tool call (`time.now`: two model calls),
- * 20 concurrent sessions × 10 turns (turns/s), and the daemon's RSS after 200 one-message sessions.
+ * 20 concurrent sessions × 10 turns (turns/s), and the daemon's RSS after 200 one-message sessions
+ * (after a forced full GC: the daemon runs with a bench-only `--expose-gc` preload).
  */
 import { spawn, spawnSync } from "node:child_process"
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -14,7 +15,7 @@ import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { quick, result, round, table } from "../lib/report.js"
+import { collectGarbage, gcFlags, quick, result, round, shebangFlags, table } from "../lib/report.js"
 
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, "..", "..")
@@ -62,12 +63,26 @@ const modelUrl = `http://127.0.0.1:${(model.address() as AddressInfo).port}/v1`
 
 // ---- the daemon --------------------------------------------------------------------------------
 const dir = mkdtempSync(join(tmpdir(), "palyra-bench-turn-"))
-writeFileSync(join(dir, "palyra.toml"), `model = "openai-compatible:${modelUrl}#bench"\n`)
-const daemon = spawn(process.execPath, [bin, "--port", "0", "--log-format", "json"], {
-  cwd: dir,
-  stdio: ["ignore", "ignore", "pipe"],
-  env: { ...process.env, PALYRA_LOG_LEVEL: "warning", PALYRA_GRPC_PORT: "0" }
-})
+// BENCH_TURN_TOML: more configuration for the daemon (to see what a feature costs per turn).
+writeFileSync(
+  join(dir, "palyra.toml"),
+  `model = "openai-compatible:${modelUrl}#bench"\n${(process.env.BENCH_TURN_TOML ?? "").replaceAll("\\n", "\n")}\n`
+)
+// BENCH_CPU_PROF=<dir> profiles the daemon (`node --cpu-prof`); the profile is written when it exits.
+const profile = process.env.BENCH_CPU_PROF
+  ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
+  : process.env.BENCH_HEAP_PROF
+    ? ["--heap-prof", `--heap-prof-dir=${process.env.BENCH_HEAP_PROF}`, "--heap-prof-interval=65536"]
+    : []
+const daemon = spawn(
+  process.execPath,
+  [...shebangFlags(bin), ...profile, ...gcFlags, bin, "--port", "0", "--log-format", "json"],
+  {
+    cwd: dir,
+    stdio: ["ignore", "ignore", "pipe"],
+    env: { ...process.env, PALYRA_LOG_LEVEL: "warning", PALYRA_GRPC_PORT: "0" }
+  }
+)
 let err = ""
 const url = await new Promise<string>((resolve, reject) => {
   daemon.stderr!.on("data", (d) => {
@@ -83,6 +98,12 @@ const token = readFileSync(join(dir, ".palyra", "admin.token"), "utf8").trim()
 const counts = quick
   ? { plain: 30, tool: 15, sessions: 20, perSession: 3, rss: 40 }
   : { plain: 300, tool: 150, sessions: 20, perSession: 10, rss: 200 }
+// The daemon's CPU time (user + system, from /proc) over everything the client does.
+const cpuMs = () => {
+  const fields = readFileSync(`/proc/${daemon.pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100
+}
+const cpuBefore = cpuMs()
 // Async: this process serves the model while the client runs.
 const client = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
   const child = spawn(
@@ -112,7 +133,9 @@ const figures = JSON.parse(client.stdout.trim().split("\n").at(-1)!) as {
   tool: { p50: number; p99: number }
   turnsPerSec20: number
 }
-await new Promise((r) => setTimeout(r, 1000))
+const turns = 5 + counts.plain + counts.tool + counts.sessions * counts.perSession + counts.rss
+const cpuMsPerTurn = (cpuMs() - cpuBefore) / turns
+await collectGarbage(daemon.pid!)
 const rss = Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${daemon.pid}/status`, "utf8"))![1]) / 1024
 await new Promise<void>((r) => {
   daemon.on("exit", () => r())
@@ -141,6 +164,7 @@ table("load", [
     value: `${round(figures.turnsPerSec20, 1)} turns/s`,
     goal: "≥ 1,000"
   },
+  { measure: "daemon CPU per turn (all phases)", value: `${round(cpuMsPerTurn, 2)} ms`, goal: "" },
   { measure: `RSS after ${counts.rss} one-message sessions`, value: `${round(rss, 1)} MB`, goal: "≤ 200 MB" }
 ])
 result("turn", {
@@ -148,5 +172,6 @@ result("turn", {
   turnP99Ms: round(figures.plain.p99),
   toolTurnP50Ms: round(figures.tool.p50),
   turnsPerSec20: round(figures.turnsPerSec20, 1),
-  rssAfter200SessionsMb: round(rss, 1)
+  rssAfter200SessionsMb: round(rss, 1),
+  cpuMsPerTurn: round(cpuMsPerTurn, 2)
 })

@@ -160,6 +160,9 @@ interface Pending {
   readonly deferred: Deferred.Deferred<ReadonlyArray<TapeEvent.TapeEvent>, AppendError>
 }
 
+/** Sessions whose head and last touch are kept in memory (the most recently written). */
+const SESSION_CACHE = 4096
+
 const ENVELOPE = new Set(["_tag", "sessionId", "runId", "tapeSeq", "at"])
 
 const yieldToEventLoop = Effect.async<void>((resume) => {
@@ -515,14 +518,21 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
     // The writer owns the file (one palyrad per data dir), so it keeps each session's head in memory:
     // read once from the tape's index, then advanced by commits only. The sessions row is touched only
     // when tokens change or at most once a second per session (for `updated_at` ordering).
+    // Both bounded (least recently used dropped): nothing per idle session stays in memory; a dropped
+    // head is read again from the index, a dropped touch time only means one more row update.
     const heads = new Map<string, number>()
     const touched = new Map<string, number>()
+    const remember = (map: Map<string, number>, sessionId: string, value: number) => {
+      map.delete(sessionId)
+      map.set(sessionId, value)
+      if (map.size > SESSION_CACHE) map.delete(map.keys().next().value!)
+    }
     const readHead = (sessionId: string): number | null => {
       const cached = heads.get(sessionId)
       if (cached !== undefined) return cached
       if (!st.session.get(sessionId)) return null
       const seq = (st.maxSeq.get(sessionId) as { seq: number | null }).seq ?? 0
-      heads.set(sessionId, seq)
+      remember(heads, sessionId, seq)
       return seq
     }
 
@@ -574,7 +584,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
             const last = touched.get(sessionId) ?? Number.NEGATIVE_INFINITY
             if (h.tokens > 0 || h.lastAt - last >= 1000) {
               st.afterAppend.run(h.tokens, h.lastAt, sessionId)
-              touched.set(sessionId, h.lastAt)
+              remember(touched, sessionId, h.lastAt)
             }
           }
           st.setHead.run(head.chain_seq, head.hash, head.count)
@@ -585,7 +595,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
         return batch.map(() => Either.left(failure) as Either.Either<never, AppendError>)
       }
       // Committed: advance the cached heads.
-      for (const [sessionId, h] of local) if (h !== null) heads.set(sessionId, h.seq)
+      for (const [sessionId, h] of local) if (h !== null) remember(heads, sessionId, h.seq)
       return results
     }
 
@@ -682,22 +692,26 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       }
     )
 
+    // Statements built from a query's shape (which filters it has) are prepared once per shape.
+    const shapes = new Map<string, Database.Statement>()
+    const statement = (sql: string) => {
+      let prepared = shapes.get(sql)
+      if (prepared === undefined) {
+        prepared = db.prepare(sql)
+        shapes.set(sql, prepared)
+      }
+      return prepared
+    }
     const readTape: Journal.Service["readTape"] = (sessionId, o) =>
       sync("readTape", () => {
-        const where = ["session_id = ?", "tape_seq > ?"]
         const params: Array<unknown> = [sessionId, o.afterSeq]
-        if (o.uptoSeq !== undefined) {
-          where.push("tape_seq <= ?")
-          params.push(o.uptoSeq)
-        }
-        if (o.runId !== undefined) {
-          where.push("run_id = ?")
-          params.push(o.runId)
-        }
+        if (o.uptoSeq !== undefined) params.push(o.uptoSeq)
+        if (o.runId !== undefined) params.push(o.runId)
         params.push(o.limit === undefined ? -1 : Math.max(0, o.limit))
-        const rows = db
-          .prepare(`SELECT * FROM tape_events WHERE ${where.join(" AND ")} ORDER BY tape_seq LIMIT ?`)
-          .all(...params) as Array<StoredRow>
+        const where = `session_id = ? AND tape_seq > ?${o.uptoSeq === undefined ? "" : " AND tape_seq <= ?"}${o.runId === undefined ? "" : " AND run_id = ?"}`
+        const rows = statement(`SELECT * FROM tape_events WHERE ${where} ORDER BY tape_seq LIMIT ?`).all(
+          ...params
+        ) as Array<StoredRow>
         return rows.map(toEvent)
       })
 
@@ -807,9 +821,9 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
           params.push(f.limit === undefined ? -1 : f.limit)
           const clause = where.length ? `WHERE ${where.join(" AND ")}` : ""
           return (
-            db
-              .prepare(`SELECT * FROM sessions ${clause} ORDER BY updated_at DESC, id DESC LIMIT ?`)
-              .all(...params) as Array<Record<string, unknown>>
+            statement(`SELECT * FROM sessions ${clause} ORDER BY updated_at DESC, id DESC LIMIT ?`).all(
+              ...params
+            ) as Array<Record<string, unknown>>
           ).map(toSession)
         }),
       getRun: (id) =>
@@ -832,7 +846,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
           params.push(f.limit === undefined ? -1 : f.limit)
           const clause = where.length ? `WHERE ${where.join(" AND ")}` : ""
           return (
-            db.prepare(`SELECT * FROM runs ${clause} ORDER BY id LIMIT ?`).all(...params) as Array<
+            statement(`SELECT * FROM runs ${clause} ORDER BY id LIMIT ?`).all(...params) as Array<
               Record<string, unknown>
             >
           ).map(toRun)
@@ -908,7 +922,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
           params.push(f.limit === undefined ? -1 : f.limit)
           const clause = where.length ? `WHERE ${where.join(" AND ")}` : ""
           return (
-            db.prepare(`SELECT * FROM approvals ${clause} ORDER BY id LIMIT ?`).all(...params) as Array<
+            statement(`SELECT * FROM approvals ${clause} ORDER BY id LIMIT ?`).all(...params) as Array<
               Record<string, unknown>
             >
           ).map(toApproval)

@@ -27,7 +27,20 @@ import { connectNodeAdapter, createGrpcTransport } from "@connectrpc/connect-nod
 import * as HttpHeaders from "@effect/platform/Headers"
 import * as HttpTraceContext from "@effect/platform/HttpTraceContext"
 import { Auth, type Caller as CallerT, Errors, Gateway, Ids, Metrics, TapeEvent } from "@palyra/core"
-import { Cause, Effect, Exit, Layer, Option, Runtime, type Schema, type Scope, Stream, type Tracer } from "effect"
+import {
+  Cause,
+  Chunk,
+  Effect,
+  Exit,
+  Fiber,
+  Layer,
+  Option,
+  Runtime,
+  type Schema,
+  type Scope,
+  Stream,
+  type Tracer
+} from "effect"
 import { Health, HealthCheckResponse_ServingStatus, HealthCheckResponseSchema } from "./gen/grpc/health/v1/health_pb.js"
 import * as pb from "./gen/palyra/v1/gateway_pb.js"
 import { backgroundRoutes } from "./internal/background.js"
@@ -400,36 +413,80 @@ async function* runStream(
     wakeLoop()
   })()
 
-  const events = Stream.toAsyncIterableRuntime(
-    Effect.map(Gateway.Gateway, (g) =>
-      g.subscribe(ctx.values.get(callerKey)!, sessionId as Ids.SessionId, afterSeq, { approver: true })
-    ).pipe(Stream.unwrap, Metrics.trackOpenStream("grpc")),
-    runtime
-  )[Symbol.asyncIterator]()
-  const abort = new Promise<"aborted">((r) => ctx.signal.addEventListener("abort", () => r("aborted"), { once: true }))
-  let pending: Promise<IteratorResult<TapeEvent.TapeEvent>> | undefined
+  // The session's events are pulled by one fiber, a chunk at a time, into `ready`; the generator
+  // hands them to Connect one by one. The fiber takes the next chunk only once the generator has
+  // taken this one, so a client that does not read holds up nothing but its own stream (and the
+  // hub cuts it off when it falls too far behind). One wake-up promise per wait, not per event.
+  let ready: ReadonlyArray<TapeEvent.TapeEvent> = []
+  let taken = 0
+  let more: (() => void) | undefined
+  let ended: Exit.Exit<void, unknown> | undefined
+  const consumer = Runtime.runFork(runtime)(
+    Effect.flatMap(Gateway.Gateway, (g) =>
+      g.subscribe(ctx.values.get(callerKey)!, sessionId as Ids.SessionId, afterSeq, { approver: true }).pipe(
+        Metrics.trackOpenStream("grpc"),
+        Stream.runForEachChunk((chunk) =>
+          Effect.async<void>((resume) => {
+            ready = Chunk.toReadonlyArray(chunk)
+            taken = 0
+            more = () => resume(Effect.void)
+            wakeLoop()
+          })
+        )
+      )
+    )
+  )
+  consumer.addObserver((exit) => {
+    ended = exit
+    wakeLoop()
+  })
+  let aborted = false
+  const onAbort = () => {
+    aborted = true
+    wakeLoop()
+  }
+  ctx.signal.addEventListener("abort", onAbort, { once: true })
   try {
     while (true) {
       if (failure) throw failure instanceof ConnectError ? failure : ConnectError.from(failure)
       // The client finished sending and the last run it started has ended: the stream is complete.
       if (clientDone && (lastRun === undefined || lastRunEnded)) return
-      const woken = new Promise<"woken">((r) => {
-        wakeLoop = () => r("woken")
+      if (aborted) return
+      if (taken < ready.length) {
+        const event = ready[taken++]!
+        if (taken === ready.length) {
+          const next = more
+          more = undefined
+          next?.()
+        }
+        yield eventResponse(event)
+        if (lastRun !== undefined && event.runId === lastRun && TapeEvent.isRunEnd(event)) lastRunEnded = true
+        continue
+      }
+      if (ended !== undefined) {
+        if (Exit.isFailure(ended)) throw toConnectError(ended.cause)
+        return
+      }
+      await new Promise<void>((r) => {
+        wakeLoop = r
       })
-      pending ??= events.next()
-      const next = await Promise.race([pending, abort, woken])
-      if (next === "aborted") return
-      if (next === "woken") continue
-      pending = undefined
-      if (next.done) return
-      const event = next.value
-      yield create(pb.RunStreamResponseSchema, { payload: { case: "event", value: toPbEvent(event) } })
-      if (lastRun !== undefined && event.runId === lastRun && TapeEvent.isRunEnd(event)) lastRunEnded = true
     }
   } finally {
-    await events.return?.()
+    ctx.signal.removeEventListener("abort", onAbort)
+    await Runtime.runPromise(runtime)(Fiber.interrupt(consumer))
     void pump
   }
+}
+
+// A live event is the same object for every subscriber of its session: build its response once.
+const responses = new WeakMap<TapeEvent.TapeEvent, pb.RunStreamResponse>()
+const eventResponse = (event: TapeEvent.TapeEvent): pb.RunStreamResponse => {
+  let response = responses.get(event)
+  if (response === undefined) {
+    response = create(pb.RunStreamResponseSchema, { payload: { case: "event", value: toPbEvent(event) } })
+    responses.set(event, response)
+  }
+  return response
 }
 
 /** @since 0.1.0 @category Models */

@@ -196,6 +196,28 @@ export class JournalError extends Schema.TaggedError<JournalError>("@palyra/core
   }
 }
 
+/**
+ * A live subscriber fell more than its buffer behind the session's tape (a client not reading its
+ * socket) and was cut off so it cannot hold up the writer or other subscribers. Resumable: subscribe
+ * again after `lastSeq`, the last event it was given; nothing is lost, the tape has every event.
+ *
+ * @since 0.1.0
+ * @category Errors
+ */
+export class StreamLagged extends Schema.TaggedError<StreamLagged>("@palyra/core/StreamLagged")("StreamLagged", {
+  sessionId: Schema.String,
+  lastSeq: Schema.Number,
+  limit: Schema.Number
+}) {
+  readonly [TypeId]: TypeId = TypeId
+  get code(): ErrorCode {
+    return "unavailable"
+  }
+  override get message() {
+    return `the stream fell more than ${this.limit} events behind session ${this.sessionId}; resume after tape seq ${this.lastSeq}`
+  }
+}
+
 /** @since 0.1.0 @category Models */
 export type PalyraError =
   | InvalidArgument
@@ -210,6 +232,7 @@ export type PalyraError =
   | ProviderError
   | ToolError
   | JournalError
+  | StreamLagged
 
 /** True for every error class in this module. @since 0.1.0 @category Guards */
 export const isPalyraError = (u: unknown): u is PalyraError => Predicate.hasProperty(u, TypeId)

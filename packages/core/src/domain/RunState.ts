@@ -83,8 +83,15 @@ export const transition = (state: RunState, event: Transition): Either.Either<Ru
  * @since 0.1.0
  * @category Transitions
  */
-export const isLegalChange = (from: RunState, to: RunState): boolean =>
-  transitions.some((t) => {
-    const next = transition(from, t)
-    return Either.isRight(next) && next.right === to
-  })
+export const isLegalChange = (from: RunState, to: RunState): boolean => legal.has(`${from}>${to}`)
+
+// Every legal (from, to) pair, computed once: checking one must not build (and throw away) an
+// `InvalidTransition` with its stack trace for each transition that does not apply.
+const legal: ReadonlySet<string> = new Set(
+  states.flatMap((from) =>
+    transitions.flatMap((t) => {
+      const next = transition(from, t)
+      return Either.isRight(next) ? [`${from}>${next.right}`] : []
+    })
+  )
+)

@@ -20,7 +20,8 @@ import {
   type JournalError,
   NotFound,
   type PayloadTooLarge,
-  PermissionDenied
+  PermissionDenied,
+  type StreamLagged
 } from "../domain/Errors.js"
 import { type ApprovalId, makeRunId, makeSessionId, type RunId, type SessionId } from "../domain/Ids.js"
 import {
@@ -51,7 +52,8 @@ import * as Agents from "./Agents.js"
 import { Approvals } from "./Approvals.js"
 import * as Attachments from "./Attachments.js"
 import { makeApprovers } from "./internal/approvers.js"
-import { runLoop } from "./internal/loop.js"
+import { makeHistoryCache } from "./internal/historyCache.js"
+import { loadHistory, runLoop } from "./internal/loop.js"
 import { recover } from "./internal/recovery.js"
 import { makeScheduler } from "./internal/scheduler.js"
 import { makeTape } from "./internal/tape.js"
@@ -88,6 +90,11 @@ export interface Options {
   readonly maxMessageChars?: number | undefined
   /** Limits of message attachments, and whether the models accept images (see `Attachments`). */
   readonly attachments?: Attachments.Limits | undefined
+  /**
+   * Committed events a live subscriber may have waiting (its client not reading) before it is cut
+   * off with `StreamLagged`, resumable after its last seq (default 4096).
+   */
+  readonly liveBufferEvents?: number | undefined
 }
 
 /**
@@ -130,7 +137,7 @@ export interface StartedRun {
   readonly session: Session
   readonly run: Run
   /** This run's events, from its admission to its end. */
-  readonly events: Stream.Stream<TapeEvent, JournalError>
+  readonly events: Stream.Stream<TapeEvent, JournalError | StreamLagged>
 }
 
 /** @since 0.1.0 @category Models */
@@ -166,6 +173,7 @@ export type GatewayError =
   | InvalidArgument
   | PayloadTooLarge
   | InvalidTransition
+  | StreamLagged
 
 /** @since 0.1.0 @category Models */
 export interface Service {
@@ -305,7 +313,7 @@ export const make = (
     const journal = yield* Journal
     const approvals = yield* Approvals
     const policy = yield* PolicyEngine
-    const tape = yield* makeTape(journal)
+    const tape = yield* makeTape(journal, { bufferLimit: options.liveBufferEvents })
     // Stages inside a run (prompt assembly) append through this tape too, so streams see them live.
     Option.map(yield* Effect.serviceOption(LiveTape), (live) => live.bind(tape.append))
     const approvers = yield* makeApprovers
@@ -347,7 +355,8 @@ export const make = (
       coalesceMillis: options.coalesceMillis ?? 40,
       hasApprover: approvers.has,
       onApprovalRequested: approvers.publish,
-      onGrantsChanged: syncGrants
+      onGrantsChanged: syncGrants,
+      history: makeHistoryCache(journal, (s) => loadHistory(journal, s))
     }
     // A run's span is a child of the span of the request that admitted it (a client's trace goes on
     // into the run); runs picked up at start-up begin their own trace.

@@ -94,9 +94,24 @@ export const eventLoopDelay = Metric.gauge("palyra_event_loop_delay_seconds", {
 
 const seconds = (millis: number) => millis / 1000
 
+// A tagged metric built once per tag value: `Metric.tagged` on every update makes a new metric key
+// and looks it up in the registry (hashing it) each time.
+const taggedOnce = <Type, In, Out>(metric: Metric.Metric<Type, In, Out>, key: string) => {
+  const byValue = new Map<string, Metric.Metric<Type, In, Out>>()
+  return (value: string) => {
+    let tagged = byValue.get(value)
+    if (tagged === undefined) {
+      tagged = Metric.tagged(metric, key, value)
+      byValue.set(value, tagged)
+    }
+    return tagged
+  }
+}
+const runTransitionsTo = taggedOnce(runTransitions, "to")
+const policyDecisionsOf = taggedOnce(policyDecisions, "outcome")
+
 /** Count a run entering `to`. @since 0.1.0 @category Recording */
-export const recordRunTransition = (to: RunState): Effect.Effect<void> =>
-  Metric.increment(Metric.tagged(runTransitions, "to", to))
+export const recordRunTransition = (to: RunState): Effect.Effect<void> => Metric.increment(runTransitionsTo(to))
 
 /** Record a finished run's duration. @since 0.1.0 @category Recording */
 export const recordRunDuration = (millis: number): Effect.Effect<void> => Metric.update(runDuration, seconds(millis))
@@ -114,7 +129,7 @@ export const recordToolCall = (
 
 /** Count one policy decision. @since 0.1.0 @category Recording */
 export const recordPolicyDecision = (outcome: PolicyDecision): Effect.Effect<void> =>
-  Metric.increment(Metric.tagged(policyDecisions, "outcome", outcome))
+  Metric.increment(policyDecisionsOf(outcome))
 
 /** Set the number of pending approvals (e.g. after recovery); use `changeApprovalsPending` for deltas. @since 0.1.0 @category Recording */
 export const setApprovalsPending = (count: number): Effect.Effect<void> => Metric.set(approvalsPending, count)

@@ -18,6 +18,7 @@ import { acceptedWith } from "../Attachments.js"
 import * as Metrics from "../Metrics.js"
 import type { Service as PromptService } from "../PromptAssembler.js"
 import * as RunView from "../RunView.js"
+import type { HistoryCache } from "./historyCache.js"
 import type { Tape } from "./tape.js"
 import { closeOpenWork, recordTransition } from "./transition.js"
 
@@ -41,6 +42,8 @@ export interface LoopDeps {
   readonly onApprovalRequested: (record: ApprovalRecord) => Effect.Effect<unknown>
   /** Reload standing grants into the policy engine (after one was used up or went stale). */
   readonly onGrantsChanged: Effect.Effect<void>
+  /** Recently active sessions' prompt history, read incrementally (default: the whole tape each run). */
+  readonly history?: HistoryCache | undefined
 }
 
 type CallView = RunView.CallView
@@ -396,6 +399,8 @@ interface Answer {
   readonly inputTokens: number
   readonly outputTokens: number
   readonly proposed: ReadonlyArray<{ readonly providerId: string; readonly name: string; readonly args: unknown }>
+  /** Streamed text not written yet: it commits with the answer's message (one append, not two). */
+  readonly tail: string
 }
 
 /**
@@ -470,8 +475,8 @@ const streamAnswer = (
       })
     )
     buffer += safe.flush()
-    yield* flush
-    const answer: Answer = { text, finishReason, inputTokens, outputTokens, proposed }
+    if (buffer.length > 0) yield* countEvent
+    const answer: Answer = { text, finishReason, inputTokens, outputTokens, proposed, tail: buffer }
     return answer
   })
 
@@ -544,6 +549,7 @@ const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
   const events: Array<NewTapeEvent> = [
     { _tag: "AssistantMessage", ...base(ctx), at, turn, text: answer.text, finishReason: answer.finishReason }
   ]
+  if (answer.tail.length > 0) events.unshift({ _tag: "AssistantDelta", ...base(ctx), at, turn, text: answer.tail })
   for (const p of answer.proposed) {
     events.push({
       _tag: "ToolProposed",
@@ -560,7 +566,13 @@ const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
   if (inputTokens + outputTokens > 0) {
     events.push({ _tag: "Usage", ...base(ctx), at, turn, inputTokens, outputTokens })
   }
-  yield* emit(ctx, events as unknown as Events, { addTokens: inputTokens + outputTokens })
+  // An answer that proposes no call is the final one: its last delta, message and usage commit with
+  // the run's `Done` in one append (what `Complete` would write next), so a plain turn ends in one commit.
+  if (answer.proposed.length === 0) {
+    yield* transition(ctx, "Complete", "final answer", events, { addTokens: inputTokens + outputTokens })
+  } else {
+    yield* emit(ctx, events as unknown as Events, { addTokens: inputTokens + outputTokens })
+  }
   yield* Metrics.recordModelTurn(at - requestedAt)
 })
 
@@ -610,7 +622,7 @@ export const runLoop = (
     const run = yield* requireRun(deps.journal, runId)
     if (isTerminal(run.state)) return
     const session = yield* requireSession(deps.journal, run.sessionId)
-    const history = yield* loadHistory(deps.journal, session)
+    const history = yield* deps.history?.load(session) ?? loadHistory(deps.journal, session)
     const agent = deps.agents.get(session.agentId)
     const ctx: RunContext = {
       deps,

@@ -1,9 +1,10 @@
-import { Chunk, Effect, Option, PubSub, Queue, Stream } from "effect"
+import { Chunk, Effect, Option, Stream } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
-import type { JournalError } from "../../domain/Errors.js"
+import { type JournalError, StreamLagged } from "../../domain/Errors.js"
 import type { RunId, SessionId } from "../../domain/Ids.js"
 import { isRunEnd, type NewTapeEvent, type TapeEvent } from "../../domain/TapeEvent.js"
 import type { AppendEffects, Service as JournalService } from "../../ports/Journal.js"
+import { makeHubs, type Subscriber } from "./hub.js"
 
 /** @internal */
 export interface Tape {
@@ -15,26 +16,29 @@ export interface Tape {
   ) => ReturnType<JournalService["append"]>
   /**
    * Replay from the journal after `afterSeq`, then live events; no gap and no duplicate at the seam.
-   * With `runId`, only that run's events, ending with the event that ends the run.
+   * With `runId`, only that run's events, ending with the event that ends the run. A live subscriber
+   * more than the buffer limit behind is cut off with `StreamLagged` (resume after its `lastSeq`).
    */
   readonly subscribe: (
     sessionId: SessionId,
     afterSeq: number,
     options?: { readonly runId?: RunId | undefined }
-  ) => Stream.Stream<TapeEvent, JournalError>
+  ) => Stream.Stream<TapeEvent, JournalError | StreamLagged>
 }
 
-interface Hub {
-  readonly pubsub: PubSub.PubSub<TapeEvent>
-  subscribers: number
+/** @internal */
+export interface TapeOptions {
+  /** Committed events a live subscriber may have waiting before it is cut off (default 4096). */
+  readonly bufferLimit?: number | undefined
 }
 
 const REPLAY_PAGE = 512
 
 /** @internal */
-export const makeTape = (journal: JournalService): Effect.Effect<Tape> =>
-  Effect.gen(function* () {
-    const hubs = new Map<SessionId, Hub>()
+export const makeTape = (journal: JournalService, options: TapeOptions = {}): Effect.Effect<Tape> =>
+  Effect.sync(() => {
+    const limit = Math.max(1, options.bufferLimit ?? 4096)
+    const hubs = makeHubs(limit)
     const locks = new Map<SessionId, { readonly semaphore: Effect.Semaphore; users: number }>()
 
     // Appends of one session are serialized with their publication, so live subscribers receive
@@ -57,47 +61,34 @@ export const makeTape = (journal: JournalService): Effect.Effect<Tape> =>
           })
       )
 
+    // Journal first: only committed events are published, each event object once for every
+    // subscriber (transports memoize their encoding of it, so it is encoded once per wire format).
     const append: Tape["append"] = (sessionId, events, effects) =>
       withSessionLock(
         sessionId,
-        Effect.tap(journal.append(sessionId, events, effects), (stored) => {
-          const hub = hubs.get(sessionId)
-          return hub ? PubSub.publishAll(hub.pubsub, stored) : Effect.void
-        })
+        Effect.tap(journal.append(sessionId, events, effects), (stored) =>
+          Effect.sync(() => hubs.publish(sessionId, stored))
+        )
       )
 
-    const acquireHub = (sessionId: SessionId) =>
-      Effect.acquireRelease(
-        Effect.gen(function* () {
-          let hub = hubs.get(sessionId)
-          if (hub === undefined) {
-            hub = { pubsub: yield* PubSub.unbounded<TapeEvent>(), subscribers: 0 }
-            hubs.set(sessionId, hub)
-          }
-          hub.subscribers++
-          return hub
-        }),
-        (hub) =>
-          Effect.suspend(() => {
-            if (--hub.subscribers > 0) return Effect.void
-            hubs.delete(sessionId)
-            return PubSub.shutdown(hub.pubsub)
-          })
-      )
-
-    // One stage: replay pages, then batches from the live queue, filtered and deduplicated inline.
-    // (Composing Stream operators here costs a channel per stage per element; this is the hot path.)
+    // One stage per subscriber: replay pages, then whatever the hub has buffered for it, filtered and
+    // deduplicated inline. (Composing Stream operators costs a channel per stage per element.)
     const subscribe: Tape["subscribe"] = (sessionId, afterSeq, options = {}) =>
       Stream.unwrapScoped(
         Effect.gen(function* () {
-          // Subscribe to live events first, then read the journal: every event is in one or the other.
-          const hub = yield* acquireHub(sessionId)
-          const live = yield* PubSub.subscribe(hub.pubsub)
+          // Attach to live events first, then read the journal: every event is in one or the other.
+          let current: Subscriber = hubs.attach(sessionId)
+          yield* Effect.addFinalizer(() =>
+            Effect.sync(() => {
+              current.wake = undefined
+              hubs.detach(sessionId, current)
+            })
+          )
           const runId = options.runId
           let last = afterSeq
           let replaying = true
           let ended = false
-          const accept = (events: Iterable<TapeEvent>): Array<TapeEvent> => {
+          const accept = (events: Iterable<TapeEvent>): Chunk.Chunk<TapeEvent> => {
             const out: Array<TapeEvent> = []
             for (const e of events) {
               if (ended || e.tapeSeq <= last) continue
@@ -108,20 +99,42 @@ export const makeTape = (journal: JournalService): Effect.Effect<Tape> =>
               }
               out.push(e)
             }
-            return out
+            return Chunk.unsafeFromArray(out)
           }
-          const pull: Effect.Effect<Chunk.Chunk<TapeEvent>, Option.Option<JournalError>> = Effect.suspend(() => {
+          const take = () => {
+            const buffered = current.buffer
+            current.buffer = []
+            return accept(buffered)
+          }
+          const pull: Effect.Effect<
+            Chunk.Chunk<TapeEvent>,
+            Option.Option<JournalError | StreamLagged>
+          > = Effect.suspend(() => {
             if (ended) return Effect.fail(Option.none())
+            if (current.lagged) {
+              if (!replaying) {
+                return Effect.fail(Option.some(new StreamLagged({ sessionId, lastSeq: last, limit })))
+              }
+              // Behind while still replaying: the journal has every event; attach again and read on.
+              current = hubs.attach(sessionId)
+            }
             if (replaying) {
               return journal.readTape(sessionId, { afterSeq: last, limit: REPLAY_PAGE }).pipe(
                 Effect.mapError(Option.some),
                 Effect.map((page) => {
                   if (page.length < REPLAY_PAGE) replaying = false
-                  return Chunk.unsafeFromArray(accept(page))
+                  return accept(page)
                 })
               )
             }
-            return Effect.map(Queue.takeBetween(live, 1, REPLAY_PAGE), (chunk) => Chunk.unsafeFromArray(accept(chunk)))
+            if (current.buffer.length > 0) return Effect.succeed(take())
+            return Effect.async<Chunk.Chunk<TapeEvent>, Option.Option<JournalError | StreamLagged>>((resume) => {
+              const waiting = current
+              waiting.wake = () => resume(pull)
+              return Effect.sync(() => {
+                waiting.wake = undefined
+              })
+            })
           })
           return Stream.repeatEffectChunkOption(pull)
         })

@@ -1,0 +1,65 @@
+import { Effect } from "effect"
+import type { PalyraError } from "../../domain/Errors.js"
+import type { SessionId } from "../../domain/Ids.js"
+import type { Session } from "../../domain/Records.js"
+import type { TapeEvent } from "../../domain/TapeEvent.js"
+import type { Service as JournalService } from "../../ports/Journal.js"
+
+/**
+ * The prompt history of recently active sessions, so a run reads only what was appended since the
+ * session's previous run instead of its whole tape (a conversation's cost per turn stays flat as it
+ * grows). Committed events never change, so an entry is extended, never invalidated; a new
+ * `historyFromSeq` (a reset) starts a new entry. Bounded: the least recently used session is dropped
+ * past `capacity`, and streamed `AssistantDelta`s (their text is in the `AssistantMessage` that ends
+ * the turn; no prompt builder reads them) are not kept. Branched sessions read through.
+ *
+ * @internal
+ */
+export interface HistoryCache {
+  readonly load: (session: Session) => Effect.Effect<Array<TapeEvent>, PalyraError>
+  /** Sessions held (for tests). */
+  readonly size: () => number
+}
+
+interface Entry {
+  readonly fromSeq: number
+  lastSeq: number
+  readonly events: Array<TapeEvent>
+}
+
+const PAGE = 1024
+
+/** @internal */
+export const makeHistoryCache = (
+  journal: JournalService,
+  uncached: (session: Session) => Effect.Effect<Array<TapeEvent>, PalyraError>,
+  capacity = 128
+): HistoryCache => {
+  const entries = new Map<SessionId, Entry>()
+  const keep = (e: TapeEvent) => e._tag !== "AssistantDelta"
+  const extend = (sessionId: SessionId, entry: Entry): Effect.Effect<Entry, PalyraError> =>
+    Effect.flatMap(journal.readTape(sessionId, { afterSeq: entry.lastSeq, limit: PAGE }), (page) => {
+      for (const e of page) if (keep(e)) entry.events.push(e)
+      const last = page.at(-1)
+      if (last !== undefined) entry.lastSeq = last.tapeSeq
+      return page.length < PAGE ? Effect.succeed(entry) : extend(sessionId, entry)
+    })
+  return {
+    load: (session) => {
+      if (session.parentId !== null) return uncached(session)
+      const held = entries.get(session.id)
+      const fresh = held === undefined || held.fromSeq !== session.historyFromSeq
+      const entry: Entry = fresh
+        ? { fromSeq: session.historyFromSeq, lastSeq: session.historyFromSeq, events: [] }
+        : held
+      // Most recently used last: re-insert, then drop from the front past the capacity.
+      entries.delete(session.id)
+      return Effect.map(extend(session.id, entry), (e) => {
+        entries.set(session.id, e)
+        while (entries.size > capacity) entries.delete(entries.keys().next().value!)
+        return [...e.events]
+      })
+    },
+    size: () => entries.size
+  }
+}
