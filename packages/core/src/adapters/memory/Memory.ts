@@ -19,7 +19,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Layer, Schema } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { ToolError } from "../../domain/Errors.js"
 import type { RunId } from "../../domain/Ids.js"
 import type { Session } from "../../domain/Records.js"
@@ -222,22 +222,23 @@ export interface LayerOptions<E = never> extends Omit<InjectOptions, "store" | "
 export const layer = <E = never>(
   options: LayerOptions<E> = {}
 ): Layer.Layer<PromptAssembler.PromptAssembler, E, Journal | ModelProvider | PolicyEngine | LiveTape | MemoryStore> =>
-  Layer.effect(
-    PromptAssembler.PromptAssembler,
-    Effect.gen(function* () {
-      const inner = yield* PromptAssembler.PromptAssembler
-      const store = yield* MemoryStore
-      const journal = yield* Journal
-      return injecting(inner, { ...options, store, journal })
-    })
-  ).pipe(
-    Layer.provide(
-      (options.inner ?? PromptAssembler.layer) as Layer.Layer<
-        PromptAssembler.PromptAssembler,
-        E,
-        Journal | ModelProvider | PolicyEngine | LiveTape
-      >
-    )
+  // Everything else the inner layer provides passes through untouched: the context engine's
+  // layer also provides its `Compactor`, which manual compaction, checkpoints and restore need.
+  Layer.flatMap(
+    (options.inner ?? PromptAssembler.layer) as Layer.Layer<
+      PromptAssembler.PromptAssembler,
+      E,
+      Journal | ModelProvider | PolicyEngine | LiveTape
+    >,
+    (context) =>
+      Layer.effectContext(
+        Effect.gen(function* () {
+          const store = yield* MemoryStore
+          const journal = yield* Journal
+          const inner = Context.get(context, PromptAssembler.PromptAssembler)
+          return Context.add(context, PromptAssembler.PromptAssembler, injecting(inner, { ...options, store, journal }))
+        })
+      )
   )
 
 // =============================================================================================
