@@ -29,7 +29,7 @@ export const Memory = () => {
   return (
     <section>
       <h1 tabIndex={-1}>Memory</h1>
-      <form class="filters" role="search" onSubmit={submit}>
+      <form class="filters" onSubmit={submit}>
         <label>
           Search memory{" "}
           <input type="search" required value={query.value} onInput={(e) => (query.value = e.currentTarget.value)} />
