@@ -4,6 +4,7 @@
  * or reject with an optional reason. Operators see every principal's.
  */
 import { useSignal } from "@preact/signals"
+import { useEffect } from "preact/hooks"
 import { api, messageOf, type Schemas, shortId, time } from "../api.js"
 import { href } from "../router.js"
 import { Failure, percent, useList } from "./common.js"
@@ -22,6 +23,14 @@ const Card = ({ candidate: c, onDone }: { candidate: Candidate; onDone: () => Pr
     if (failed !== undefined) error.value = messageOf(failed)
     await onDone()
   }
+  // Candidates are kept per principal (no session): the run they came from says where to look.
+  const session = useSignal<string | null>(c.sessionId)
+  useEffect(() => {
+    if (c.sessionId !== null || c.sourceRunId === null) return
+    api.GET("/v1/runs/{id}", { params: { path: { id: c.sourceRunId } } }).then(({ data }) => {
+      if (data) session.value = data.sessionId
+    })
+  }, [c.id])
   const path = { params: { path: { id: c.id } } }
   return (
     <article class="card" aria-labelledby={`cand-${c.id}`}>
@@ -35,8 +44,8 @@ const Card = ({ candidate: c, onDone }: { candidate: Candidate; onDone: () => Pr
         <dd>{c.principal}</dd>
         <dt>From</dt>
         <dd>
-          {c.sessionId ? (
-            <a href={href("sessions", c.sessionId)}>run {c.sourceRunId ? shortId(c.sourceRunId) : "(unknown)"}</a>
+          {session.value ? (
+            <a href={href("sessions", session.value)}>run {c.sourceRunId ? shortId(c.sourceRunId) : "(unknown)"}</a>
           ) : (
             <code>{c.sourceRunId ? shortId(c.sourceRunId) : "(unknown)"}</code>
           )}{" "}
