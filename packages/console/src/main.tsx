@@ -114,7 +114,7 @@ const App = () => {
     })
   }, [])
   useEffect(() => {
-    if (session.value) loadFeatures()
+    if (session.value) loadFeatures(session.value.operator)
   }, [session.value?.csrfToken])
   // Move focus to the new page's heading, so keyboard and screen reader users land on it.
   useEffect(() => {

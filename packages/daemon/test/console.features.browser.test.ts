@@ -209,26 +209,45 @@ describe.skipIf(!hasChromium)("the console's feature pages in chromium", () => {
   })
 })
 
-describe.skipIf(!hasChromium)("the console's Pairing page without channels", () => {
-  it("shows the daemon's message instead of breaking", async () => {
-    const [plain, own] = await Promise.all([
-      startDaemon(fresh("palyra-console-nochannels-"), ["--port", "0"], { PALYRA_GRPC_PORT: "0" }),
-      launch()
-    ])
+const ALICE = "alice-console-token-0123456789abcdef"
+const navLinks = (page: Page) => page.getByRole("navigation", { name: "Main" }).getByRole("link").allTextContents()
+
+describe.skipIf(!hasChromium)("the console without channels or watchdog, and for a non-operator", () => {
+  it("shows only the pages the daemon answers for this user; Pairing shows the daemon's message", async () => {
+    const dir = fresh("palyra-console-nochannels-")
+    writeFileSync(
+      join(dir, "palyra.toml"),
+      `[watchdog]\nmode = "off"\n\n[[auth.tokens]]\ntoken = "${ALICE}"\nprincipal = "alice"\n`
+    )
+    const [plain, own] = await Promise.all([startDaemon(dir, ["--port", "0"], { PALYRA_GRPC_PORT: "0" }), launch()])
     const seen: Array<string> = []
+    // Chromium logs every error status: the feature probes' 403/404 and the Pairing page's 409 are expected.
+    const expected = (t: string) => /status of (401|403|404|409)/.test(t)
     try {
-      // The page's own 409 is logged by chromium like any error status.
-      const page = watch(
-        await own.newPage(),
-        "no channels",
-        seen,
-        (t) => t.includes("status of 409") || t.includes("status of 401")
-      )
+      const page = watch(await own.newPage(), "no channels", seen, expected)
       await signIn(page, plain.url, plain.token)
+      await page.getByRole("link", { name: "Memory", exact: true }).waitFor()
+      expect(await navLinks(page)).toEqual([
+        "Approvals",
+        "Sessions",
+        "Runs",
+        "Grants",
+        "Journal",
+        "Pairing",
+        "Tasks",
+        "Learning",
+        "Memory"
+      ])
       await visit(page, plain.url, "pairing", "Pairing")
       await expect(page.getByRole("alert").textContent()).resolves.toContain("channels are not configured")
       expect(await page.getByRole("button", { name: "Mint code" }).count()).toBe(0)
       await scan(page, "pairing-unavailable")
+
+      // alice is no operator: her own learning and memory only.
+      const hers = watch(await (await own.newContext()).newPage(), "alice", seen, expected)
+      await signIn(hers, plain.url, ALICE)
+      await hers.getByRole("link", { name: "Memory", exact: true }).waitFor()
+      expect(await navLinks(hers)).toEqual(["Approvals", "Sessions", "Runs", "Grants", "Journal", "Learning", "Memory"])
       expect(seen).toEqual([])
     } finally {
       await own.close()
