@@ -11,7 +11,7 @@
  */
 import { createHmac } from "node:crypto"
 import { writeFileSync } from "node:fs"
-import { createServer } from "node:http"
+import { createServer, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { join } from "node:path"
 import type { Browser, BrowserContext, Page } from "playwright-core"
@@ -30,6 +30,48 @@ const freePort = () =>
     })
   })
 
+/**
+ * The model, served by a local server speaking OpenAI's chat-completions API (streamed): it answers
+ * "Noted." to everything, so reflection falls back to the deterministic extractor. While `hold` is
+ * on, reflection requests are held open, which keeps a reflection task running and the next one
+ * queued (one at a time per kind).
+ */
+const modelServer = async () => {
+  const held: Array<ServerResponse> = []
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+    `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
+  const answer = (res: ServerResponse) => {
+    res.write(chunk({ content: "Noted." }))
+    res.end(`${chunk({}, "stop")}data: [DONE]\n\n`)
+  }
+  const state = { hold: false }
+  const server = createServer((req, res) => {
+    let body = ""
+    req.on("data", (d) => (body += d))
+    req.on("end", () => {
+      res.writeHead(200, { "content-type": "text/event-stream" })
+      res.write(chunk({ role: "assistant", content: "" }))
+      if (state.hold && body.includes("You review a finished conversation")) held.push(res)
+      else answer(res)
+    })
+  })
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()))
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+    state,
+    held,
+    release: () => {
+      state.hold = false
+      for (const res of held.splice(0)) answer(res)
+    },
+    close: () => {
+      server.closeAllConnections()
+      server.close()
+    }
+  }
+}
+
+let model: Awaited<ReturnType<typeof modelServer>>
 let daemon: Daemon
 let hookPort: number
 let browser: Browser
@@ -73,10 +115,11 @@ const deliver = async (senderId: string, text: string) => {
 describe.skipIf(!hasChromium)("the console's feature pages in chromium", () => {
   beforeAll(async () => {
     hookPort = await freePort()
+    model = await modelServer()
     const dir = fresh("palyra-console-features-")
     writeFileSync(
       join(dir, "palyra.toml"),
-      `[[channels]]\nname = "hooks"\nkind = "webhook"\nsigning_secret = "${SECRET}"\nlisten_port = ${hookPort}\n`
+      `model = "openai-compatible:${model.url}#m"\n\n[learning]\nmodel = "session"\n\n[[channels]]\nname = "hooks"\nkind = "webhook"\nsigning_secret = "${SECRET}"\nlisten_port = ${hookPort}\n`
     )
     ;[daemon, browser] = await Promise.all([startDaemon(dir, ["--port", "0"], { PALYRA_GRPC_PORT: "0" }), launch()])
     context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
@@ -88,6 +131,7 @@ describe.skipIf(!hasChromium)("the console's feature pages in chromium", () => {
   afterAll(async () => {
     await browser?.close()
     stopDaemons()
+    model?.close()
   })
 
   it("shows the feature pages in the navigation when the daemon offers them", async () => {
@@ -186,16 +230,44 @@ describe.skipIf(!hasChromium)("the console's feature pages in chromium", () => {
     expect(left.map((h: Json) => h.item.text)).not.toContain("The user usually deploy on Fridays")
   })
 
-  it("tasks: the run's reflection task is listed, and the state filter narrows the list", async () => {
+  it("tasks: reflection tasks are listed; a queued one is cancelled from the page", async () => {
     await visit(tab, daemon.url, "tasks", "Tasks")
-    const reflect = tab.locator("tbody tr").filter({ hasText: "memory.reflect" }).first()
-    await reflect.getByText("succeeded", { exact: true }).waitFor()
+    await tab.locator("tbody tr").filter({ hasText: "memory.reflect" }).getByText("succeeded").first().waitFor()
     await scan(tab, "tasks")
     await shoot(tab, "tasks")
-    await tab.getByLabel("State").selectOption("cancelled")
+    // One reflection held at the model (running), the next one waits its turn (queued).
+    model.state.hold = true
+    const first = await api("/v1/runs", { method: "POST", body: JSON.stringify({ text: "one", sessionKey: "t1" }) })
+    await poll(
+      () => api("/v1/tasks?state=running"),
+      (list: Json) => list.some((t: Json) => t.payload?.runId === first.runId),
+      "the first reflection to be running"
+    )
+    const second = await api("/v1/runs", { method: "POST", body: JSON.stringify({ text: "two", sessionKey: "t2" }) })
+    const queued = (
+      await poll(
+        () => api("/v1/tasks?state=queued"),
+        (list: Json) => list.some((t: Json) => t.payload?.runId === second.runId),
+        "the second reflection to be queued"
+      )
+    ).find((t: Json) => t.payload?.runId === second.runId)
+    await tab.getByLabel("State").selectOption("queued")
+    const row = tab.locator("tbody tr").filter({ hasText: queued.id.slice(-6) })
+    await row.getByRole("button", { name: /Cancel/ }).click()
     await tab.getByText("No tasks.").waitFor()
-    await tab.getByLabel("State").selectOption("succeeded")
-    await tab.locator("tbody tr").filter({ hasText: "memory.reflect" }).first().waitFor()
+    expect((await api("/v1/tasks?state=cancelled")).map((t: Json) => t.id)).toEqual([queued.id])
+    model.release()
+    await poll(
+      () => api("/v1/tasks?state=running"),
+      (list: Json) => list.length === 0,
+      "the held reflection to finish"
+    )
+    await tab.getByLabel("State").selectOption("cancelled")
+    await tab
+      .locator("tbody tr")
+      .filter({ hasText: queued.id.slice(-6) })
+      .getByText("cancelled")
+      .waitFor()
   })
 
   it("incidents: the empty state, open and all", async () => {
