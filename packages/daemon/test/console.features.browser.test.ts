@@ -230,6 +230,28 @@ describe.skipIf(!hasChromium)("the console's feature pages in chromium", () => {
     expect(left.map((h: Json) => h.item.text)).not.toContain("The user usually deploy on Fridays")
   })
 
+  it("learning: a pending candidate rejected with a reason stays out of memory", async () => {
+    await api("/v1/runs", {
+      method: "POST",
+      body: JSON.stringify({ text: "I usually drink tea in the morning.", sessionKey: "console-reject" })
+    })
+    await poll(
+      () => api("/v1/learning/candidates"),
+      (list: Json) => list.length > 0,
+      "a pending learning candidate"
+    )
+    await visit(tab, daemon.url, "learning", "Learning")
+    const card = tab.getByRole("article").filter({ hasText: "drink tea" })
+    await card.getByLabel("Reason").fill("only on weekends")
+    await card.getByRole("button", { name: "Reject" }).click()
+    await tab.getByText("No pending candidates.").waitFor()
+    await tab.getByLabel("Show").selectOption("rejected")
+    const rejected = tab.getByRole("article").filter({ hasText: "drink tea" })
+    await expect(rejected.textContent()).resolves.toContain("rejected by operator")
+    await expect(rejected.textContent()).resolves.toContain("only on weekends")
+    expect(await api(`/v1/memory?q=${encodeURIComponent("drink tea")}`)).toEqual([])
+  })
+
   it("tasks: reflection tasks are listed; a queued one is cancelled from the page", async () => {
     await visit(tab, daemon.url, "tasks", "Tasks")
     await tab.locator("tbody tr").filter({ hasText: "memory.reflect" }).getByText("succeeded").first().waitFor()
