@@ -32,13 +32,15 @@ export const launch = () => chromium.launch({ executablePath: CHROMIUM, args: ["
  * after sign-out, the session check on the sign-in page): the browser logs those for any error status.
  */
 export const EXPECTED_401 = "Failed to load resource: the server responded with a status of 401 (Unauthorized)"
+/** The same line for the Pairing page's probe on a daemon without channels ("channels are not configured"). */
+export const EXPECTED_409 = "Failed to load resource: the server responded with a status of 409 (Conflict)"
 
 /** Collects every console error or warning and uncaught page error not `allowed` into `problems`. */
 export const watch = (
   page: Page,
   name: string,
   problems: Array<string>,
-  allowed: (text: string) => boolean = (text) => text === EXPECTED_401
+  allowed: (text: string) => boolean = (text) => text === EXPECTED_401 || text === EXPECTED_409
 ) => {
   page.on("console", (message) => {
     if ((message.type() === "error" || message.type() === "warning") && !allowed(message.text()))
