@@ -60,7 +60,10 @@ const sizes = files.map((path) => {
     gzipKb: round(gzipSync(body, { level: 9 }).length / 1024)
   }
 })
-table("console files", sizes)
+table(
+  "console files",
+  sizes.map((s) => ({ ...s, firstLoad: s.firstLoad ? "yes" : "no" }))
+)
 const sum = (rows: ReadonlyArray<{ gzipKb: number }>) => round(rows.reduce((n, s) => n + s.gzipKb, 0))
 const bundleKb = sum(sizes.filter((s) => s.firstLoad))
 const lazyKb = sum(sizes.filter((s) => !s.firstLoad))
