@@ -349,3 +349,39 @@ describe.skipIf(!hasChromium)("the console without channels or watchdog, and for
     }
   }, 60_000)
 })
+
+describe.skipIf(!hasChromium)("the Incidents page, live", () => {
+  it("shows a new incident without a reload (an approval left waiting), with its kind, subject and detail", async () => {
+    const dir = fresh("palyra-console-incidents-")
+    writeFileSync(
+      join(dir, "palyra.toml"),
+      `[watchdog]\nmode = "observe"\ninterval_seconds = 1\napproval_warn_seconds = 1\n`
+    )
+    const [d, own] = await Promise.all([startDaemon(dir, ["--port", "0"], { PALYRA_GRPC_PORT: "0" }), launch()])
+    const seen: Array<string> = []
+    try {
+      const page = watch(await own.newPage(), "incidents", seen)
+      await signIn(page, d.url, d.token)
+      await visit(page, d.url, "incidents", "Incidents")
+      await page.getByText("No open incidents.").waitFor()
+      // The demo model's fs.write waits for approval; nobody answers.
+      const started = await fetch(`${d.url}/v1/runs`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${d.token}`, "content-type": "application/json" },
+        body: JSON.stringify({ text: "please write a note", sessionKey: "console-incident" })
+      })
+      expect(started.status).toBe(202)
+      const card = page.getByRole("article").filter({ hasText: "approval_pending" })
+      await card.waitFor({ timeout: 20_000 })
+      await card.getByText("open", { exact: true }).waitFor()
+      await card.getByRole("link").waitFor() // the subject links to the waiting run's session
+      await expect(page.locator("p.lede").textContent()).resolves.toMatch(/^\d+ open$/)
+      await scan(page, "incidents-open")
+      await shoot(page, "incidents-open")
+      expect(seen).toEqual([])
+    } finally {
+      await own.close()
+      stopDaemons()
+    }
+  }, 60_000)
+})

@@ -32,39 +32,30 @@ export const Incidents = () => {
               : "No incidents."
             : `${rows.value.length} ${open.value ? "open" : "in all"}`}
       </p>
-      {rows.value !== null && rows.value.length > 0 && (
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Opened</th>
-                <th scope="col">Kind</th>
-                <th scope="col">Subject</th>
-                <th scope="col">Detail</th>
-                <th scope="col">Action</th>
-                <th scope="col">State</th>
-              </tr>
-            </thead>
-            <tbody>
-              {rows.value.map((i) => (
-                <tr key={i.id}>
-                  <td>{time(i.openedAt)}</td>
-                  <td>{i.kind}</td>
-                  <td>
-                    {i.sessionId ? <a href={href("sessions", i.sessionId)}>{i.subject}</a> : <code>{i.subject}</code>}
-                  </td>
-                  <td>{i.detail}</td>
-                  <td>{i.action}</td>
-                  <td>
-                    <span class={`badge incident-${i.state}`}>{i.state}</span>
-                    {i.resolvedAt ? <span class="muted"> {time(i.resolvedAt)}</span> : null}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
+      <div class="cards">
+        {(rows.value ?? []).map((i) => (
+          <article class="card" key={i.id} aria-labelledby={`incident-${i.id}`}>
+            <h2 id={`incident-${i.id}`}>
+              <span class={`badge incident-${i.state}`}>{i.state}</span> {i.kind}
+            </h2>
+            <dl>
+              <dt>Subject</dt>
+              <dd>
+                {i.sessionId ? <a href={href("sessions", i.sessionId)}>{i.subject}</a> : <code>{i.subject}</code>}
+              </dd>
+              <dt>Detail</dt>
+              <dd>{i.detail}</dd>
+              <dt>Action</dt>
+              <dd>{i.action}</dd>
+              <dt>Opened</dt>
+              <dd>
+                {time(i.openedAt)}
+                {i.resolvedAt ? ` · resolved ${time(i.resolvedAt)}` : ""}
+              </dd>
+            </dl>
+          </article>
+        ))}
+      </div>
     </section>
   )
 }
