@@ -1,13 +1,16 @@
 /**
  * The web console's pages for the after-run and channel features, in Debian's chromium against a
- * real palyrad on 127.0.0.1 (the demo model, memory and learning on as by default, and a signed
- * webhook channel so pairing works): mint a pairing code (shown once, copied, listed), revoke it;
- * pair an identity through the channel's real signed webhook and unpair it in the page; a finished
- * run leaves a pending learning candidate, accepted in the page and then found (and forgotten) on
- * the Memory page; the reflection task listed on the Tasks page; the Incidents page's empty state.
- * Without channels, the Pairing page shows the daemon's "channels are not configured". Each page
- * is scanned with axe-core (no serious or critical violation) and photographed at desktop and
- * 360 px; no console error anywhere.
+ * real palyrad on 127.0.0.1 (memory and learning on as by default, the model served by a local
+ * server speaking OpenAI's API, and a signed webhook channel so pairing works): mint a pairing
+ * code (shown once, copied, listed), revoke it; a code minted by keyboard pairs an identity through
+ * the channel's real signed webhook, unpaired in the page; a finished run leaves a pending learning
+ * candidate, accepted in the page and then found (and forgotten) on the Memory page, another
+ * rejected with a reason; a reflection held at the model keeps the next one queued, cancelled on
+ * the Tasks page; the Incidents page's empty state, and (another daemon, a fast watchdog) a new
+ * incident shown without a reload. Without channels or watchdog, and for a non-operator, only the
+ * pages the daemon answers are in the navigation and Pairing shows "channels are not configured".
+ * Each page is scanned with axe-core (no serious or critical violation) and photographed at
+ * desktop and 360 px; no console error anywhere.
  */
 import { createHmac } from "node:crypto"
 import { writeFileSync } from "node:fs"
@@ -170,11 +173,16 @@ describe.skipIf(!hasChromium)("the console's feature pages in chromium", () => {
     expect(await tab.getByTestId("minted-code").count()).toBe(0)
   })
 
-  it("pairing: an identity paired through the signed webhook is listed and unpaired from the page", async () => {
-    const minted = await api("/v1/pairing/codes", {
-      method: "POST",
-      body: JSON.stringify({ channel: "hooks", principal: "bob" })
-    })
+  it("pairing: a code minted by keyboard pairs an identity through the signed webhook; listed, then unpaired from the page", async () => {
+    // Minted by keyboard alone: type, Tab to the next field, Enter submits.
+    await visit(tab, daemon.url, "pairing", "Pairing")
+    await tab.getByLabel("Channel").focus()
+    await tab.keyboard.type("hooks")
+    await tab.keyboard.press("Tab")
+    await tab.keyboard.type("bob")
+    await tab.keyboard.press("Enter")
+    const minted = { code: (await tab.getByTestId("minted-code").textContent()) ?? "" }
+    expect(minted.code).toMatch(/^[0-9A-Z]{8}$/)
     await deliver("U-BOB", minted.code)
     await poll(
       () => api("/v1/pairing/identities"),
