@@ -10,7 +10,7 @@ import type { AddressInfo } from "node:net"
 import { connect, createServer, type Server, type Socket } from "node:net"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { EXPECTED_401, hasChromium, launch, poll, scan, signIn, visit, watch } from "./console.support.js"
+import { EXPECTED_401, EXPECTED_409, hasChromium, launch, poll, scan, signIn, visit, watch } from "./console.support.js"
 import { type Daemon, fresh, startDaemon, stopDaemons } from "./support.js"
 
 /** A TCP relay to `target` that can be cut (all connections dropped, new ones refused) and restored. */
@@ -81,7 +81,12 @@ describe.skipIf(!hasChromium)("the session view after a dropped connection", () 
     const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
     context.setDefaultTimeout(30_000)
     // While the relay is down chromium logs the refused stream reconnections (net::ERR_…): expected here.
-    tab = watch(await context.newPage(), "resume", problems, (t) => t === EXPECTED_401 || t.includes("net::ERR_"))
+    tab = watch(
+      await context.newPage(),
+      "resume",
+      problems,
+      (t) => t === EXPECTED_401 || t === EXPECTED_409 || t.includes("net::ERR_")
+    )
     // Every SSE message the page receives, as chromium's DevTools protocol reports it.
     const cdp = await context.newCDPSession(tab)
     await cdp.send("Network.enable")
