@@ -39,6 +39,8 @@ const result = await esbuild.build({
   absWorkingDir: root,
   entryPoints: ["src/main.tsx"],
   bundle: true,
+  // The optional features' pages are dynamic imports: chunks of their own, fetched on first visit.
+  splitting: true,
   minify: true,
   format: "esm",
   target: ["es2022", "chrome110", "firefox110", "safari16"],
@@ -54,8 +56,11 @@ const result = await esbuild.build({
 })
 
 const outputs = Object.keys(result.metafile.outputs).map((p) => basename(p))
-const js = outputs.find((f) => f.endsWith(".js"))
+const entry = Object.entries(result.metafile.outputs).find(([, o]) => o.entryPoint === "src/main.tsx")
+const js = entry === undefined ? undefined : basename(entry[0])
 const css = outputs.find((f) => f.endsWith(".css"))
+// The chunks the entry imports statically are fetched at once, not after the entry is parsed.
+const preload = (entry?.[1].imports ?? []).filter((i) => i.kind === "import-statement").map((i) => basename(i.path))
 if (js === undefined || css === undefined) throw new Error(`unexpected build outputs: ${outputs.join(", ")}`)
 
 const icon = readFileSync(join(root, "src/favicon.svg"))
@@ -71,7 +76,7 @@ const html = `<!doctype html>
     <title>Palyra console</title>
     <link rel="icon" href="/assets/${iconName}" type="image/svg+xml">
     <link rel="stylesheet" href="/assets/${css}">
-    <script type="module" src="/assets/${js}"></script>
+${preload.map((f) => `    <link rel="modulepreload" href="/assets/${f}">\n`).join("")}    <script type="module" src="/assets/${js}"></script>
   </head>
   <body>
     <div id="app"></div>

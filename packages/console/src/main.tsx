@@ -1,11 +1,11 @@
 /** The console's entry: sign-in gate, navigation, pages. */
 import "./styles.css"
 import { useSignal } from "@preact/signals"
-import { render } from "preact"
+import { type ComponentType, render } from "preact"
 import { useEffect } from "preact/hooks"
 import { api, session, signInNotice } from "./api.js"
+import { type FeatureInfo, features, loadFeatures } from "./features.js"
 import { Approvals } from "./pages/Approvals.js"
-import { Feature, features, loadFeatures } from "./pages/Feature.js"
 import { Grants } from "./pages/Grants.js"
 import { Journal } from "./pages/Journal.js"
 import { Runs } from "./pages/Runs.js"
@@ -21,6 +21,43 @@ const PAGES = [
   ["grants", "Grants"],
   ["journal", "Journal"]
 ] as const
+
+/** The optional features' pages, each its own chunk, fetched on first visit. */
+const FEATURE_PAGES: Record<FeatureInfo["id"], () => Promise<ComponentType>> = {
+  pairing: () => import("./pages/Pairing.js").then((m) => m.Pairing),
+  tasks: () => import("./pages/Tasks.js").then((m) => m.Tasks),
+  learning: () => import("./pages/Learning.js").then((m) => m.Learning),
+  memory: () => import("./pages/Memory.js").then((m) => m.Memory),
+  incidents: () => import("./pages/Incidents.js").then((m) => m.Incidents)
+}
+
+const Lazy = ({ load }: { load: () => Promise<ComponentType> }) => {
+  const page = useSignal<{ readonly Component: ComponentType } | null>(null)
+  const failed = useSignal(false)
+  useEffect(() => {
+    load().then(
+      (Component) => {
+        page.value = { Component }
+      },
+      () => {
+        failed.value = true
+      }
+    )
+  }, [load])
+  // The page's heading arrives after the route changed: move focus to it now.
+  useEffect(() => {
+    if (page.value) document.querySelector<HTMLElement>("main h1")?.focus()
+  }, [page.value])
+  if (failed.value)
+    return (
+      <p class="error" role="alert">
+        This page could not be loaded. Reload to try again.
+      </p>
+    )
+  if (!page.value) return <p class="loading">Loading…</p>
+  const { Component } = page.value
+  return <Component />
+}
 
 const Nav = () => {
   const current = route.value[0]
@@ -56,7 +93,7 @@ const Page = () => {
     default: {
       const feature = features.value.find((f) => f.id === name)
       return feature ? (
-        <Feature feature={feature} key={feature.id} />
+        <Lazy load={FEATURE_PAGES[feature.id]} key={feature.id} />
       ) : (
         <section>
           <h1>Not found</h1>
@@ -77,7 +114,7 @@ const App = () => {
     })
   }, [])
   useEffect(() => {
-    if (session.value) loadFeatures()
+    if (session.value) loadFeatures(session.value.operator)
   }, [session.value?.csrfToken])
   // Move focus to the new page's heading, so keyboard and screen reader users land on it.
   useEffect(() => {

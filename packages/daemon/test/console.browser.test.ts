@@ -10,28 +10,12 @@
  * Needs the built console (`pnpm --filter @palyra/console build`; the test command's build step
  * does it). Skips with one loud message when chromium is missing and could not be installed.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
-import { createRequire } from "node:module"
-import { dirname, join } from "node:path"
-import { fileURLToPath } from "node:url"
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
+import { writeFileSync } from "node:fs"
+import { join } from "node:path"
+import type { Browser, BrowserContext, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { consoleAssetsDir } from "../src/internal/consoleAssets.js"
+import { hasChromium, launch, visit as open, poll, scan, shoot, watch as watchPage } from "./console.support.js"
 import { type Daemon, fresh, startDaemon, stopDaemons } from "./support.js"
-
-const CHROMIUM = "/usr/bin/chromium"
-const hasChromium = existsSync(CHROMIUM)
-const built = existsSync(join(consoleAssetsDir() ?? "/nonexistent", "index.html"))
-if (!hasChromium) {
-  console.warn(
-    "\n[palyra] SKIPPING the web console browser tests: /usr/bin/chromium is missing (apt-get install -y chromium).\n"
-  )
-}
-if (hasChromium && !built) throw new Error("the console is not built: run `pnpm --filter @palyra/console build`")
-
-const here = dirname(fileURLToPath(import.meta.url))
-const artifacts = join(here, "..", "..", "..", "artifacts", "console")
-const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8")
 
 let daemon: Daemon
 let browser: Browser
@@ -40,20 +24,8 @@ let tab: Page
 let other: Page
 const problems: Array<string> = []
 
-/**
- * Every console error or warning and every uncaught page error is a problem, except chromium's own
- * network line for a 401 the test provokes on purpose (a refused token, a request after sign-out,
- * the session check on the sign-in page): the browser logs those for any error status.
- */
-const EXPECTED_401 = "Failed to load resource: the server responded with a status of 401 (Unauthorized)"
-const watch = (page: Page, name: string) => {
-  page.on("console", (message) => {
-    if ((message.type() === "error" || message.type() === "warning") && message.text() !== EXPECTED_401)
-      problems.push(`${name}: ${message.text()}`)
-  })
-  page.on("pageerror", (error) => problems.push(`${name}: ${error.message}`))
-  return page
-}
+const watch = (page: Page, name: string) => watchPage(page, name, problems)
+const visit = (page: Page, route: string, heading: string) => open(page, daemon.url, route, heading)
 
 const bearer = () => ({ authorization: `Bearer ${daemon.token}`, "content-type": "application/json" })
 const startRun = async (text: string, sessionKey: string) => {
@@ -67,62 +39,12 @@ const startRun = async (text: string, sessionKey: string) => {
 }
 const runState = async (id: string) =>
   ((await (await fetch(`${daemon.url}/v1/runs/${id}`, { headers: bearer() })).json()) as { state: string }).state
-const poll = async <A>(read: () => Promise<A>, until: (a: A) => boolean, what: string): Promise<A> => {
-  for (let i = 0; i < 150; i++) {
-    const value = await read()
-    if (until(value)) return value
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  throw new Error(`timed out waiting for ${what}`)
-}
-
-/** axe-core in the page (evaluated over the DevTools protocol, so the page's CSP stays strict). */
-const scan = async (page: Page, name: string) => {
-  await page.evaluate(axeSource)
-  // In the light and the dark theme (colour contrast differs).
-  for (const colorScheme of ["light", "dark"] as const) {
-    await page.emulateMedia({ colorScheme })
-    // A string, evaluated in the page: `axe` and `document` are the page's globals.
-    const violations = (await page.evaluate(`axe.run(document, { resultTypes: ["violations"] }).then((r) =>
-      r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.length })))`)) as Array<{
-      id: string
-      impact: string
-      help: string
-      nodes: number
-    }>
-    const bad = violations.filter((v) => v.impact === "serious" || v.impact === "critical")
-    expect(bad, `${name} (${colorScheme}): ${JSON.stringify(bad)}`).toEqual([])
-  }
-  mkdirSync(artifacts, { recursive: true })
-  await page.screenshot({ path: join(artifacts, `${name}-dark.png`), fullPage: true })
-  await page.emulateMedia({ colorScheme: "light" })
-}
-
-/** Screenshots at desktop and 360 px wide (and, from `scan`, in the dark theme). */
-const shoot = async (page: Page, name: string) => {
-  mkdirSync(artifacts, { recursive: true })
-  await page.setViewportSize({ width: 1280, height: 800 })
-  await page.screenshot({ path: join(artifacts, `${name}-desktop.png`), fullPage: true })
-  await page.setViewportSize({ width: 360, height: 740 })
-  await page.screenshot({ path: join(artifacts, `${name}-360.png`), fullPage: true })
-  // Nothing scrolls sideways at 360 px but the tables' own scroll boxes.
-  const overflow = Number(
-    await page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
-  )
-  expect(overflow, `${name} is wider than 360 px`).toBeLessThanOrEqual(0)
-  await page.setViewportSize({ width: 1280, height: 800 })
-}
-
-const visit = async (page: Page, route: string, heading: string) => {
-  await page.goto(`${daemon.url}/#/${route}`)
-  await page.getByRole("heading", { level: 1, name: heading }).waitFor()
-}
 
 describe.skipIf(!hasChromium)("the web console in chromium", () => {
   beforeAll(async () => {
     ;[daemon, browser] = await Promise.all([
       startDaemon(fresh("palyra-console-"), ["--port", "0"], { PALYRA_GRPC_PORT: "0" }),
-      chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu"] })
+      launch()
     ])
     context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
     context.setDefaultTimeout(10_000)
@@ -303,10 +225,7 @@ describe.skipIf(!hasChromium)("an expired console session", () => {
   it("sends the page back to sign-in with a notice", async () => {
     const dir = fresh("palyra-console-expiry-")
     writeFileSync(join(dir, "palyra.toml"), "[console]\nsession_idle_seconds = 1\n")
-    const [short, own] = await Promise.all([
-      startDaemon(dir, ["--port", "0"], { PALYRA_GRPC_PORT: "0" }),
-      chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu"] })
-    ])
+    const [short, own] = await Promise.all([startDaemon(dir, ["--port", "0"], { PALYRA_GRPC_PORT: "0" }), launch()])
     try {
       const page = watch(await own.newPage(), "expiry")
       await page.goto(short.url)

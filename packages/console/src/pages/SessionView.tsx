@@ -109,7 +109,7 @@ const fold = (tape: Tape, e: TapeEvent): void => {
 }
 
 const ToolCall = ({ item }: { item: Extract<Item, { kind: "tool" }> }) => (
-  <li class="tool">
+  <li class="tool" data-seq={item.seq}>
     <p>
       Tool call <code>{item.proposed.tool}</code>
       {item.policy && <span class={`badge decision-${item.policy.decision}`}>policy: {item.policy.decision}</span>}
@@ -200,19 +200,19 @@ export const SessionView = ({ id }: { id: string }) => {
       <ol class="tape" aria-label="Conversation" aria-live="polite">
         {tape.value.items.map((item) =>
           item.kind === "user" ? (
-            <li class="msg user" key={item.seq}>
+            <li class="msg user" key={item.seq} data-seq={item.seq}>
               <span class="who">user</span>
               <p>{item.text}</p>
             </li>
           ) : item.kind === "assistant" ? (
-            <li class="msg assistant" key={item.seq} aria-busy={item.done ? undefined : true}>
+            <li class="msg assistant" key={item.seq} data-seq={item.seq} aria-busy={item.done ? undefined : true}>
               <span class="who">assistant</span>
               <p>{item.text}</p>
             </li>
           ) : item.kind === "tool" ? (
             <ToolCall item={item} key={item.seq} />
           ) : (
-            <li class={`note ${item.tone}`} key={item.seq}>
+            <li class={`note ${item.tone}`} key={item.seq} data-seq={item.seq}>
               {item.text}
             </li>
           )
