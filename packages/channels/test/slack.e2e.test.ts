@@ -81,7 +81,7 @@ describe("Slack events as InboundMessage candidates", () => {
       files: [{ id: "F1", name: "a.png", mimetype: "image/png", size: 12 }, { id: "F2" }]
     }) as Record<string, unknown>
     assert.deepStrictEqual(c.mentions, ["u0bot", "@here", "w22"])
-    assert.strictEqual(c.text, "<@U0BOT|palyra> <b> & @here see <@W22>")
+    assert.strictEqual(c.text, "<b> & @here see @W22")
     assert.strictEqual(c.thread, "1699999999.000001")
     assert.strictEqual(c.platformMessageId, "C1:1700000000.000100")
     assert.strictEqual(c.account, "T1")
@@ -308,6 +308,31 @@ describe("Slack through the Events API and @slack/web-api against a local Slack 
           .map((m) => (m.role === "user" ? m.text : ""))
           .join(" | ")}`
       }))
+    )
+  )
+
+  it.live("Slack markup reaches the model as plain text: our mention gone, @names, #channels, links, broadcasts", () =>
+    setup((api, url, model) =>
+      Effect.gen(function* () {
+        yield* Effect.flatMap(Pairing.Pairing, (p) =>
+          p.bind(operator, { identity: { channel: "slack", account: BOT.teamId, senderId: "U1" }, principal: "alice" })
+        )
+        const event = SlackApi.messageEvent({
+          user: "U1",
+          text: "<@U0BOT>: <!here> ask <@U123|ana> and <@W22> in <#C5|ops> about <https://example.com/r?a=1&amp;b=2|the runbook> &lt;soon&gt;",
+          channel: "C1",
+          channelType: "channel",
+          type: "app_mention"
+        })
+        const delivered = yield* Effect.promise(() => api.deliver(url, event))
+        assert.strictEqual(delivered.status, 200)
+        yield* waitPosted(api, "C1", (p) => p.length === 1, "the answer")
+        // The channel's broadcast strategy (mentionOnly) strips the broadcast the converter named.
+        assert.strictEqual(
+          lastUser(model.prompts[0]!),
+          "ask @ana and @W22 in #ops about the runbook (https://example.com/r?a=1&b=2) <soon>"
+        )
+      })
     )
   )
 

@@ -4,7 +4,7 @@
  * installation.
  *
  *   palyra status [--json]
- *   palyra chat [message…] [--session-key KEY] [--agent ID] [--yes | --no]   stream answers; asks y/n/always for approvals
+ *   palyra chat [message…] [--session-key KEY] [--agent ID] [--attach FILE…] [--yes | --no]   stream answers; asks y/n/always for approvals
  *   palyra approvals list [--status pending] [--json] | approve ID [--scope …] [--reason …] | deny ID
  *   palyra grants list [--json] | revoke ID
  *   palyra sessions list [--json] | show ID [--json] | reset ID
@@ -39,6 +39,7 @@ import { Ids, Records, TapeEvent } from "@palyra/core"
 import { Api } from "@palyra/transport-http"
 import { ConfigProvider, Effect, Layer, Option, Schema, Stream } from "effect"
 import * as DaemonConfig from "./Config.js"
+import * as Attach from "./cli/attach.js"
 import * as Background from "./cli/background.js"
 import * as Pairing from "./cli/pairing.js"
 import * as Doctor from "./Doctor.js"
@@ -108,6 +109,7 @@ interface ChatOptions {
   readonly agent: Option.Option<string>
   readonly yes: boolean
   readonly no: boolean
+  readonly attach: ReadonlyArray<string>
 }
 
 const answerApproval = (d: Daemon, event: TapeEvent.TapeEventOf<"ApprovalRequested">, o: ChatOptions) =>
@@ -135,12 +137,14 @@ const answerApproval = (d: Daemon, event: TapeEvent.TapeEventOf<"ApprovalRequest
 const chatOnce = (d: Daemon, text: string, o: ChatOptions) =>
   Effect.gen(function* () {
     const state = { final: "Done", streaming: false }
+    const attachments = yield* Attach.readAttachments(o.attach)
     yield* d
       .streamRun({
         text,
         sessionKey: o.sessionKey,
         channel: "cli",
-        ...Option.match(o.agent, { onNone: () => ({}), onSome: (agent) => ({ agent }) })
+        ...Option.match(o.agent, { onNone: () => ({}), onSome: (agent) => ({ agent }) }),
+        ...(attachments.length === 0 ? {} : { attachments })
       })
       .pipe(
         Stream.runForEach((event) =>
@@ -191,7 +195,8 @@ const chat = Command.make(
       Options.optional
     ),
     yes: Options.boolean("yes").pipe(Options.withDescription("approve every approval request (once)")),
-    no: Options.boolean("no").pipe(Options.withDescription("deny every approval request"))
+    no: Options.boolean("no").pipe(Options.withDescription("deny every approval request")),
+    attach: Attach.attachOption
   },
   (o) =>
     withDaemon(o, (d) =>
@@ -201,12 +206,14 @@ const chat = Command.make(
         const io = yield* CliIo
         if (!io.interactive) return yield* new Usage({ message: "chat needs a message when stdin is not a terminal" })
         yield* out(`palyra chat — session "${o.sessionKey}". Empty line or Ctrl-D to quit.\n`)
+        let sent = 0
         while (true) {
           const line = (yield* askLine("you")).trim()
           if (line.length === 0) return
           // A failed run or request is reported and the conversation goes on; losing the daemon
           // or the token ends it.
-          yield* chatOnce(d, line, o).pipe(
+          // The files go with the first message only.
+          yield* chatOnce(d, line, { ...o, attach: sent++ === 0 ? o.attach : [] }).pipe(
             Effect.catchTag("Failed", (e) => (e.message === "" ? Effect.void : err(`${e.message}\n`)))
           )
         }

@@ -273,7 +273,7 @@ export const run = (
         port: config.server.grpc_port,
         maxMessageBytes: config.server.max_body_bytes,
         tokens
-      })
+      }).pipe(Effect.provide(channels))
       if (config.policiesDir) yield* CedarPolicy.watchDirectory(engine, config.policiesDir)
       yield* Metrics.monitorEventLoop()
       const journalService = yield* Journal.Journal

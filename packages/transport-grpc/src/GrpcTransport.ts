@@ -55,6 +55,7 @@ import {
   toPbRun,
   toPbSession
 } from "./internal/convert.js"
+import { pairingRoutes } from "./internal/pairing.js"
 
 /** @since 0.1.0 @category Models */
 export type TokenGrant = Auth.TokenGrant
@@ -285,6 +286,7 @@ export const routes = (runtime: Runtime.Runtime<Gateway.Gateway>) => {
     })
 
     backgroundRoutes(router, run)
+    pairingRoutes(router, run)
     router.service(pb.JournalService, {
       readTape: (req, ctx) =>
         run(ctx, (g, caller) =>
@@ -582,6 +584,7 @@ export const makeClient = (options: ClientOptions) => {
     sessions: createClient(pb.SessionsService, transport),
     journal: createClient(pb.JournalService, transport),
     background: createClient(pb.BackgroundService, transport),
+    pairing: createClient(pb.PairingService, transport),
     health: createClient(Health, transport)
   }
 }

@@ -10,7 +10,8 @@
  * - `url_verification` → `{ challenge }` (Slack's handshake when you save the Request URL);
  * - `event_callback` with a `message` or `app_mention` event → an `InboundMessage` candidate:
  *   Slack channel id → conversation, `thread_ts` → thread, `channel_type: "im"` → direct,
- *   `<@U123>` → mentions, `<!here>`/`<!channel>`/`<!everyone>` → broadcasts, files → attachment
+ *   `<@U123>` → mentions, `<!here>`/`<!channel>`/`<!everyone>` → broadcasts, the text as plain text
+ *   for the model (`SlackText`: our own mention removed, `@name`, `#channel`, `label (url)`), files → attachment
  *   metadata, `<channel>:<ts>` → the platform message id (so the `message` and `app_mention` events
  *   of one message are one run). Messages from bots (our own included) and edits, joins and other
  *   subtypes are acknowledged and ignored.
@@ -49,6 +50,10 @@ import { COMMANDS } from "../ChannelRouter.js"
 import { type Connector, ConnectorError, RateLimited, type Reconciled, SendFailed, type Sink } from "../Connector.js"
 import type * as Inbound from "../InboundMessage.js"
 import { readBody } from "./internal/http.js"
+import * as SlackText from "./SlackText.js"
+
+/** Slack markup as plain text for the model. @since 0.1.0 @category Conversion */
+export * as SlackText from "./SlackText.js"
 
 /** @since 0.1.0 @category Models */
 export interface Options {
@@ -142,9 +147,6 @@ const str = (v: unknown) => (typeof v === "string" ? v : undefined)
 /** `!approve …` and the other chat commands (and `!pair <code>`), read as `/…`; other `!words` stay text. */
 const COMMAND = new RegExp(`^\\s*!((?:${[...COMMANDS, "pair"].join("|")})\\b)`, "i")
 
-/** Slack's `&amp;`, `&lt;`, `&gt;` escapes undone (after mentions are read). */
-const unescapeText = (text: string) => text.replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&")
-
 const attachmentsOf = (files: unknown): Array<Inbound.Attachment> =>
   Array.isArray(files)
     ? files.slice(0, 32).flatMap((f: Record<string, unknown>) => {
@@ -193,10 +195,9 @@ export const toCandidate = (
     if (m[1] !== undefined) mentions.push(m[1].toLowerCase())
     else if (m[2] !== undefined) mentions.push(BROADCAST[m[2]]!)
   }
-  // Commands: Slack keeps `/` for its own, so `!approve` is read as `/approve`.
-  const text = unescapeText(raw)
-    .replace(/<!(here|channel|everyone)(?:\|[^>]*)?>/g, (_, b: string) => BROADCAST[b]!)
-    .replace(COMMAND, "/$1")
+  // Plain text for the model (see `SlackText`); commands: Slack keeps `/` for its own, so
+  // `!approve` is read as `/approve`.
+  const text = SlackText.toPlainText(raw, bot.userId).replace(COMMAND, "/$1")
   const ts = str(event.ts)
   const conversation = str(event.channel)
   const thread = str(event.thread_ts)

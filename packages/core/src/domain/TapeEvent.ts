@@ -215,7 +215,7 @@ export const CheckpointRestored = Schema.TaggedStruct("CheckpointRestored", {
   historyFromSeq: Schema.Number,
   by: Schema.String
 })
-/** Tokens used by one model call. @since 0.1.0 @category Events */
+/** Tokens used by one model call (`turn` 0: a compaction's summary call). @since 0.1.0 @category Events */
 export const Usage = Schema.TaggedStruct("Usage", {
   ...envelope,
   turn: Schema.Number,

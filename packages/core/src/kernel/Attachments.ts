@@ -18,6 +18,7 @@
 import { basename } from "node:path"
 import { Context, Effect, Layer, Metric, Option } from "effect"
 import * as ModelLimits from "../adapters/context/ModelLimits.js"
+import { attachmentTokens } from "../adapters/context/Tokenizer.js"
 import { InvalidArgument, type JournalError, NotFound, PayloadTooLarge } from "../domain/Errors.js"
 import type { RunId } from "../domain/Ids.js"
 import { CurrentRedactor } from "../domain/Redaction.js"
@@ -236,6 +237,7 @@ export const resolving = (inner: PromptAssembler.Service, blobs: BlobService): P
             const images: Array<ImagePart> = []
             let text = msg.text
             for (const a of e.attachments) {
+              tokens += attachmentTokens(a)
               const blob = yield* load(a.digest)
               if (a.mediaType.startsWith("image/")) {
                 images.push({ data: blob.bytes, mediaType: a.mediaType })
@@ -243,9 +245,7 @@ export const resolving = (inner: PromptAssembler.Service, blobs: BlobService): P
               }
               const body = new TextDecoder().decode(blob.bytes)
               text += `\n\n<attachment name="${attr(a.name)}" media-type="${attr(a.mediaType)}" sha256="${a.digest}" untrusted="true">\n${escapeFenced(body)}\n</attachment>`
-              tokens += Math.ceil(body.length / 4)
             }
-            tokens += images.length * 765
             const next: PromptMessage = images.length === 0 ? { role: "user", text } : { role: "user", text, images }
             messages[m] = next
           }

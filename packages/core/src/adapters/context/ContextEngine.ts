@@ -61,6 +61,7 @@ import {
   step,
   stepTokens,
   type View,
+  viewAttachmentTokens,
   viewTokens
 } from "./internal/view.js"
 import * as ModelLimits from "./ModelLimits.js"
@@ -360,14 +361,21 @@ export const make = (options: Deps & Options): Effect.Effect<ContextEngine, Inva
         })
       )
 
-    /** Ask the session's model for a summary; the text, or why there is none. */
-    const ask = (model: ModelService, request: ModelRequest) =>
+    /**
+     * Ask the session's model for a summary; the text, or why there is none, and the tokens the call
+     * used (reported by the model as it went, so a call that fails part-way still counts).
+     */
+    const ask = (model: ModelService, request: ModelRequest, usage: { inputTokens: number; outputTokens: number }) =>
       Effect.gen(function* () {
         let text = ""
         const cap = summaryTokens * 16
         const outcome = yield* runInto(model, request, (event) =>
           Effect.sync(() => {
             if (event.type === "text-delta" && text.length < cap) text += event.text
+            else if (event.type === "usage") {
+              usage.inputTokens += event.inputTokens
+              usage.outputTokens += event.outputTokens
+            }
           })
         ).pipe(
           Effect.timeout(summaryTimeout),
@@ -421,7 +429,8 @@ export const make = (options: Deps & Options): Effect.Effect<ContextEngine, Inva
         const pinned = capPinned(counter, [...carried, ...newlyPinned], Math.floor(summaryTokens * 0.3))
         const facts = mustKeep(counter, previous, covered, pinned, Math.floor(summaryTokens * 0.6))
         const request = compactionRequest(counter, { previous, covered, facts, summaryTokens, maxPromptTokens: usable })
-        const written = yield* ask(options.modelFor?.(session.agentId) ?? model, request)
+        const usage = { inputTokens: 0, outputTokens: 0 }
+        const written = yield* ask(options.modelFor?.(session.agentId) ?? model, request, usage)
         const rejected = Either.isLeft(written) ? written.left : verify(counter, written.right, facts, summaryTokens)
         const summarizer: "model" | "extractive" = rejected === undefined ? "model" : "extractive"
         const body =
@@ -482,9 +491,15 @@ export const make = (options: Deps & Options): Effect.Effect<ContextEngine, Inva
               summarizer,
               tokensBefore,
               tokensAfter
-            }
+            },
+            // The summary call is the session's spending too: on the tape, and in its token counter
+            // (which `maxTokensPerSession` checks).
+            ...(usage.inputTokens + usage.outputTokens > 0
+              ? [{ _tag: "Usage" as const, sessionId, runId: o.runId ?? null, at, turn: 0, ...usage }]
+              : [])
           ],
           {
+            addTokens: usage.inputTokens + usage.outputTokens,
             createCheckpoint: {
               id: checkpointId,
               sessionId,
@@ -558,7 +573,9 @@ export const make = (options: Deps & Options): Effect.Effect<ContextEngine, Inva
             messages: render(entry.view),
             tools: input.tools
           }
-          return { request, estimatedTokens: tokens }
+          // Attachments count against the window (above); the kernel's `Attachments.resolving` adds
+          // them to the prompt and to its estimate.
+          return { request, estimatedTokens: tokens - viewAttachmentTokens(entry.view) }
         })
       )
 

@@ -98,6 +98,17 @@ const argsText = (args: unknown): string => {
  */
 export const IMAGE_TOKENS = 765
 
+/**
+ * Tokens a message attachment adds to its prompt: `IMAGE_TOKENS` for an image, about one token per
+ * 4 bytes of a text file (the documented approximation). One rule for the window check of the context
+ * engine and the estimate of the prompt that carries it.
+ *
+ * @since 0.1.0
+ * @category Counting
+ */
+export const attachmentTokens = (a: { readonly mediaType: string; readonly size: number }): number =>
+  a.mediaType.startsWith("image/") ? IMAGE_TOKENS : Math.ceil(a.size / 4)
+
 /** Tokens of one prompt message, framing included. @since 0.1.0 @category Counting */
 export const messageTokens = (c: Counter, m: PromptMessage): number => {
   switch (m.role) {

@@ -1,7 +1,7 @@
 import type { SessionId } from "../../../domain/Ids.js"
 import type { TapeEvent, TapeEventOf } from "../../../domain/TapeEvent.js"
 import type { PromptMessage } from "../../../ports/ModelProvider.js"
-import { type Counter, messageTokens } from "../Tokenizer.js"
+import { attachmentTokens, type Counter, messageTokens } from "../Tokenizer.js"
 
 /**
  * The context view: what a session's prompt is made of at one point of its tape — the active
@@ -45,6 +45,8 @@ export interface Step {
   message: PromptMessage
   readonly calls: Array<Call>
   tokens: number | undefined
+  /** What the message's attachments add once the kernel puts them in (`Attachments.resolving`). */
+  readonly attachmentTokens: number
 }
 
 /** @internal */
@@ -156,7 +158,8 @@ export const step = (
         key: ranks.key(e.sessionId, e.tapeSeq),
         message: { role: "user", text: e.text },
         calls: [],
-        tokens: undefined
+        tokens: undefined,
+        attachmentTokens: (e.attachments ?? []).reduce((n, a) => n + attachmentTokens(a), 0)
       })
       return view
     case "AssistantMessage":
@@ -167,7 +170,8 @@ export const step = (
         key: ranks.key(e.sessionId, e.tapeSeq),
         message: { role: "assistant", text: e.text, toolCalls: [] },
         calls: [],
-        tokens: undefined
+        tokens: undefined,
+        attachmentTokens: 0
       })
       return view
     case "ToolProposed": {
@@ -301,11 +305,18 @@ export const render = (view: View): Array<PromptMessage> => {
 /** Tokens of one step (its message, results and placeholders), cached until it changes. @internal */
 export const stepTokens = (counter: Counter, s: Step): number => {
   if (s.tokens === undefined) {
-    let n = messageTokens(counter, s.message)
+    let n = messageTokens(counter, s.message) + s.attachmentTokens
     for (const c of s.calls) n += messageTokens(counter, c.result ?? placeholder(c))
     s.tokens = n
   }
   return s.tokens
+}
+
+/** Tokens of the view's attachments (counted by `viewTokens`, added to the prompt by the kernel). @internal */
+export const viewAttachmentTokens = (view: View): number => {
+  let n = 0
+  for (const s of view.steps) n += s.attachmentTokens
+  return n
 }
 
 /** Tokens of the view's messages (cached per step and per summary). @internal */
