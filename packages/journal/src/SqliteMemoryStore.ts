@@ -23,6 +23,7 @@
  */
 import { Canonical, Errors, Redaction } from "@palyra/core"
 import { MemoryStore } from "@palyra/core/memory"
+import Database from "better-sqlite3"
 import { Clock, Effect, Layer, Option, type Scope } from "effect"
 import { type OpenOptions, openDatabase, storageError } from "./internal/database.js"
 
@@ -347,3 +348,43 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
 /** The store as core's `MemoryStore`. @since 0.1.0 @category Layers */
 export const layer = (options: Options): Layer.Layer<MemoryStore.MemoryStore, Errors.JournalError> =>
   Layer.scoped(MemoryStore.MemoryStore, make(options))
+
+/** What a journal's file holds of memory and learning. @since 0.1.0 @category Models */
+export interface Counts {
+  /** Memory items (every principal's, expired ones not yet purged included). */
+  readonly items: number
+  /** Learning candidates waiting for review. */
+  readonly pendingCandidates: number
+}
+
+/**
+ * Count memory items and pending candidates of a journal's file, read-only (no migration, no
+ * write): `palyra doctor` uses it beside a running palyrad. A journal from before memory existed
+ * counts zero.
+ *
+ * @since 0.1.0
+ * @category Utils
+ */
+export const counts = (filename: string): Effect.Effect<Counts, Errors.JournalError> =>
+  Effect.acquireUseRelease(
+    Effect.try({
+      try: () => new Database(filename, { readonly: true, fileMustExist: true }),
+      catch: storageError("SqliteMemoryStore.counts")
+    }),
+    (db) =>
+      Effect.try({
+        try: () => {
+          const has = (table: string) =>
+            db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(table) !== undefined
+          const count = (sql: string) => (db.prepare(sql).pluck().get() as number | undefined) ?? 0
+          return {
+            items: has("memory_items") ? count("SELECT count(*) FROM memory_items") : 0,
+            pendingCandidates: has("memory_candidates")
+              ? count("SELECT count(*) FROM memory_candidates WHERE status = 'pending'")
+              : 0
+          }
+        },
+        catch: storageError("SqliteMemoryStore.counts")
+      }),
+    (db) => Effect.sync(() => db.close())
+  ).pipe(Effect.withSpan("SqliteMemoryStore.counts"))

@@ -24,10 +24,11 @@
  */
 import { Clock, Context, Duration, Effect, Either, Layer, Metric, Option, Schedule, Schema, type Scope } from "effect"
 import * as Caller from "../../domain/Caller.js"
-import { PermissionDenied } from "../../domain/Errors.js"
+import { type JournalError, PermissionDenied } from "../../domain/Errors.js"
 import type { RunId, SessionId } from "../../domain/Ids.js"
 import { ulid } from "../../domain/Ids.js"
 import { isTerminal } from "../../domain/RunState.js"
+import type { TapeEvent } from "../../domain/TapeEvent.js"
 import * as Gateway from "../../kernel/Gateway.js"
 import { Journal, type Service as JournalService } from "../../ports/Journal.js"
 import { TaskQueue, type Service as TaskQueueService } from "../../ports/TaskQueue.js"
@@ -204,6 +205,61 @@ const Acted = Schema.Struct({ id: Schema.String, action: Incident.fields.action 
 const decodeIncident = Schema.decodeUnknownEither(Schema.parseJson(Incident))
 const decodeResolution = Schema.decodeUnknownEither(Schema.parseJson(Resolution))
 const decodeActed = Schema.decodeUnknownEither(Schema.parseJson(Acted))
+/**
+ * The incidents a watchdog journaled on its log's tape (opened, acted on, resolved), oldest first.
+ *
+ * @since 0.1.0
+ * @category Utils
+ */
+export const replay = (tape: ReadonlyArray<TapeEvent>): ReadonlyArray<Incident> => {
+  const incidents = new Map<string, Incident>()
+  for (const e of tape) {
+    if (e._tag !== "SessionNote" || e.author !== "watchdog") continue
+    if (e.text.startsWith(OPENED)) {
+      const decoded = decodeIncident(e.text.slice(OPENED.length))
+      if (Either.isRight(decoded)) incidents.set(decoded.right.id, decoded.right)
+    } else if (e.text.startsWith(ACTED)) {
+      const decoded = decodeActed(e.text.slice(ACTED.length))
+      const found = Either.isRight(decoded) ? incidents.get(decoded.right.id) : undefined
+      if (found !== undefined && Either.isRight(decoded)) {
+        incidents.set(found.id, { ...found, action: decoded.right.action })
+      }
+    } else if (e.text.startsWith(RESOLVED)) {
+      const decoded = decodeResolution(e.text.slice(RESOLVED.length))
+      const found = Either.isRight(decoded) ? incidents.get(decoded.right.id) : undefined
+      if (found !== undefined && Either.isRight(decoded)) {
+        incidents.set(found.id, { ...found, state: "resolved", resolvedAt: decoded.right.resolvedAt })
+      }
+    }
+  }
+  return [...incidents.values()]
+}
+
+/** The key of the watchdog's incident log session (owned by its principal). @since 0.1.0 @category Models */
+export const LOG_KEY = "watchdog.incidents"
+
+/** The principal the watchdog acts as by default. @since 0.1.0 @category Models */
+export const DEFAULT_PRINCIPAL = "system:watchdog"
+
+/**
+ * The incidents journaled by the watchdog of `principal` (default `DEFAULT_PRINCIPAL`), read from a
+ * journal without a Gateway (e.g. `palyra doctor` on a read-only journal).
+ *
+ * @since 0.1.0
+ * @category Utils
+ */
+export const readIncidents = (
+  journal: JournalService,
+  principal: string = DEFAULT_PRINCIPAL
+): Effect.Effect<ReadonlyArray<Incident>, JournalError> =>
+  Effect.flatMap(
+    journal.findSessionByKey(principal, LOG_KEY),
+    Option.match({
+      onNone: () => Effect.succeed([]),
+      onSome: (session) => Effect.map(journal.readTape(session.id, { afterSeq: 0 }), replay)
+    })
+  )
+
 const fmt = (ms: number) =>
   Duration.format(Duration.millis(ms >= 10_000 ? Math.round(ms / 1000) * 1000 : Math.round(ms)))
 const MAX_RESOLVED_KEPT = 1_000
@@ -219,7 +275,7 @@ export const make = (deps: Deps, options: Options = {}): Effect.Effect<Service> 
     const mode = options.mode ?? "observe"
     const { gateway, journal } = deps
     const append = options.append ?? journal.append
-    const operator = Caller.operator(options.principal ?? "system:watchdog")
+    const operator = Caller.operator(options.principal ?? DEFAULT_PRINCIPAL)
     const runStallMs = Duration.toMillis(Duration.decode(options.runStallAfter ?? "10 minutes"))
     const approvalWarnMs = Duration.toMillis(Duration.decode(options.approvalWarnAfter ?? "5 minutes"))
     const journalStallMs = Duration.toMillis(Duration.decode(options.journalStallAfter ?? "5 seconds"))
@@ -232,7 +288,6 @@ export const make = (deps: Deps, options: Options = {}): Effect.Effect<Service> 
     const gauge = Effect.suspend(() => Metric.set(incidentsOpen, openBySubject.size))
 
     // ---- the incident log: a system session, created with the first incident ----------------------
-    const LOG_KEY = "watchdog.incidents"
     const loaded = yield* Effect.cached(
       journal.findSessionByKey(operator.principal, LOG_KEY).pipe(
         Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: (session) => reload(session) })),
@@ -242,36 +297,13 @@ export const make = (deps: Deps, options: Options = {}): Effect.Effect<Service> 
       )
     )
     const reload = (session: { readonly id: SessionId }) =>
-      Effect.succeed(session).pipe(
-        Effect.tap((session) =>
-          Effect.gen(function* () {
-            for (const e of yield* journal.readTape(session.id, { afterSeq: 0 })) {
-              if (e._tag !== "SessionNote" || e.author !== "watchdog") continue
-              if (e.text.startsWith(OPENED)) {
-                const decoded = decodeIncident(e.text.slice(OPENED.length))
-                if (Either.isRight(decoded)) {
-                  incidents.set(decoded.right.id, decoded.right)
-                  openBySubject.set(key(decoded.right.kind, decoded.right.subject), decoded.right.id)
-                }
-              } else if (e.text.startsWith(ACTED)) {
-                const decoded = decodeActed(e.text.slice(ACTED.length))
-                const found = Either.isRight(decoded) ? incidents.get(decoded.right.id) : undefined
-                if (found !== undefined && Either.isRight(decoded)) {
-                  incidents.set(found.id, { ...found, action: decoded.right.action })
-                }
-              } else if (e.text.startsWith(RESOLVED)) {
-                const decoded = decodeResolution(e.text.slice(RESOLVED.length))
-                const found = Either.isRight(decoded) ? incidents.get(decoded.right.id) : undefined
-                if (found !== undefined && Either.isRight(decoded)) {
-                  incidents.set(found.id, { ...found, state: "resolved", resolvedAt: decoded.right.resolvedAt })
-                  openBySubject.delete(key(found.kind, found.subject))
-                }
-              }
-            }
-          })
-        ),
-        Effect.map((s) => Option.some(s.id))
-      )
+      Effect.map(journal.readTape(session.id, { afterSeq: 0 }), (tape) => {
+        for (const incident of replay(tape)) {
+          incidents.set(incident.id, incident)
+          if (incident.state === "open") openBySubject.set(key(incident.kind, incident.subject), incident.id)
+        }
+        return Option.some(session.id)
+      })
     const logSession = yield* Effect.cached(
       Effect.flatMap(loaded, (found) =>
         Option.isSome(found)
