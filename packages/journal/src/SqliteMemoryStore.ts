@@ -170,6 +170,30 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
       )
     }
 
+    /** The two search statements for a number of kinds, prepared once. */
+    const searchCache = new Map<number, { readonly top: Database.Statement; readonly full: Database.Statement }>()
+    const searchStatements = (kinds: number) => {
+      const cached = searchCache.get(kinds)
+      if (cached !== undefined) return cached
+      const inScope = `m.principal = @principal AND (m.agent IS NULL OR m.agent = @agent)
+        AND (m.session_id IS NULL OR m.session_id = @sessionId) AND (m.expires_at IS NULL OR m.expires_at > @now)${
+          kinds === 0 ? "" : ` AND m.kind IN (${Array.from({ length: kinds }, (_, i) => `@k${i}`).join(", ")})`
+        }`
+      const statements = {
+        top: db.prepare(
+          `SELECT m.*, f.raw AS raw, coalesce(${inScope}, 0) AS in_scope
+           FROM (SELECT rowid, -bm25(memory_fts) AS raw FROM memory_fts WHERE memory_fts MATCH @match ORDER BY rank LIMIT @wanted) AS f
+           LEFT JOIN memory_items m ON m.n = f.rowid ORDER BY f.raw DESC`
+        ),
+        full: db.prepare(
+          `SELECT m.*, -bm25(memory_fts) AS raw FROM memory_fts JOIN memory_items m ON m.n = memory_fts.rowid
+           WHERE memory_fts MATCH @match AND ${inScope} ORDER BY bm25(memory_fts) LIMIT @wanted`
+        )
+      }
+      searchCache.set(kinds, statements)
+      return statements
+    }
+
     const sync = <A>(method: string, f: () => A) => Effect.try({ try: f, catch: storageError(method) })
     const immediate = <A>(method: string, f: () => A) =>
       Effect.try({ try: () => db.transaction(f).immediate(), catch: storageError(method) })
@@ -216,23 +240,26 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
         if (terms.length === 0) return []
         const now = yield* Clock.currentTimeMillis
         const rows = yield* sync("search", () => {
-          const kindClause = kinds === undefined ? "" : `AND m.kind IN (${kinds.map(() => "?").join(", ")})`
-          const query = db.prepare(
-            `SELECT m.*, -bm25(memory_fts) AS raw FROM memory_fts JOIN memory_items m ON m.n = memory_fts.rowid
-             WHERE memory_fts MATCH ? AND m.principal = ? AND (m.agent IS NULL OR m.agent = ?)
-               AND (m.session_id IS NULL OR m.session_id = ?) AND (m.expires_at IS NULL OR m.expires_at > ?) ${kindClause}
-             ORDER BY bm25(memory_fts) LIMIT ?`
-          )
-          const run = (match: string) =>
-            query.all(
-              match,
-              scope.principal,
-              scope.agent,
-              scope.sessionId,
-              now,
-              ...(kinds ?? []),
-              Math.max(limit * 4, 20)
-            ) as Array<Row>
+          const wanted = Math.max(limit * 4, 20)
+          const params: Record<string, unknown> = {
+            principal: scope.principal,
+            agent: scope.agent,
+            sessionId: scope.sessionId,
+            now,
+            wanted
+          }
+          for (const [i, k] of (kinds ?? []).entries()) params[`k${i}`] = k
+          const { top, full } = searchStatements(kinds?.length ?? 0)
+          // The best `wanted` matches by BM25 are joined to their rows only then (FTS5 orders by rank
+          // itself). If the scope's filters (agent, session, expiry, kinds) dropped some of a full page,
+          // the query that filters every match decides instead: the same rows either way.
+          const run = (match: string) => {
+            const best = top.all({ ...params, match }) as Array<Row>
+            const kept = best.filter((r) => r.in_scope === 1)
+            return kept.length === best.length || best.length < wanted
+              ? kept
+              : (full.all({ ...params, match }) as Array<Row>)
+          }
           if (terms.length === 1) return run(matchOf(scope.principal, terms))
           const counted = terms.map((t) => ({
             t,
