@@ -73,15 +73,24 @@ const toCandidate = (r: Row): MemoryStore.Candidate => ({
  * The principal's mark: 12 letters from a digest of the principal. Every indexed word is prefixed
  * with it, so FTS5 reads only the principal's postings. (Letters only: mark and word stay one token.)
  */
-const markOf = (principal: string) =>
-  Canonical.sha256(principal)
-    .slice(0, 12)
-    .replace(/[0-9a-f]/g, (h) => String.fromCharCode(97 + Number.parseInt(h, 16)))
+const marks = new Map<string, string>()
+const markOf = (principal: string) => {
+  let mark = marks.get(principal)
+  if (mark === undefined) {
+    mark = Canonical.sha256(principal)
+      .slice(0, 12)
+      .replace(/[0-9a-f]/g, (h) => String.fromCharCode(97 + Number.parseInt(h, 16)))
+    // A bounded memo: ingest computes the mark of every item's principal.
+    if (marks.size >= 10_000) marks.clear()
+    marks.set(principal, mark)
+  }
+  return mark
+}
 
 /** What the index holds for an item: each word of its normalized text (repeats kept), marked. */
-const indexed = (principal: string, text: string) => {
+const indexed = (principal: string, normalized: string) => {
   const mark = markOf(principal)
-  return MemoryStore.normalize(text)
+  return normalized
     .split(" ")
     .filter((w) => w.length > 0 && w.length <= 64)
     .map((w) => mark + w)
@@ -200,11 +209,13 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
 
     /** Save or merge one prepared item. Call inside a transaction. */
     const saveOne = (item: MemoryStore.MemoryItem): MemoryStore.SaveResult => {
-      const hash = MemoryStore.contentHash(item.text)
+      // The text normalized once (MemoryStore.contentHash and wordSet normalize it the same way).
+      const normalized = MemoryStore.normalize(item.text)
+      const hash = Canonical.sha256(normalized)
       const scope = { principal: item.principal, agent: item.agent, sessionId: item.sessionId, kind: item.kind }
       const now = item.createdAt
       let existing = st.sameHash.get({ ...scope, hash, now }) as Row | undefined
-      const words = MemoryStore.wordSet(item.text)
+      const words = new Set(normalized.split(" ").filter(Boolean))
       const keys = MemoryStore.nearDuplicateKeys(
         `${item.principal}\u0000${item.agent ?? ""}\u0000${item.sessionId ?? ""}\u0000${item.kind}`,
         MemoryStore.contentWords(item.text)
@@ -229,7 +240,7 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
         return { item: next, outcome: "merged" }
       }
       const n = st.insert.run({ ...item, pinned: item.pinned ? 1 : 0, hash }).lastInsertRowid
-      st.index.run(n, indexed(item.principal, item.text))
+      st.index.run(n, indexed(item.principal, normalized))
       for (const key of keys) st.lshInsert.run(key, n)
       return { item, outcome: "created" }
     }
