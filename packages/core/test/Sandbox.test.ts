@@ -14,9 +14,9 @@ import { basename, join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Fiber, Layer, Schedule } from "effect"
 import { CedarPolicy } from "../src/cedar.js"
-import { Caller, PolicyEngine, ScriptedModel, type TapeEvent, Tool } from "../src/index.js"
+import { Caller, Ids, PolicyEngine, ScriptedModel, type TapeEvent, Tool } from "../src/index.js"
 import { collect } from "../src/testing.js"
-import { BuiltinTools, Sandbox } from "../src/tools.js"
+import { BuiltinTools, Processes, Sandbox } from "../src/tools.js"
 import { withGateway } from "./helpers.js"
 
 // Sandboxed programs run as an unprivileged user (nobody when the tests run as root), so the
@@ -477,5 +477,43 @@ when { resource.category == "shell" && context.sandbox != "os" };
         sandbox: "none"
       })
     })
+  )
+})
+
+describe("live process groups are tracked for the watchdog", () => {
+  it.live(
+    "shell.exec: its group is in the registry with its run and tool call while it runs, and gone once cancelled",
+    () =>
+      Effect.gen(function* () {
+        const processes = Processes.make()
+        const shell = BuiltinTools.shellTool({ root: workspace, sandbox: { processes } })
+        const context: Tool.ToolContext = {
+          sessionId: yield* Ids.makeSessionId,
+          runId: yield* Ids.makeRunId,
+          toolCallId: yield* Ids.makeToolCallId,
+          principal: "alice",
+          note: () => Effect.void
+        }
+        const fiber = yield* Effect.fork(shell.execute({ argv: ["sleep", "30"], cwd: "." }, context))
+        const [group] = yield* pollUntil(
+          () => Effect.runSync(processes.live),
+          (l) => l.length === 1
+        )
+        assert.deepStrictEqual(
+          { tool: group?.tool, sessionId: group?.sessionId, runId: group?.runId, toolCallId: group?.toolCallId },
+          { tool: "shell.exec", sessionId: context.sessionId, runId: context.runId, toolCallId: context.toolCallId }
+        )
+        assert.isNull(group?.callEndedAt)
+        assert.isTrue(Processes.groupAlive(group!.pgid))
+        yield* Fiber.interrupt(fiber)
+        assert.deepStrictEqual(
+          yield* pollUntil(
+            () => Effect.runSync(processes.live),
+            (l) => l.length === 0
+          ),
+          []
+        )
+        assert.isFalse(Processes.groupAlive(group!.pgid))
+      })
   )
 })

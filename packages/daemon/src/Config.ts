@@ -200,14 +200,17 @@ const AfterRunSections = {
       mode: Schema.optionalWith(Schema.Literal("off", "observe", "auto"), { default: () => "observe" as const }),
       interval_seconds: Schema.optionalWith(Positive, { default: () => 15 }),
       run_stall_seconds: Schema.optionalWith(Positive, { default: () => 600 }),
-      approval_warn_seconds: Schema.optionalWith(Positive, { default: () => 300 })
+      approval_warn_seconds: Schema.optionalWith(Positive, { default: () => 300 }),
+      /** A tool process group running this long is orphaned (killed in `auto`) even while its call runs. */
+      process_max_seconds: Schema.optionalWith(Positive, { default: () => 7_200 })
     }),
     {
       default: () => ({
         mode: "observe" as const,
         interval_seconds: 15,
         run_stall_seconds: 600,
-        approval_warn_seconds: 300
+        approval_warn_seconds: 300,
+        process_max_seconds: 7_200
       })
     }
   ),

@@ -11,7 +11,9 @@
  * - **model**: `openai-compatible:` answers `GET /models` (and serves the model); `openai:` /
  *   `anthropic:` have their key variable set; `demo:` needs nothing;
  * - **policies**: the Cedar files parse and validate against Palyra's schema;
- * - **sandbox**: which tiers work here, and whether the configured one does.
+ * - **sandbox**: which tiers work here, and whether the configured one does;
+ * - **after-run**: the watchdog's mode, memory items, learning candidates waiting for review and the
+ *   watchdog's open incidents (read-only from the journal; open incidents are a warning).
  *
  * Exit code 1 when any check fails (warnings do not count).
  *
@@ -28,8 +30,10 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { CedarPolicy } from "@palyra/core/cedar"
+import { Watchdog } from "@palyra/core/memory"
 import { Models } from "@palyra/core/models"
 import { Sandbox } from "@palyra/core/tools"
+import { SqliteJournal, SqliteMemoryStore } from "@palyra/journal"
 import { Api } from "@palyra/transport-http"
 import { Duration, Effect, Either, Option, Schema } from "effect"
 import * as Config from "./Config.js"
@@ -401,7 +405,49 @@ export const run = (options: Options): Effect.Effect<ReadonlyArray<Check>, never
     for (const spec of config.models) checks.push(yield* modelCheck(spec, options.env, timeout))
     checks.push(yield* policyCheck(config))
     checks.push(yield* sandboxCheck(config, options.sandbox))
+    checks.push(yield* afterRunCheck(config))
     return checks
+  })
+
+// =============================================================================
+// after-run: memory, learning, watchdog
+// =============================================================================
+
+const plural = (n: number, one: string, many = `${one}s`) => `${n.toLocaleString("en-US")} ${n === 1 ? one : many}`
+
+const afterRunCheck = (config: Config.Config): Effect.Effect<Check> =>
+  Effect.gen(function* () {
+    const name = "after-run"
+    const { memory, learning, watchdog } = config
+    const mode = `watchdog: ${watchdog.mode}`
+    const db = join(config.dataDir, "journal.db")
+    if (!existsSync(db)) return ok(name, `${mode}; no journal yet, so no memory, candidates or incidents`)
+    const read = Effect.all({
+      counts: SqliteMemoryStore.counts(db),
+      incidents: Effect.scoped(
+        Effect.flatMap(SqliteJournal.make({ filename: db, readonly: true }), (journal) =>
+          Watchdog.readIncidents(journal)
+        )
+      )
+    })
+    const found = yield* Effect.either(read)
+    if (Either.isLeft(found))
+      return fail(name, `${mode}; cannot read ${db}: ${found.left.message}`, "check the file's permissions")
+    const { counts, incidents } = found.right
+    const open = incidents.filter((i) => i.state === "open")
+    const detail = [
+      mode,
+      `memory: ${memory.enabled ? "" : "off, "}${plural(counts.items, "item")}`,
+      `learning: ${learning.enabled ? "" : "off, "}${plural(counts.pendingCandidates, "candidate")} pending review`,
+      `incidents: ${open.length} open${open.length === 0 ? "" : ` (${[...new Set(open.map((i) => i.kind))].join(", ")})`}`
+    ].join("; ")
+    if (open.length > 0)
+      return warn(
+        name,
+        detail,
+        "`palyra incidents --open` lists them (palyrad resolves them when the condition clears)"
+      )
+    return ok(name, detail)
   })
 
 const mark: Record<Status, string> = { ok: "✔", warn: "!", fail: "✖" }
@@ -466,4 +512,8 @@ export const command = Command.make(
       else yield* out(format(checks))
       if (!healthy) return yield* new Failed({ message: "" })
     })
-).pipe(Command.withDescription("check the configuration, ports, data dir, journal, model, policies and sandbox"))
+).pipe(
+  Command.withDescription(
+    "check the configuration, ports, data dir, journal, model, policies, sandbox, memory and watchdog"
+  )
+)

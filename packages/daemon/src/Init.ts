@@ -14,7 +14,7 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Prompt from "@effect/cli/Prompt"
 import { Models } from "@palyra/core/models"
-import { Effect, Either, Option } from "effect"
+import { Effect, Either, Option, Schema } from "effect"
 import { stringify } from "smol-toml"
 import * as Config from "./Config.js"
 import { CliEnv, CliIo, Failed, out, Usage } from "./internal/cli/io.js"
@@ -68,6 +68,62 @@ export const validate = (answers: Answers): Either.Either<Answers, string> => {
 }
 
 const toml = (value: Record<string, unknown>) => stringify(value).trim()
+
+/** The after-run sections' defaults, from palyrad's own schema (so the file and palyrad agree). */
+const afterRunDefaults = () => {
+  const { memory, learning, watchdog, tasks } = Schema.decodeUnknownSync(Config.ConfigFile)({})
+  return { memory, learning, watchdog, tasks }
+}
+
+/** `[memory]`, `[learning]`, `[watchdog]` and `[tasks]` with their defaults, commented. */
+const afterRunSections = (): Array<string> => {
+  const { memory, learning, watchdog, tasks } = afterRunDefaults()
+  return [
+    "[memory]",
+    "# Memory across sessions: before each model call the best items for the user's message are put in",
+    "# the prompt (fenced, labelled untrusted), and the model gets memory.search / memory.save",
+    "# (saving asks for approval under the default policies). `palyra memory search` reads it.",
+    toml({ enabled: memory.enabled }),
+    "# Tokens the injected block may take, and items at most.",
+    toml({ inject_budget_tokens: memory.inject_budget_tokens }),
+    toml({ inject_max_items: memory.inject_max_items }),
+    "# Save what users say as notes when their runs end (off: only tools and learning write memory).",
+    toml({ auto_ingest: memory.auto_ingest }),
+    toml({ tools: memory.tools }),
+    '# Vectors blended into search: "openai:<model>" or "openai-compatible:<base URL>#<model>".',
+    '# embedding_model = "openai:text-embedding-3-small"',
+    toml({ vector_weight: memory.vector_weight }),
+    "",
+    "[learning]",
+    "# After each run a background reflection proposes facts, preferences and procedures, each with a",
+    "# confidence in basis points (10000 = certain): at or above auto_write_threshold_bps they are saved to",
+    "# memory; from min_confidence_bps they wait for review (`palyra learning list|accept|reject`).",
+    toml({ enabled: learning.enabled }),
+    toml({ auto_write_threshold_bps: learning.auto_write_threshold_bps }),
+    toml({ min_confidence_bps: learning.min_confidence_bps }),
+    '# "deterministic" (rules, no model call) or "session" (the default agent\'s model reflects).',
+    toml({ model: learning.model }),
+    "",
+    "[watchdog]",
+    '# "off", "observe" (incidents only, see `palyra incidents`) or "auto" (also cancels stuck runs,',
+    "# requeues tasks whose worker died, kills tool processes left behind, reminds approvers).",
+    toml({ mode: watchdog.mode }),
+    toml({ interval_seconds: watchdog.interval_seconds }),
+    "# A running run with no progress for this long; an approval pending this long.",
+    toml({ run_stall_seconds: watchdog.run_stall_seconds }),
+    toml({ approval_warn_seconds: watchdog.approval_warn_seconds }),
+    "# A tool's process group running this long, even while its call runs.",
+    toml({ process_max_seconds: watchdog.process_max_seconds }),
+    "",
+    "[tasks]",
+    "# The background queue's worker (reflections, memory purges; `palyra tasks list`). A worker that stops",
+    "# heartbeating loses a task's lease after this long, and the task is retried.",
+    toml({ lease_seconds: tasks.lease_seconds }),
+    "# Tasks of one kind at once, by kind (default 1 each):",
+    '# concurrency = { "memory.reflect" = 2 }',
+    ""
+  ]
+}
 
 const keyComment = (answers: Answers): Array<string> => {
   const expected = providerKeyEnv(answers.model)
@@ -126,7 +182,8 @@ export const render = (answers: Answers): string =>
     '# Sandbox tier of every process a tool starts: "none", "limits" (rlimits, own user) or "os" (bubblewrap).',
     "# `palyra doctor` shows which tiers work on this machine.",
     'sandbox = "none"',
-    ""
+    "",
+    ...afterRunSections()
   ].join("\n")
 
 /**

@@ -2,14 +2,18 @@
  * `palyra doctor`: each check failing and passing, on real files, real sockets, a real palyrad, a
  * real local model server and the real Cedar engine and sandbox probe.
  */
+import { spawn } from "node:child_process"
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs"
 import { createServer as createHttpServer, type Server } from "node:http"
 import { type AddressInfo, createServer, type Socket } from "node:net"
 import { join } from "node:path"
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
-import { Ids, Records } from "@palyra/core"
+import { Gateway, Ids, Journal, Records, ScriptedModel } from "@palyra/core"
 import { CedarPolicy } from "@palyra/core/cedar"
-import { Anchor, SqliteJournal } from "@palyra/journal"
+import { Watchdog } from "@palyra/core/memory"
+import { gatewayLayer } from "@palyra/core/testing"
+import { Processes } from "@palyra/core/tools"
+import { Anchor, SqliteJournal, SqliteMemoryStore } from "@palyra/journal"
 import Database from "better-sqlite3"
 import { Effect, Layer, Logger } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
@@ -108,7 +112,8 @@ describe("palyra doctor", () => {
       "journal",
       "model demo:scripted",
       "policies",
-      "sandbox"
+      "sandbox",
+      "after-run"
     ])
   })
 
@@ -277,5 +282,56 @@ describe("palyra doctor", () => {
     const out = seen.out
     expect(out).toMatch(/✖ model openai:gpt-4\.1-mini +OPENAI_API_KEY is not set\n +→ export OPENAI_API_KEY=/)
     expect(out).toMatch(/1 problem to fix\n$/)
+  }, 60_000)
+  it("after-run: the watchdog's mode, memory items, pending candidates and open incidents, read from the journal", async () => {
+    const dir = setup('[watchdog]\nmode = "auto"\n[learning]\nenabled = false\n')
+    expect(find(await doctor(dir), "after-run")).toMatchObject({
+      status: "ok",
+      detail: "watchdog: auto; no journal yet, so no memory, candidates or incidents"
+    })
+    const db = await journal(dir, 1, false)
+    // Memory and learning write beside the tape; a real watchdog journals a real incident: a process
+    // group still running after the tool call that started it ended.
+    const sleeper = spawn("sleep", ["60"], { detached: true, stdio: "ignore" })
+    try {
+      await Effect.runPromise(
+        Effect.gen(function* () {
+          const store = yield* SqliteMemoryStore.make({ filename: db })
+          const scope = { principal: "alice", agent: null, sessionId: null }
+          yield* store.save({ ...scope, kind: "fact", text: "Alice's build id is B-7731" })
+          yield* store.save({ ...scope, kind: "preference", text: "Alice prefers short answers" })
+          yield* store.propose({
+            ...scope,
+            kind: "fact",
+            text: "Alice works on the billing service",
+            confidenceBps: 5_000
+          })
+          const processes = Processes.make()
+          const release = processes.unsafeTrack(sleeper.pid!, { tool: "careless" })
+          release()
+          const watchdog = yield* Watchdog.make(
+            { gateway: yield* Gateway.Gateway, journal: yield* Journal.Journal, processes },
+            { mode: "observe" }
+          )
+          const [incident] = yield* watchdog.check
+          expect(incident?.kind).toBe("tool_process_orphaned")
+        }).pipe(
+          Effect.provide(
+            gatewayLayer({ model: ScriptedModel.make([]), journal: SqliteJournal.layer({ filename: db }) })
+          ),
+          Effect.scoped,
+          Effect.provide(Logger.remove(Logger.defaultLogger))
+        )
+      )
+    } finally {
+      sleeper.kill("SIGKILL")
+    }
+    const check = find(await doctor(dir), "after-run")
+    expect(check).toMatchObject({
+      status: "warn",
+      detail:
+        "watchdog: auto; memory: 2 items; learning: off, 1 candidate pending review; incidents: 1 open (tool_process_orphaned)"
+    })
+    expect(check.fix).toMatch(/palyra incidents --open/)
   }, 60_000)
 })

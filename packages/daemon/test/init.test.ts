@@ -62,6 +62,40 @@ describe("palyra init", () => {
     }
   })
 
+  it("writes [memory], [learning], [watchdog] and [tasks] with palyrad's defaults, commented, and edits to them load", async () => {
+    const dir = fresh()
+    const file = join(dir, "palyra.toml")
+    await Effect.runPromise(
+      Init.write(
+        file,
+        { model: "demo:scripted", keyEnv: undefined, workspace: "workspace", httpPort: 0, grpcPort: 0 },
+        { force: false }
+      )
+    )
+    const text = readFileSync(file, "utf8")
+    for (const section of ["[memory]", "[learning]", "[watchdog]", "[tasks]"]) expect(text).toContain(`\n${section}\n`)
+    expect(text).toContain('mode = "observe"')
+    expect(text).toContain("auto_write_threshold_bps = 8000")
+    expect(text).toMatch(/# .*kills tool processes left behind/)
+    expect(text).toMatch(/# .*basis points/)
+    expect(text).toContain("palyra incidents")
+    const written = await load(file)
+    const defaults = await Effect.runPromise(Config.load({}, {}))
+    for (const key of ["memory", "learning", "watchdog", "tasks"] as const) expect(written[key]).toEqual(defaults[key])
+    // The commented lines are real settings: uncomment or change them and palyrad reads them.
+    writeFileSync(
+      file,
+      text
+        .replace('mode = "observe"', 'mode = "auto"')
+        .replace("# concurrency =", "concurrency =")
+        .replace("# embedding_model =", "embedding_model =")
+    )
+    const edited = await load(file)
+    expect(edited.watchdog.mode).toBe("auto")
+    expect(edited.tasks.concurrency).toEqual({ "memory.reflect": 2 })
+    expect(edited.memory.embedding_model).toBe("openai:text-embedding-3-small")
+  })
+
   it("never replaces an existing file without --force", async () => {
     const dir = fresh()
     const file = join(dir, "palyra.toml")

@@ -23,6 +23,7 @@
  */
 import { Canonical, Errors, Redaction } from "@palyra/core"
 import { MemoryStore } from "@palyra/core/memory"
+import Database from "better-sqlite3"
 import { Clock, Effect, Layer, Option, type Scope } from "effect"
 import { type OpenOptions, openDatabase, storageError } from "./internal/database.js"
 
@@ -72,15 +73,24 @@ const toCandidate = (r: Row): MemoryStore.Candidate => ({
  * The principal's mark: 12 letters from a digest of the principal. Every indexed word is prefixed
  * with it, so FTS5 reads only the principal's postings. (Letters only: mark and word stay one token.)
  */
-const markOf = (principal: string) =>
-  Canonical.sha256(principal)
-    .slice(0, 12)
-    .replace(/[0-9a-f]/g, (h) => String.fromCharCode(97 + Number.parseInt(h, 16)))
+const marks = new Map<string, string>()
+const markOf = (principal: string) => {
+  let mark = marks.get(principal)
+  if (mark === undefined) {
+    mark = Canonical.sha256(principal)
+      .slice(0, 12)
+      .replace(/[0-9a-f]/g, (h) => String.fromCharCode(97 + Number.parseInt(h, 16)))
+    // A bounded memo: ingest computes the mark of every item's principal.
+    if (marks.size >= 10_000) marks.clear()
+    marks.set(principal, mark)
+  }
+  return mark
+}
 
 /** What the index holds for an item: each word of its normalized text (repeats kept), marked. */
-const indexed = (principal: string, text: string) => {
+const indexed = (principal: string, normalized: string) => {
   const mark = markOf(principal)
-  return MemoryStore.normalize(text)
+  return normalized
     .split(" ")
     .filter((w) => w.length > 0 && w.length <= 64)
     .map((w) => mark + w)
@@ -110,6 +120,9 @@ const COMMON = 2_000
 export const make = (options: Options): Effect.Effect<MemoryStore.Service, Errors.JournalError, Scope.Scope> =>
   Effect.gen(function* () {
     const db = yield* openDatabase(options, "SqliteMemoryStore.open")
+    // A page cache of up to 64 MiB for this connection (SQLite's default is 2 MiB): ingest probes and
+    // extends several B-trees at random places (items, the dedupe keys, FTS5), which then stay cached.
+    db.pragma("cache_size = -65536")
     const redactor = options.redaction === false ? Redaction.none : Redaction.make(options.redaction || {})
     const o = MemoryStore.resolveOptions({ ...options, redactor })
 
@@ -130,11 +143,15 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
            AND session_id IS @sessionId AND kind = @kind AND (expires_at IS NULL OR expires_at > @now) LIMIT 1`
       ),
       lshInsert: db.prepare("INSERT OR IGNORE INTO memory_lsh (key, n) VALUES (?, ?)"),
-      similar: db.prepare(
-        // CROSS JOIN keeps the key lookup the outer loop (a few rows), never a scan of the principal's items.
-        `SELECT DISTINCT m.* FROM memory_lsh l CROSS JOIN memory_items m ON m.n = l.n
-         WHERE l.key IN (${Array.from({ length: 8 }, () => "?").join(", ")}) AND m.principal = ? AND m.agent IS ?
-           AND m.session_id IS ? AND m.kind = ? AND (m.expires_at IS NULL OR m.expires_at > ?)`
+      // Near-duplicate candidates in two steps: the band keys' items (a few primary-key probes; most
+      // inserts find none), then each one's row in the same scope. One join of both is several times
+      // slower per insert (measured by bench/memory), and it runs for every item saved.
+      similarKeys: db
+        .prepare(`SELECT DISTINCT n FROM memory_lsh WHERE key IN (${Array.from({ length: 8 }, () => "?").join(", ")})`)
+        .pluck(),
+      similarItem: db.prepare(
+        `SELECT * FROM memory_items WHERE n = ? AND principal = ? AND agent IS ? AND session_id IS ? AND kind = ?
+           AND (expires_at IS NULL OR expires_at > ?)`
       ),
       get: db.prepare(
         "SELECT * FROM memory_items WHERE id = ? AND principal = ? AND (expires_at IS NULL OR expires_at > ?)"
@@ -162,24 +179,60 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
       )
     }
 
+    /** The two search statements for a number of kinds, prepared once. */
+    const searchCache = new Map<number, { readonly top: Database.Statement; readonly full: Database.Statement }>()
+    const searchStatements = (kinds: number) => {
+      const cached = searchCache.get(kinds)
+      if (cached !== undefined) return cached
+      const inScope = `m.principal = @principal AND (m.agent IS NULL OR m.agent = @agent)
+        AND (m.session_id IS NULL OR m.session_id = @sessionId) AND (m.expires_at IS NULL OR m.expires_at > @now)${
+          kinds === 0 ? "" : ` AND m.kind IN (${Array.from({ length: kinds }, (_, i) => `@k${i}`).join(", ")})`
+        }`
+      const statements = {
+        top: db.prepare(
+          `SELECT m.*, f.raw AS raw, coalesce(${inScope}, 0) AS in_scope
+           FROM (SELECT rowid, -bm25(memory_fts) AS raw FROM memory_fts WHERE memory_fts MATCH @match ORDER BY rank LIMIT @wanted) AS f
+           LEFT JOIN memory_items m ON m.n = f.rowid ORDER BY f.raw DESC`
+        ),
+        full: db.prepare(
+          `SELECT m.*, -bm25(memory_fts) AS raw FROM memory_fts JOIN memory_items m ON m.n = memory_fts.rowid
+           WHERE memory_fts MATCH @match AND ${inScope} ORDER BY bm25(memory_fts) LIMIT @wanted`
+        )
+      }
+      searchCache.set(kinds, statements)
+      return statements
+    }
+
     const sync = <A>(method: string, f: () => A) => Effect.try({ try: f, catch: storageError(method) })
     const immediate = <A>(method: string, f: () => A) =>
       Effect.try({ try: () => db.transaction(f).immediate(), catch: storageError(method) })
 
     /** Save or merge one prepared item. Call inside a transaction. */
     const saveOne = (item: MemoryStore.MemoryItem): MemoryStore.SaveResult => {
-      const hash = MemoryStore.contentHash(item.text)
+      // The text normalized once (MemoryStore.contentHash and wordSet normalize it the same way).
+      const normalized = MemoryStore.normalize(item.text)
+      const hash = Canonical.sha256(normalized)
       const scope = { principal: item.principal, agent: item.agent, sessionId: item.sessionId, kind: item.kind }
       const now = item.createdAt
       let existing = st.sameHash.get({ ...scope, hash, now }) as Row | undefined
-      const words = MemoryStore.wordSet(item.text)
+      const words = new Set(normalized.split(" ").filter(Boolean))
       const keys = MemoryStore.nearDuplicateKeys(
         `${item.principal}\u0000${item.agent ?? ""}\u0000${item.sessionId ?? ""}\u0000${item.kind}`,
         MemoryStore.contentWords(item.text)
       )
       if (existing === undefined && keys.length > 0) {
-        const rows = st.similar.all(...keys, item.principal, item.agent, item.sessionId, item.kind, now) as Array<Row>
-        existing = rows.find((r) => MemoryStore.overlap(words, MemoryStore.wordSet(r.text as string)) >= o.mergeOverlap)
+        for (const n of st.similarKeys.all(...keys) as Array<number>) {
+          const row = st.similarItem.get(n, item.principal, item.agent, item.sessionId, item.kind, now) as
+            | Row
+            | undefined
+          if (
+            row !== undefined &&
+            MemoryStore.overlap(words, MemoryStore.wordSet(row.text as string)) >= o.mergeOverlap
+          ) {
+            existing = row
+            break
+          }
+        }
       }
       if (existing !== undefined) {
         const next = MemoryStore.merged(toItem(existing), item)
@@ -187,7 +240,7 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
         return { item: next, outcome: "merged" }
       }
       const n = st.insert.run({ ...item, pinned: item.pinned ? 1 : 0, hash }).lastInsertRowid
-      st.index.run(n, indexed(item.principal, item.text))
+      st.index.run(n, indexed(item.principal, normalized))
       for (const key of keys) st.lshInsert.run(key, n)
       return { item, outcome: "created" }
     }
@@ -198,23 +251,26 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
         if (terms.length === 0) return []
         const now = yield* Clock.currentTimeMillis
         const rows = yield* sync("search", () => {
-          const kindClause = kinds === undefined ? "" : `AND m.kind IN (${kinds.map(() => "?").join(", ")})`
-          const query = db.prepare(
-            `SELECT m.*, -bm25(memory_fts) AS raw FROM memory_fts JOIN memory_items m ON m.n = memory_fts.rowid
-             WHERE memory_fts MATCH ? AND m.principal = ? AND (m.agent IS NULL OR m.agent = ?)
-               AND (m.session_id IS NULL OR m.session_id = ?) AND (m.expires_at IS NULL OR m.expires_at > ?) ${kindClause}
-             ORDER BY bm25(memory_fts) LIMIT ?`
-          )
-          const run = (match: string) =>
-            query.all(
-              match,
-              scope.principal,
-              scope.agent,
-              scope.sessionId,
-              now,
-              ...(kinds ?? []),
-              Math.max(limit * 4, 20)
-            ) as Array<Row>
+          const wanted = Math.max(limit * 4, 20)
+          const params: Record<string, unknown> = {
+            principal: scope.principal,
+            agent: scope.agent,
+            sessionId: scope.sessionId,
+            now,
+            wanted
+          }
+          for (const [i, k] of (kinds ?? []).entries()) params[`k${i}`] = k
+          const { top, full } = searchStatements(kinds?.length ?? 0)
+          // The best `wanted` matches by BM25 are joined to their rows only then (FTS5 orders by rank
+          // itself). If the scope's filters (agent, session, expiry, kinds) dropped some of a full page,
+          // the query that filters every match decides instead: the same rows either way.
+          const run = (match: string) => {
+            const best = top.all({ ...params, match }) as Array<Row>
+            const kept = best.filter((r) => r.in_scope === 1)
+            return kept.length === best.length || best.length < wanted
+              ? kept
+              : (full.all({ ...params, match }) as Array<Row>)
+          }
           if (terms.length === 1) return run(matchOf(scope.principal, terms))
           const counted = terms.map((t) => ({
             t,
@@ -347,3 +403,43 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
 /** The store as core's `MemoryStore`. @since 0.1.0 @category Layers */
 export const layer = (options: Options): Layer.Layer<MemoryStore.MemoryStore, Errors.JournalError> =>
   Layer.scoped(MemoryStore.MemoryStore, make(options))
+
+/** What a journal's file holds of memory and learning. @since 0.1.0 @category Models */
+export interface Counts {
+  /** Memory items (every principal's, expired ones not yet purged included). */
+  readonly items: number
+  /** Learning candidates waiting for review. */
+  readonly pendingCandidates: number
+}
+
+/**
+ * Count memory items and pending candidates of a journal's file, read-only (no migration, no
+ * write): `palyra doctor` uses it beside a running palyrad. A journal from before memory existed
+ * counts zero.
+ *
+ * @since 0.1.0
+ * @category Utils
+ */
+export const counts = (filename: string): Effect.Effect<Counts, Errors.JournalError> =>
+  Effect.acquireUseRelease(
+    Effect.try({
+      try: () => new Database(filename, { readonly: true, fileMustExist: true }),
+      catch: storageError("SqliteMemoryStore.counts")
+    }),
+    (db) =>
+      Effect.try({
+        try: () => {
+          const has = (table: string) =>
+            db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(table) !== undefined
+          const count = (sql: string) => (db.prepare(sql).pluck().get() as number | undefined) ?? 0
+          return {
+            items: has("memory_items") ? count("SELECT count(*) FROM memory_items") : 0,
+            pendingCandidates: has("memory_candidates")
+              ? count("SELECT count(*) FROM memory_candidates WHERE status = 'pending'")
+              : 0
+          }
+        },
+        catch: storageError("SqliteMemoryStore.counts")
+      }),
+    (db) => Effect.sync(() => db.close())
+  ).pipe(Effect.withSpan("SqliteMemoryStore.counts"))

@@ -14,7 +14,7 @@ import {
   Tool
 } from "@palyra/core"
 import { Learning, Memory, MemoryStore, TaskQueue } from "@palyra/core/memory"
-import { gatewayLayer } from "@palyra/core/testing"
+import { collect, gatewayLayer } from "@palyra/core/testing"
 import { Effect, Layer, Option, Schedule, Schema } from "effect"
 import { SqliteJournal, SqliteMemoryStore, SqliteTaskQueue } from "../src/index.js"
 
@@ -117,6 +117,48 @@ describe("memory in the prompt", () => {
           ),
           Effect.scoped
         )
+      }).pipe(Effect.scoped)
+  )
+
+  it.live(
+    "through the kernel (Memory.layer): the injection note reaches the run's live subscribers before its final message",
+    () =>
+      Effect.gen(function* () {
+        const filename = fresh()
+        const store = yield* SqliteMemoryStore.make({ filename })
+        yield* store.save({
+          principal: "alice",
+          agent: null,
+          sessionId: null,
+          kind: "preference",
+          text: "Alice takes her tea with lemon"
+        })
+        const model = ScriptedModel.make(() => ({ text: "With lemon." }))
+        const seen = yield* Effect.gen(function* () {
+          const gateway = yield* Gateway.Gateway
+          const { events } = yield* gateway.startRun(Caller.user("alice"), {
+            key: "live",
+            text: "How do I take my tea?"
+          })
+          return yield* collect(events)
+        }).pipe(
+          Effect.provide(
+            gatewayLayer({
+              model,
+              journal: SqliteJournal.layer({ filename }),
+              promptAssembler: Memory.layer().pipe(Layer.provide(Layer.succeed(MemoryStore.MemoryStore, store)))
+            }) as Layer.Layer<Gateway.Gateway>
+          ),
+          Effect.scoped
+        )
+        const note = seen.findIndex((e) => e._tag === "SessionNote" && e.author === "memory")
+        const final = seen.findIndex((e) => e._tag === "AssistantMessage")
+        assert.isAtLeast(note, 0, "the memory note is on the live stream")
+        assert.isAtLeast(final, 0)
+        assert.isBelow(note, final)
+        const text = (seen[note] as Extract<TapeEvent.TapeEvent, { _tag: "SessionNote" }>).text
+        assert.match(text, /^injected 1 memory item\(s\): /)
+        assert.include(JSON.stringify(model.prompts[0]!.messages[0]), "tea with lemon")
       }).pipe(Effect.scoped)
   )
 })

@@ -1,10 +1,12 @@
-import { mkdtempSync } from "node:fs"
+import { spawn } from "node:child_process"
+import { mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Caller, Gateway, Journal, type Records, ScriptedModel, type TapeEvent, Tool } from "@palyra/core"
 import { Watchdog } from "@palyra/core/memory"
 import { collect, gatewayLayer } from "@palyra/core/testing"
+import { Processes, Sandbox } from "@palyra/core/tools"
 import Database from "better-sqlite3"
 import { Effect, Layer, Metric, Option, Schedule, Schema } from "effect"
 import { SqliteJournal, SqliteTaskQueue } from "../src/index.js"
@@ -25,6 +27,31 @@ const until = <A, E, R>(f: Effect.Effect<A, E, R>, ok: (a: A) => boolean) =>
 
 const notes = (tape: ReadonlyArray<TapeEvent.TapeEvent>, author: string) =>
   tape.flatMap((e) => (e._tag === "SessionNote" && e.author === author ? [e.text] : []))
+
+/** Whether a process runs: gone, or a zombie (dead, waiting for an init here that does not reap), is not. */
+const running = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+  } catch {
+    return false
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z"
+  } catch {
+    return false
+  }
+}
+const leftBehind: Array<number> = []
+const killLeftBehind = () => {
+  for (const pid of leftBehind.splice(0)) {
+    try {
+      process.kill(pid, "SIGKILL")
+    } catch {
+      // gone
+    }
+  }
+}
 
 const openGauge = Effect.map(Metric.value(Watchdog.incidentsOpen), (s) => s.value)
 
@@ -222,6 +249,154 @@ describe("watchdog", () => {
         assert.deepStrictEqual(yield* watchdog.incidents(op, { state: "open" }), [])
       }).pipe(Effect.provide(gatewayLayer({ model: ScriptedModel.make([]), journal: journalLayer })), Effect.scoped)
     })
+  )
+
+  it.live("a tool process group left running after its call is an incident; auto mode kills the whole group", () =>
+    Effect.gen(function* () {
+      const registry = Processes.make()
+      let leftPid = 0
+      // A careless tool: it starts `sleep` in the background of its own process group and returns.
+      const careless = Tool.make("careless", {
+        description: "leaves a process behind",
+        parameters: Schema.Struct({}),
+        risk: "low",
+        execute: (_args, context) =>
+          Effect.async<number>((resume) => {
+            const child = spawn("sh", ["-c", "sleep 300 >/dev/null 2>&1 & echo $!"], {
+              detached: true,
+              stdio: ["ignore", "pipe", "ignore"]
+            })
+            let out = ""
+            child.stdout.on("data", (c: Buffer) => {
+              out += c.toString("utf8")
+            })
+            child.on("close", () => resume(Effect.succeed(Number(out.trim()))))
+            const release = registry.unsafeTrack(child.pid!, { tool: "careless", ...context })
+            child.on("exit", () => setImmediate(release))
+          }).pipe(
+            Effect.map((pid) => {
+              leftPid = pid
+              leftBehind.push(pid)
+              return `started ${pid}`
+            })
+          )
+      })
+      const filename = fresh()
+      yield* Effect.gen(function* () {
+        const gateway = yield* Gateway.Gateway
+        const journal = yield* Journal.Journal
+        const alice = Caller.user("alice")
+        const { run } = yield* gateway.sendMessage(alice, { text: "start something" })
+        assert.strictEqual((yield* gateway.awaitRun(alice, run.id)).state, "Done")
+        assert.isTrue(running(leftPid), "the background sleep outlived its tool call")
+        const [group] = yield* registry.live
+        assert.strictEqual(group?.runId, run.id)
+        assert.isNotNull(group?.callEndedAt)
+
+        const observe = yield* Watchdog.make({ gateway, journal, processes: registry }, { mode: "observe" })
+        const [incident] = yield* observe.check
+        assert.strictEqual(incident?.kind, "tool_process_orphaned")
+        assert.strictEqual(incident?.subject, `pgid:${group!.pgid}`)
+        assert.strictEqual(incident?.sessionId, run.sessionId)
+        assert.strictEqual(incident?.action, "none")
+        assert.match(
+          incident!.detail,
+          /process group \d+ of careless \(call .+\) in run .+ is still running .+ after its tool call ended/
+        )
+        assert.isTrue(running(leftPid), "observe mode leaves it alone")
+
+        const auto = yield* Watchdog.make({ gateway, journal, processes: registry }, { mode: "auto" })
+        assert.deepStrictEqual(yield* auto.check, []) // the open incident is acted on, not opened again
+        assert.isFalse(running(leftPid), "auto mode killed the group")
+        assert.strictEqual((yield* auto.incidents(op, { state: "open" }))[0]?.action, "killed")
+        const tape = yield* gateway.readTape(alice, run.sessionId, { afterSeq: 0 })
+        assert.match(notes(tape, "watchdog")[0] ?? "", /killed the process group$/)
+        yield* auto.check // the group is gone: resolved
+        assert.deepStrictEqual(yield* auto.incidents(op, { state: "open" }), [])
+        assert.deepStrictEqual(yield* registry.live, [])
+      }).pipe(
+        Effect.provide(
+          gatewayLayer({
+            model: ScriptedModel.make([{ toolCalls: [{ name: "careless" }] }, { text: "started" }]),
+            tools: [careless],
+            journal: SqliteJournal.layer({ filename })
+          })
+        ),
+        Effect.scoped
+      )
+    }).pipe(Effect.ensuring(Effect.sync(() => killLeftBehind())))
+  )
+
+  it.live(
+    "Sandbox.spawn tracks its group with the tool call; one running past processMaxAge is killed in auto mode",
+    () =>
+      Effect.gen(function* () {
+        const registry = Processes.make()
+        const workspace = mkdtempSync(join(tmpdir(), "palyra-watchdog-ws-"))
+        const long = Tool.make("long", {
+          description: "runs a long command",
+          parameters: Schema.Struct({}),
+          risk: "low",
+          timeout: "1 hour",
+          execute: (_args, context) =>
+            Sandbox.spawn(
+              {
+                tool: "long",
+                argv: ["sleep", "120"],
+                workspace,
+                cwd: workspace,
+                timeoutMs: 120_000,
+                maxOutputBytes: 1024,
+                owner: context
+              },
+              { processes: registry }
+            )
+        })
+        const filename = fresh()
+        yield* Effect.gen(function* () {
+          const gateway = yield* Gateway.Gateway
+          const journal = yield* Journal.Journal
+          const alice = Caller.user("alice")
+          const { run } = yield* gateway.sendMessage(alice, { text: "run long" })
+          const [group] = yield* until(registry.live, (l) => l.length === 1)
+          assert.strictEqual(group?.tool, "long")
+          assert.strictEqual(group?.runId, run.id)
+          assert.strictEqual(group?.sessionId, run.sessionId)
+          assert.isNotNull(group?.toolCallId)
+          assert.isNull(group?.callEndedAt)
+          assert.isTrue(running(group!.pgid))
+
+          const young = yield* Watchdog.make({ gateway, journal, processes: registry }, { mode: "auto" })
+          assert.deepStrictEqual(yield* young.check, []) // its call is running and it is young
+          yield* Effect.sleep("300 millis")
+          const auto = yield* Watchdog.make(
+            { gateway, journal, processes: registry },
+            { mode: "auto", processMaxAge: "200 millis" }
+          )
+          const [incident] = yield* auto.check
+          assert.strictEqual(incident?.kind, "tool_process_orphaned")
+          assert.strictEqual(incident?.action, "killed")
+          assert.match(incident!.detail, /has been running for \d+ms \(limit 200ms\)/)
+          assert.isFalse(running(group!.pgid))
+          // The call saw its program killed and the run went on.
+          assert.strictEqual((yield* gateway.awaitRun(alice, run.id)).state, "Done")
+          const tape = yield* gateway.readTape(alice, run.sessionId, { afterSeq: 0 })
+          const result = tape.find((e) => e._tag === "ToolResult")
+          assert.include(result?._tag === "ToolResult" ? result.output : "", "SIGKILL")
+          yield* auto.check
+          assert.deepStrictEqual(yield* auto.incidents(op, { state: "open" }), [])
+          assert.deepStrictEqual(yield* registry.live, [])
+        }).pipe(
+          Effect.provide(
+            gatewayLayer({
+              model: ScriptedModel.make([{ toolCalls: [{ name: "long" }] }, { text: "done" }]),
+              tools: [long],
+              journal: SqliteJournal.layer({ filename })
+            })
+          ),
+          Effect.scoped
+        )
+      })
   )
 
   it.live("mode off does nothing", () =>

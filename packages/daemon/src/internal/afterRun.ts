@@ -59,6 +59,7 @@ export const afterRunOf = (
               interval: Duration.seconds(watchdog.interval_seconds),
               runStallAfter: Duration.seconds(watchdog.run_stall_seconds),
               approvalWarnAfter: Duration.seconds(watchdog.approval_warn_seconds),
+              processMaxAge: Duration.seconds(watchdog.process_max_seconds),
               principal: "system:watchdog"
             },
       worker: {

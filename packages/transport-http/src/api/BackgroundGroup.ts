@@ -101,12 +101,18 @@ export const MemoryHit = Schema.Struct({
 /** A watchdog incident. @since 0.1.0 @category Records */
 export const Incident = Schema.Struct({
   id: Schema.String,
-  kind: Schema.Literal("run_stalled", "task_lease_expired", "approval_pending", "journal_stall"),
+  kind: Schema.Literal(
+    "run_stalled",
+    "task_lease_expired",
+    "approval_pending",
+    "journal_stall",
+    "tool_process_orphaned"
+  ),
   subject: Schema.String,
   sessionId: Schema.NullOr(Schema.String),
   openedAt: Schema.Number,
   detail: Schema.String,
-  action: Schema.Literal("none", "cancelled", "requeued", "notified", "remediation_failed"),
+  action: Schema.Literal("none", "cancelled", "requeued", "notified", "killed", "remediation_failed"),
   state: Schema.Literal("open", "resolved"),
   resolvedAt: Schema.NullOr(Schema.Number)
 }).annotations({ identifier: "Incident" })

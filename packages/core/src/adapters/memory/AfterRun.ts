@@ -16,7 +16,8 @@
  * - `learning` (needs `store` and `queue`): every run that ends enqueues one reflection
  *   (`Learning.enqueueReflection`, through the kernel's `RunHooks`), which the worker runs.
  * - `queue`: the worker runs the handlers (`memory.reflect`, `memory.purge`) for the layer's lifetime.
- * - `watchdog`: the watchdog loop in its mode (`off`, `observe`, `auto`).
+ * - `watchdog`: the watchdog loop in its mode (`off`, `observe`, `auto`), watching this process's
+ *   tool process groups (`Processes.shared`) too.
  *
  * @since 0.1.0
  */
@@ -35,6 +36,7 @@ import { ModelProvider } from "../../ports/ModelProvider.js"
 import type { PolicyEngine } from "../../ports/PolicyEngine.js"
 import * as TaskQueue from "../../ports/TaskQueue.js"
 import type * as Tool from "../../ports/Tool.js"
+import * as Processes from "../tools/sandbox/Processes.js"
 import * as Background from "./Background.js"
 import * as Learning from "./Learning.js"
 import * as Memory from "./Memory.js"
@@ -234,7 +236,7 @@ export const make = (options: Options): AfterRun => {
     const watchdog =
       watchdogOptions === undefined || watchdogOptions.mode === "off"
         ? undefined
-        : yield* Watchdog.make({ gateway, journal, queue }, watchdogOptions)
+        : yield* Watchdog.make({ gateway, journal, queue, processes: Processes.shared }, watchdogOptions)
     if (watchdog !== undefined) yield* watchdog.run
 
     yield* Effect.logInfo("after-run features on").pipe(

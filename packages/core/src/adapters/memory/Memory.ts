@@ -19,14 +19,14 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Effect, Layer, Schema } from "effect"
+import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { ToolError } from "../../domain/Errors.js"
 import type { RunId } from "../../domain/Ids.js"
 import type { Session } from "../../domain/Records.js"
 import type { Risk, TapeEvent } from "../../domain/TapeEvent.js"
 import * as PromptAssembler from "../../kernel/PromptAssembler.js"
 import { Journal, type Service as JournalService } from "../../ports/Journal.js"
-import type { LiveTape } from "../../ports/LiveTape.js"
+import { LiveTape } from "../../ports/LiveTape.js"
 import {
   MemoryKind,
   type MemoryKind as MemoryKindType,
@@ -214,7 +214,9 @@ export interface LayerOptions<E = never> extends Omit<InjectOptions, "store" | "
 
 /**
  * A `PromptAssembler` layer with memory injection, over the context's `MemoryStore` and `Journal`:
- * give it to `Kernel.layer({ promptAssembler })` after providing the store.
+ * give it to `Kernel.layer({ promptAssembler })` after providing the store. Injection notes go
+ * through the context's `LiveTape` (the kernel's: the run's live subscribers see them as they happen)
+ * unless `options.append` says otherwise.
  *
  * @since 0.1.0
  * @category Layers
@@ -235,8 +237,14 @@ export const layer = <E = never>(
         Effect.gen(function* () {
           const store = yield* MemoryStore
           const journal = yield* Journal
+          const live = yield* Effect.serviceOption(LiveTape)
+          const append = options.append ?? Option.getOrUndefined(live)?.append
           const inner = Context.get(context, PromptAssembler.PromptAssembler)
-          return Context.add(context, PromptAssembler.PromptAssembler, injecting(inner, { ...options, store, journal }))
+          return Context.add(
+            context,
+            PromptAssembler.PromptAssembler,
+            injecting(inner, { ...options, store, journal, append })
+          )
         })
       )
   )

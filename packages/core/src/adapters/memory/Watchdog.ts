@@ -7,6 +7,7 @@
  * | `task_lease_expired` | a running background task whose lease ran out (its worker stopped heartbeating) | requeue it (`TaskQueue.sweep`) |
  * | `approval_pending` | an approval pending longer than `approvalWarnAfter` (and not expired) | a `SessionNote` on its session asking approvers to decide |
  * | `journal_stall` | a journal append (through `JournalProbe`) in flight, or finished, after more than `journalStallAfter` | none (it is reported) |
+ * | `tool_process_orphaned` | a tool process group (tracked in `Processes`) still running after its tool call ended (the call released it, its `ToolResult` is on the tape, or its run is terminal), or older than `processMaxAge` | SIGKILL to the whole group (`-pgid`), noted on the run's tape |
  *
  * Modes: `off` (nothing runs), `observe` (incidents only), `auto` (incidents and remediations).
  * There is one open incident per subject; it is resolved when the condition clears. An `auto`
@@ -16,18 +17,22 @@
  * reloaded at start; notes about a run or an approval also go on that session's tape. The
  * `palyra_incidents_open` gauge counts open incidents. Listing needs an operator.
  *
- * A tool process left behind by a crash is not watched yet (the sandbox owns its processes).
+ * Tool process groups are known from this process's `Processes` registry (every `Sandbox.spawn`
+ * tracks its group): groups left behind by a crash of an earlier daemon process are not seen.
  *
  * @since 0.1.0
  */
 import { Clock, Context, Duration, Effect, Either, Layer, Metric, Option, Schedule, Schema, type Scope } from "effect"
 import * as Caller from "../../domain/Caller.js"
-import { PermissionDenied } from "../../domain/Errors.js"
+import { type JournalError, PermissionDenied } from "../../domain/Errors.js"
 import type { RunId, SessionId } from "../../domain/Ids.js"
 import { ulid } from "../../domain/Ids.js"
+import { isTerminal } from "../../domain/RunState.js"
+import type { TapeEvent } from "../../domain/TapeEvent.js"
 import * as Gateway from "../../kernel/Gateway.js"
 import { Journal, type Service as JournalService } from "../../ports/Journal.js"
 import { TaskQueue, type Service as TaskQueueService } from "../../ports/TaskQueue.js"
+import * as Processes from "../tools/sandbox/Processes.js"
 
 // =============================================================================================
 // Models
@@ -37,7 +42,13 @@ import { TaskQueue, type Service as TaskQueueService } from "../../ports/TaskQue
 export type Mode = "off" | "observe" | "auto"
 
 /** @since 0.1.0 @category Models */
-export const IncidentKind = Schema.Literal("run_stalled", "task_lease_expired", "approval_pending", "journal_stall")
+export const IncidentKind = Schema.Literal(
+  "run_stalled",
+  "task_lease_expired",
+  "approval_pending",
+  "journal_stall",
+  "tool_process_orphaned"
+)
 /** @since 0.1.0 @category Models */
 export type IncidentKind = typeof IncidentKind.Type
 
@@ -45,13 +56,13 @@ export type IncidentKind = typeof IncidentKind.Type
 export const Incident = Schema.Struct({
   id: Schema.String,
   kind: IncidentKind,
-  /** The run, task or approval id, or `journal`. */
+  /** The run, task or approval id, `journal`, or `pgid:<n>` (a tool process group). */
   subject: Schema.String,
   sessionId: Schema.NullOr(Schema.String),
   openedAt: Schema.Number,
   detail: Schema.String,
   /** What the watchdog did about it. */
-  action: Schema.Literal("none", "cancelled", "requeued", "notified", "remediation_failed"),
+  action: Schema.Literal("none", "cancelled", "requeued", "notified", "killed", "remediation_failed"),
   state: Schema.Literal("open", "resolved"),
   resolvedAt: Schema.NullOr(Schema.Number)
 })
@@ -151,6 +162,8 @@ export interface Options {
   readonly approvalWarnAfter?: Duration.DurationInput | undefined
   /** A journal append slower than this is a stall (default 5 seconds). */
   readonly journalStallAfter?: Duration.DurationInput | undefined
+  /** A tool process group running this long is orphaned even while its call runs (default 2 hours). */
+  readonly processMaxAge?: Duration.DurationInput | undefined
   /** The operator principal the watchdog acts as (default `system:watchdog`). */
   readonly principal?: string | undefined
   /** How notes are appended (default `journal.append`; the Gateway's tape append shows them live). */
@@ -163,6 +176,8 @@ export interface Deps {
   readonly journal: JournalService
   readonly queue?: TaskQueueService | undefined
   readonly probe?: JournalProbe | undefined
+  /** The tool process groups to watch (none when absent). */
+  readonly processes?: Processes.Service | undefined
 }
 
 /** @since 0.1.0 @category Models */
@@ -190,6 +205,61 @@ const Acted = Schema.Struct({ id: Schema.String, action: Incident.fields.action 
 const decodeIncident = Schema.decodeUnknownEither(Schema.parseJson(Incident))
 const decodeResolution = Schema.decodeUnknownEither(Schema.parseJson(Resolution))
 const decodeActed = Schema.decodeUnknownEither(Schema.parseJson(Acted))
+/**
+ * The incidents a watchdog journaled on its log's tape (opened, acted on, resolved), oldest first.
+ *
+ * @since 0.1.0
+ * @category Utils
+ */
+export const replay = (tape: ReadonlyArray<TapeEvent>): ReadonlyArray<Incident> => {
+  const incidents = new Map<string, Incident>()
+  for (const e of tape) {
+    if (e._tag !== "SessionNote" || e.author !== "watchdog") continue
+    if (e.text.startsWith(OPENED)) {
+      const decoded = decodeIncident(e.text.slice(OPENED.length))
+      if (Either.isRight(decoded)) incidents.set(decoded.right.id, decoded.right)
+    } else if (e.text.startsWith(ACTED)) {
+      const decoded = decodeActed(e.text.slice(ACTED.length))
+      const found = Either.isRight(decoded) ? incidents.get(decoded.right.id) : undefined
+      if (found !== undefined && Either.isRight(decoded)) {
+        incidents.set(found.id, { ...found, action: decoded.right.action })
+      }
+    } else if (e.text.startsWith(RESOLVED)) {
+      const decoded = decodeResolution(e.text.slice(RESOLVED.length))
+      const found = Either.isRight(decoded) ? incidents.get(decoded.right.id) : undefined
+      if (found !== undefined && Either.isRight(decoded)) {
+        incidents.set(found.id, { ...found, state: "resolved", resolvedAt: decoded.right.resolvedAt })
+      }
+    }
+  }
+  return [...incidents.values()]
+}
+
+/** The key of the watchdog's incident log session (owned by its principal). @since 0.1.0 @category Models */
+export const LOG_KEY = "watchdog.incidents"
+
+/** The principal the watchdog acts as by default. @since 0.1.0 @category Models */
+export const DEFAULT_PRINCIPAL = "system:watchdog"
+
+/**
+ * The incidents journaled by the watchdog of `principal` (default `DEFAULT_PRINCIPAL`), read from a
+ * journal without a Gateway (e.g. `palyra doctor` on a read-only journal).
+ *
+ * @since 0.1.0
+ * @category Utils
+ */
+export const readIncidents = (
+  journal: JournalService,
+  principal: string = DEFAULT_PRINCIPAL
+): Effect.Effect<ReadonlyArray<Incident>, JournalError> =>
+  Effect.flatMap(
+    journal.findSessionByKey(principal, LOG_KEY),
+    Option.match({
+      onNone: () => Effect.succeed([]),
+      onSome: (session) => Effect.map(journal.readTape(session.id, { afterSeq: 0 }), replay)
+    })
+  )
+
 const fmt = (ms: number) =>
   Duration.format(Duration.millis(ms >= 10_000 ? Math.round(ms / 1000) * 1000 : Math.round(ms)))
 const MAX_RESOLVED_KEPT = 1_000
@@ -205,11 +275,12 @@ export const make = (deps: Deps, options: Options = {}): Effect.Effect<Service> 
     const mode = options.mode ?? "observe"
     const { gateway, journal } = deps
     const append = options.append ?? journal.append
-    const operator = Caller.operator(options.principal ?? "system:watchdog")
+    const operator = Caller.operator(options.principal ?? DEFAULT_PRINCIPAL)
     const runStallMs = Duration.toMillis(Duration.decode(options.runStallAfter ?? "10 minutes"))
     const approvalWarnMs = Duration.toMillis(Duration.decode(options.approvalWarnAfter ?? "5 minutes"))
     const journalStallMs = Duration.toMillis(Duration.decode(options.journalStallAfter ?? "5 seconds"))
     const interval = Duration.decode(options.interval ?? "15 seconds")
+    const processMaxMs = Duration.toMillis(Duration.decode(options.processMaxAge ?? "2 hours"))
 
     const incidents = new Map<string, Incident>()
     const openBySubject = new Map<string, string>()
@@ -217,7 +288,6 @@ export const make = (deps: Deps, options: Options = {}): Effect.Effect<Service> 
     const gauge = Effect.suspend(() => Metric.set(incidentsOpen, openBySubject.size))
 
     // ---- the incident log: a system session, created with the first incident ----------------------
-    const LOG_KEY = "watchdog.incidents"
     const loaded = yield* Effect.cached(
       journal.findSessionByKey(operator.principal, LOG_KEY).pipe(
         Effect.flatMap(Option.match({ onNone: () => Effect.succeedNone, onSome: (session) => reload(session) })),
@@ -227,36 +297,13 @@ export const make = (deps: Deps, options: Options = {}): Effect.Effect<Service> 
       )
     )
     const reload = (session: { readonly id: SessionId }) =>
-      Effect.succeed(session).pipe(
-        Effect.tap((session) =>
-          Effect.gen(function* () {
-            for (const e of yield* journal.readTape(session.id, { afterSeq: 0 })) {
-              if (e._tag !== "SessionNote" || e.author !== "watchdog") continue
-              if (e.text.startsWith(OPENED)) {
-                const decoded = decodeIncident(e.text.slice(OPENED.length))
-                if (Either.isRight(decoded)) {
-                  incidents.set(decoded.right.id, decoded.right)
-                  openBySubject.set(key(decoded.right.kind, decoded.right.subject), decoded.right.id)
-                }
-              } else if (e.text.startsWith(ACTED)) {
-                const decoded = decodeActed(e.text.slice(ACTED.length))
-                const found = Either.isRight(decoded) ? incidents.get(decoded.right.id) : undefined
-                if (found !== undefined && Either.isRight(decoded)) {
-                  incidents.set(found.id, { ...found, action: decoded.right.action })
-                }
-              } else if (e.text.startsWith(RESOLVED)) {
-                const decoded = decodeResolution(e.text.slice(RESOLVED.length))
-                const found = Either.isRight(decoded) ? incidents.get(decoded.right.id) : undefined
-                if (found !== undefined && Either.isRight(decoded)) {
-                  incidents.set(found.id, { ...found, state: "resolved", resolvedAt: decoded.right.resolvedAt })
-                  openBySubject.delete(key(found.kind, found.subject))
-                }
-              }
-            }
-          })
-        ),
-        Effect.map((s) => Option.some(s.id))
-      )
+      Effect.map(journal.readTape(session.id, { afterSeq: 0 }), (tape) => {
+        for (const incident of replay(tape)) {
+          incidents.set(incident.id, incident)
+          if (incident.state === "open") openBySubject.set(key(incident.kind, incident.subject), incident.id)
+        }
+        return Option.some(session.id)
+      })
     const logSession = yield* Effect.cached(
       Effect.flatMap(loaded, (found) =>
         Option.isSome(found)
@@ -434,6 +481,61 @@ export const make = (deps: Deps, options: Options = {}): Effect.Effect<Service> 
         return [yield* open({ kind: "journal_stall", subject: "journal", sessionId: null, detail, action: "none" })]
       })
 
+    // ---- tool process groups -----------------------------------------------------------------------
+    /** Why a live group is orphaned, or `undefined` while its tool call may still need it. */
+    const orphaned = (g: Processes.Group, now: number) =>
+      Effect.gen(function* () {
+        const who = `process group ${g.pgid} of ${g.tool}${g.toolCallId === null ? "" : ` (call ${g.toolCallId})`}${g.runId === null ? "" : ` in run ${g.runId}`}`
+        if (g.callEndedAt !== null)
+          return `${who} is still running ${fmt(now - g.callEndedAt)} after its tool call ended`
+        if (g.runId !== null) {
+          const run = yield* journal.getRun(g.runId as RunId)
+          if (Option.isSome(run) && isTerminal(run.value.state)) {
+            return `${who} is still running after its run ended (${run.value.state})`
+          }
+          if (Option.isSome(run) && g.toolCallId !== null) {
+            const head = yield* journal.headSeq(run.value.sessionId)
+            const page = yield* journal.readTape(run.value.sessionId, { afterSeq: Math.max(0, head - 256) })
+            if (page.some((e) => e._tag === "ToolResult" && e.toolCallId === g.toolCallId)) {
+              return `${who} is still running after its tool call returned`
+            }
+          }
+        }
+        if (now - g.startedAt > processMaxMs)
+          return `${who} has been running for ${fmt(now - g.startedAt)} (limit ${fmt(processMaxMs)})`
+        return undefined
+      })
+
+    const checkProcesses = (registry: Processes.Service, now: number) =>
+      Effect.gen(function* () {
+        const opened: Array<Incident> = []
+        const still = new Set<string>()
+        for (const g of yield* registry.live) {
+          const detail = yield* orphaned(g, now)
+          if (detail === undefined) continue
+          const subject = `pgid:${g.pgid}`
+          still.add(subject)
+          const { current, remediate } = needs("tool_process_orphaned", subject)
+          if (current !== undefined && !remediate) continue
+          let action: Incident["action"] = "none"
+          if (remediate) {
+            action = (yield* registry.kill(g.pgid)) ? "killed" : "remediation_failed"
+            if (g.sessionId !== null) {
+              yield* noteOn(
+                g.sessionId as SessionId,
+                g.runId as RunId | null,
+                `watchdog: ${detail}: ${action === "killed" ? "killed the process group" : "could not kill the process group"}`
+              )
+            }
+          }
+          if (current !== undefined) yield* acted(current, action)
+          else
+            opened.push(yield* open({ kind: "tool_process_orphaned", subject, sessionId: g.sessionId, detail, action }))
+        }
+        yield* resolveCleared("tool_process_orphaned", still)
+        return opened
+      })
+
     const trim = Effect.sync(() => {
       const resolved = [...incidents.values()].filter((i) => i.state === "resolved")
       for (const i of resolved.slice(0, Math.max(0, resolved.length - MAX_RESOLVED_KEPT))) incidents.delete(i.id)
@@ -455,7 +557,8 @@ export const make = (deps: Deps, options: Options = {}): Effect.Effect<Service> 
               ...(yield* guard("run", checkRuns(now))),
               ...(deps.queue === undefined ? [] : yield* guard("task", checkTasks(deps.queue))),
               ...(yield* guard("approval", checkApprovals(now))),
-              ...(deps.probe === undefined ? [] : yield* guard("journal", checkJournal(deps.probe, now)))
+              ...(deps.probe === undefined ? [] : yield* guard("journal", checkJournal(deps.probe, now))),
+              ...(deps.processes === undefined ? [] : yield* guard("process", checkProcesses(deps.processes, now)))
             ]
             yield* trim
             yield* gauge
@@ -488,7 +591,8 @@ export const make = (deps: Deps, options: Options = {}): Effect.Effect<Service> 
 
 /**
  * The watchdog over the context's Gateway and Journal (and `TaskQueue` and `Probe` when present),
- * its loop running for the layer's lifetime.
+ * watching the context's `Processes` registry (default `Processes.shared`), its loop running for the
+ * layer's lifetime.
  *
  * @since 0.1.0
  * @category Layers
@@ -499,12 +603,14 @@ export const layer = (options: Options = {}): Layer.Layer<Watchdog, never, Gatew
     Effect.gen(function* () {
       const queue = yield* Effect.serviceOption(TaskQueue)
       const probe = yield* Effect.serviceOption(Probe)
+      const processes = yield* Effect.serviceOption(Processes.Processes)
       const service = yield* make(
         {
           gateway: yield* Gateway.Gateway,
           journal: yield* Journal,
           queue: Option.getOrUndefined(queue),
-          probe: Option.getOrUndefined(probe)
+          probe: Option.getOrUndefined(probe),
+          processes: Option.getOrElse(processes, () => Processes.shared)
         },
         options
       )

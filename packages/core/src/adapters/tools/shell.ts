@@ -43,7 +43,7 @@ export const shellTool = (options: ShellOptions): Tool.AnyTool => {
     category: "shell",
     sandbox: tier,
     timeout: `${maxTimeout + 5_000} millis`,
-    execute: ({ argv, cwd, timeoutMs }) =>
+    execute: ({ argv, cwd, timeoutMs }, context) =>
       Effect.gen(function* () {
         const dir = yield* confine("shell.exec", options.root, cwd)
         const r = yield* Sandbox.spawn(
@@ -54,7 +54,8 @@ export const shellTool = (options: ShellOptions): Tool.AnyTool => {
             cwd: dir,
             env,
             timeoutMs: Math.min(timeoutMs ?? maxTimeout, maxTimeout),
-            maxOutputBytes: maxOutput
+            maxOutputBytes: maxOutput,
+            owner: { sessionId: context.sessionId, runId: context.runId, toolCallId: context.toolCallId }
           },
           options.sandbox
         )

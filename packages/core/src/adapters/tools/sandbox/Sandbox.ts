@@ -32,6 +32,7 @@ import { refused } from "../internal.js"
 import { bwrapArgs, prlimitArgs, type ResolvedLimits, statusExitCode, visibleRoots } from "./internal/argv.js"
 import { interpreterNames, isInterpreterName, resolveExecutable, shebangOf } from "./internal/executables.js"
 import { type Ended, type Launch, runChild } from "./internal/run.js"
+import * as Processes from "./Processes.js"
 
 // =============================================================================
 // Options
@@ -84,6 +85,8 @@ export interface Options {
   readonly bwrapPath?: string | undefined
   /** util-linux prlimit's path (default: `prlimit` on the daemon's PATH, else /usr/bin/prlimit). */
   readonly prlimitPath?: string | undefined
+  /** Where started process groups are tracked for the watchdog (default `Processes.shared`). */
+  readonly processes?: Processes.Service | undefined
 }
 
 /** One program to run. @since 0.1.0 @category Models */
@@ -101,6 +104,8 @@ export interface Spec {
   readonly timeoutMs: number
   /** Cap on stdout and stderr together, in bytes. */
   readonly maxOutputBytes: number
+  /** The run and tool call it is for (tracked with its process group; see `Processes`). */
+  readonly owner?: Omit<Processes.Owner, "tool"> | undefined
 }
 
 /** @since 0.1.0 @category Models */
@@ -302,9 +307,11 @@ export const spawn = (spec: Spec, options: Options = {}): Effect.Effect<Result, 
     const env = spec.env ?? defaultEnv(tier, spec.workspace)
     const limitMs = spec.timeoutMs
     if (spec.argv.length === 0) return yield* Effect.fail(refused(spec.tool, "no program given"))
+    const registry = options.processes ?? Processes.shared
+    const track = (pgid: number) => registry.unsafeTrack(pgid, { ...spec.owner, tool: spec.tool })
     if (tier === "none") {
       const launch: Launch = { command: spec.argv[0]!, args: spec.argv.slice(1), cwd: spec.cwd, env }
-      return yield* runChild(spec.tool, launch, limitMs, spec.maxOutputBytes).pipe(
+      return yield* runChild(spec.tool, launch, limitMs, spec.maxOutputBytes, track).pipe(
         Effect.flatMap(finish(spec, tier, limitMs))
       )
     }
@@ -330,7 +337,7 @@ export const spawn = (spec: Spec, options: Options = {}): Effect.Effect<Result, 
     const limited = [...prlimitArgs(limits), program, ...spec.argv.slice(1)]
     if (tier === "limits") {
       const launch: Launch = { command: prlimit, args: limited, cwd: spec.cwd, env, ...asUser }
-      return yield* runChild(spec.tool, launch, limitMs, spec.maxOutputBytes).pipe(
+      return yield* runChild(spec.tool, launch, limitMs, spec.maxOutputBytes, track).pipe(
         Effect.flatMap(finish(spec, tier, limitMs))
       )
     }
@@ -377,7 +384,7 @@ export const spawn = (spec: Spec, options: Options = {}): Effect.Effect<Result, 
       statusFd: true,
       ...asUser
     }
-    const ended = yield* runChild(spec.tool, launch, limitMs, spec.maxOutputBytes)
+    const ended = yield* runChild(spec.tool, launch, limitMs, spec.maxOutputBytes, track)
     if (!ended.timedOut && statusExitCode(ended.status) === undefined) {
       if (ended.signal !== null) {
         // Killed from outside (an operator, the OOM killer): the sandbox died with it.

@@ -2539,7 +2539,7 @@ export type Incident = Message<"palyra.v1.Incident"> & {
   id: string;
 
   /**
-   * run_stalled | task_lease_expired | approval_pending | journal_stall
+   * run_stalled | task_lease_expired | approval_pending | journal_stall | tool_process_orphaned
    *
    * @generated from field: string kind = 2;
    */
@@ -2566,7 +2566,7 @@ export type Incident = Message<"palyra.v1.Incident"> & {
   detail: string;
 
   /**
-   * none | cancelled | requeued | notified | remediation_failed
+   * none | cancelled | requeued | notified | killed | remediation_failed
    *
    * @generated from field: string action = 7;
    */

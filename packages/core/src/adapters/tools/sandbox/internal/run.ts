@@ -49,7 +49,9 @@ export const runChild = (
   tool: string,
   launch: Launch,
   limitMs: number,
-  maxOutputBytes: number
+  maxOutputBytes: number,
+  /** Told the new group's id; returns what to call when the call ends (see `Processes`). */
+  track?: (pgid: number) => () => void
 ): Effect.Effect<Ended, ToolError> =>
   Effect.async<Ended, ToolError>((resume) => {
     const child = spawn(launch.command, [...launch.args], {
@@ -61,6 +63,7 @@ export const runChild = (
       ...(launch.uid !== undefined ? { uid: launch.uid } : {}),
       ...(launch.gid !== undefined ? { gid: launch.gid } : {})
     })
+    const release = child.pid === undefined ? undefined : track?.(child.pid)
     let out = ""
     let err = ""
     let status = ""
@@ -91,11 +94,13 @@ export const runChild = (
     }, limitMs)
     child.on("error", (e) => {
       clearTimeout(timer)
+      release?.()
       resume(Effect.fail(failed(tool)(e)))
     })
     child.on("close", (code, signal) => {
       clearTimeout(timer)
       killGroup(child) // reap anything it left running in its group
+      release?.()
       resume(
         Effect.succeed({
           exitCode: code,
@@ -113,5 +118,6 @@ export const runChild = (
     return Effect.sync(() => {
       clearTimeout(timer)
       killGroup(child)
+      release?.()
     })
   })
