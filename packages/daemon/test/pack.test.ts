@@ -23,7 +23,16 @@ import { afterAll, expect, it } from "vitest"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..")
 /** Publishable packages, dependencies first. */
-const packages = ["core", "journal", "transport-http", "transport-grpc", "channels", "plugins", "daemon"] as const
+const packages = [
+  "core",
+  "journal",
+  "transport-http",
+  "transport-grpc",
+  "channels",
+  "plugins",
+  "console",
+  "daemon"
+] as const
 /** Node ≥ 22 (better-sqlite3 13) for every process, including the bins' `#!/usr/bin/env node`. */
 const env: Record<string, string | undefined> = {
   ...process.env,
@@ -55,7 +64,8 @@ const newest = (dir: string): number =>
 
 const ensureBuilt = async (name: string) => {
   const dir = join(root, "packages", name)
-  const built = join(dir, "dist", "index.js")
+  // The console is static files (its entry is a page, not a module).
+  const built = join(dir, "dist", name === "console" ? "index.html" : "index.js")
   if (existsSync(built) && statSync(built).mtimeMs >= newest(join(dir, "src"))) return
   await run("pnpm", ["run", "build"], dir)
 }
@@ -231,6 +241,11 @@ it("packed tarballs install with npm into a fresh project: the embedding example
     expect(await run(palyra, ["chat", "what time is it", "--url", url], project)).toMatch(/time\.now returned/)
     const status = await run(palyra, ["status", "--json"], project, { PALYRA_URL: url })
     expect(JSON.parse(status)).toMatchObject({ ready: true, sessions: 1 })
+    // The installed palyrad finds the installed console's assets and serves them with their CSP.
+    const page = await fetch(url.replace(/\/$/, "") + "/")
+    expect(page.status).toBe(200)
+    expect(page.headers.get("content-security-policy")).toContain("default-src 'self'")
+    expect(await page.text()).toMatch(/<script[^>]+src="[^"]*\.js"/)
   } finally {
     daemon.kill("SIGTERM")
   }
