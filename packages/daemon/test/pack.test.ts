@@ -242,7 +242,7 @@ it("packed tarballs install with npm into a fresh project: the embedding example
     const status = await run(palyra, ["status", "--json"], project, { PALYRA_URL: url })
     expect(JSON.parse(status)).toMatchObject({ ready: true, sessions: 1 })
     // The installed palyrad finds the installed console's assets and serves them with their CSP.
-    const page = await fetch(url.replace(/\/$/, "") + "/")
+    const page = await fetch(`${url.replace(/\/$/, "")}/`)
     expect(page.status).toBe(200)
     expect(page.headers.get("content-security-policy")).toContain("default-src 'self'")
     expect(await page.text()).toMatch(/<script[^>]+src="[^"]*\.js"/)
