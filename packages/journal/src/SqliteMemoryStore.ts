@@ -134,6 +134,8 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
           @confidenceBps, @pinned, @createdAt, @updatedAt, @expiresAt)`
       ),
       index: db.prepare("INSERT INTO memory_fts (rowid, terms) VALUES (?, ?)"),
+      unindex: db.prepare("DELETE FROM memory_fts WHERE rowid = ?"),
+      retext: db.prepare("UPDATE memory_items SET text = @text, hash = @hash WHERE id = @id"),
       merge: db.prepare(
         `UPDATE memory_items SET updated_at = @updatedAt, pinned = @pinned, confidence_bps = @confidenceBps,
           expires_at = @expiresAt WHERE id = @id`
@@ -236,6 +238,14 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
       }
       if (existing !== undefined) {
         const next = MemoryStore.merged(toItem(existing), item)
+        if (next.text !== existing.text) {
+          // The restatement's text replaces the older one: index it (stale LSH keys only cost a lookup).
+          const n = existing.n as number
+          st.retext.run({ id: next.id, text: next.text, hash })
+          st.unindex.run(n)
+          st.index.run(n, indexed(item.principal, normalized))
+          for (const key of keys) st.lshInsert.run(key, n)
+        }
         st.merge.run({ ...next, pinned: next.pinned ? 1 : 0 })
         return { item: next, outcome: "merged" }
       }

@@ -52,6 +52,21 @@ for (const [name, open] of adapters) {
           text: "Alice drinks her coffee black daily"
         })
         assert.strictEqual(near.outcome, "merged")
+        // …keeping what the restatement added: its text supersedes, and the new word is searchable.
+        assert.strictEqual(near.item.id, coffee.item.id)
+        assert.strictEqual(near.item.text, "Alice drinks her coffee black daily")
+        assert.deepStrictEqual(
+          (yield* m.search({ principal: "alice", text: "daily" })).map((h) => h.item.id),
+          [coffee.item.id]
+        )
+        // A restatement that adds nothing keeps the fuller text.
+        const shorter = yield* m.save({
+          principal: "alice",
+          kind: "preference",
+          text: "Alice drinks coffee black daily"
+        })
+        assert.strictEqual(shorter.outcome, "merged")
+        assert.strictEqual(shorter.item.text, "Alice drinks her coffee black daily")
         // Another kind, or another principal, is another item.
         assert.strictEqual(
           (yield* m.save({ principal: "alice", kind: "note", text: "Alice drinks her coffee black" })).outcome,

@@ -490,6 +490,9 @@ export const prepareCandidate = (input: NewCandidate, o: ResolvedOptions): Effec
 /** The item a merge leaves: the existing one, refreshed. @since 0.1.0 @category Utils */
 export const merged = (existing: MemoryItem, incoming: MemoryItem): MemoryItem => ({
   ...existing,
+  // A restatement that adds words ("… at 9am") supersedes the older text, so nothing said is lost;
+  // one that adds nothing keeps the older text.
+  text: newWords(incoming.text, existing.text) ? incoming.text : existing.text,
   updatedAt: Math.max(existing.updatedAt, incoming.updatedAt),
   pinned: existing.pinned || incoming.pinned,
   confidenceBps:
@@ -501,6 +504,13 @@ export const merged = (existing: MemoryItem, incoming: MemoryItem): MemoryItem =
   expiresAt:
     existing.expiresAt === null || incoming.expiresAt === null ? null : Math.max(existing.expiresAt, incoming.expiresAt)
 })
+
+/** Whether `text` has a word `than` lacks. @since 0.1.0 @category Utils */
+export const newWords = (text: string, than: string): boolean => {
+  const known = wordSet(than)
+  for (const w of wordSet(text)) if (!known.has(w)) return true
+  return false
+}
 
 /** The item an accepted candidate becomes. @since 0.1.0 @category Utils */
 export const candidateItem = (c: Candidate): NewMemory => ({
@@ -585,6 +595,7 @@ export const makeMemory = (options: StoreOptions = {}): Effect.Effect<Service> =
         if (contentHash(existing.text) === hash || overlap(words, wordSet(existing.text)) >= o.mergeOverlap) {
           const next = merged(existing, item)
           items.set(next.id, next)
+          if (next.text !== existing.text) index.replace({ id: next.id, text: next.text })
           return { item: next, outcome: "merged" }
         }
       }
