@@ -281,9 +281,18 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
     const redact = redactor.redact
     const text = <A extends string | null>(value: A): A => (value === null ? null : redactor.redactString(value)) as A
     /** A refusal when an identifier (which cannot be redacted without breaking references) holds a secret. */
+    // Identifiers already found clean (event kinds, run ids repeat on every append): bounded.
+    const clean = new Set<string>()
+    const isClean = (value: string) => {
+      if (clean.has(value)) return true
+      if (redactor.redactString(value) !== value) return false
+      if (clean.size >= 1024) clean.clear()
+      clean.add(value)
+      return true
+    }
     const secretIn = (method: string, fields: Record<string, string | null>): Errors.JournalError | undefined => {
       for (const [field, value] of Object.entries(fields)) {
-        if (value !== null && redactor.redactString(value) !== value) {
+        if (value !== null && !isClean(value)) {
           return new Errors.JournalError({ method, message: `${field} looks like it holds a secret: not stored` })
         }
       }
@@ -636,8 +645,9 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
     const prepare = (
       event: TapeEvent.NewTapeEvent
     ): Either.Either<Prepared, Errors.PayloadTooLarge | Errors.JournalError> => {
-      const refused = secretIn("append", { kind: event._tag, runId: event.runId })
-      if (refused) return Either.left(refused)
+      if (!isClean(event._tag) || (event.runId !== null && !isClean(event.runId))) {
+        return Either.left(secretIn("append", { kind: event._tag, runId: event.runId })!)
+      }
       const clean = redact(event) as Record<string, unknown>
       const body: Record<string, unknown> = {}
       for (const k of Object.keys(clean)) if (!ENVELOPE.has(k)) body[k] = clean[k]
@@ -668,16 +678,24 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       "approval args digest": a?.argsDigest ?? null
     })
 
+    // One suspended step, no generator: refuse, redact and encode on the caller's fiber, then wait
+    // for the writer's callback. (An append with no effects stores no identifiers outside its events.)
     const append: Journal.Service["append"] = (sessionId, events, effects = {}) =>
-      Effect.gen(function* () {
-        const refused = secretIn("append", effectIds(effects))
-        if (refused) return yield* refused
+      Effect.async<ReadonlyArray<TapeEvent.TapeEvent>, AppendError | Errors.PayloadTooLarge>((resume) => {
+        if (closed)
+          return resume(Effect.fail(new Errors.JournalError({ method: "append", message: "the journal is closed" })))
+        const refused =
+          effects.createRun || effects.runTransition || effects.createApproval || effects.createCheckpoint
+            ? secretIn("append", effectIds(effects))
+            : undefined
+        if (refused) return resume(Effect.fail(refused))
         const prepared: Array<Prepared> = []
-        for (const e of events) prepared.push(yield* prepare(e))
-        if (closed) return yield* new Errors.JournalError({ method: "append", message: "the journal is closed" })
-        return yield* Effect.async<ReadonlyArray<TapeEvent.TapeEvent>, AppendError>((resume) =>
-          enqueue({ sessionId, events: prepared, effects, resume })
-        )
+        for (const e of events) {
+          const p = prepare(e)
+          if (Either.isLeft(p)) return resume(Effect.fail(p.left))
+          prepared.push(p.right)
+        }
+        enqueue({ sessionId, events: prepared, effects, resume })
       })
 
     const sync = <A>(method: string, f: () => A) => Effect.try({ try: f, catch: journalError(method) })
