@@ -280,16 +280,16 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
     const redactor = options.redaction === false ? Redaction.none : Redaction.make(options.redaction || {})
     const redact = redactor.redact
     const text = <A extends string | null>(value: A): A => (value === null ? null : redactor.redactString(value)) as A
-    /** A refusal when an identifier (which cannot be redacted without breaking references) holds a secret. */
     // Identifiers already found clean (event kinds, run ids repeat on every append): bounded.
-    const clean = new Set<string>()
+    const cleanIds = new Set<string>()
     const isClean = (value: string) => {
-      if (clean.has(value)) return true
+      if (cleanIds.has(value)) return true
       if (redactor.redactString(value) !== value) return false
-      if (clean.size >= 1024) clean.clear()
-      clean.add(value)
+      if (cleanIds.size >= 1024) cleanIds.clear()
+      cleanIds.add(value)
       return true
     }
+    /** A refusal when an identifier (which cannot be redacted without breaking references) holds a secret. */
     const secretIn = (method: string, fields: Record<string, string | null>): Errors.JournalError | undefined => {
       for (const [field, value] of Object.entries(fields)) {
         if (value !== null && !isClean(value)) {
