@@ -63,7 +63,7 @@ import {
   type TapeEvent
 } from "@palyra/core"
 import Database from "better-sqlite3"
-import { Config, Context, Deferred, Effect, Either, Exit, Fiber, Layer, Option, Queue, type Scope } from "effect"
+import { Config, Context, Effect, Either, Exit, Layer, Option, Runtime, type Scope } from "effect"
 import { GENESIS, MIGRATIONS_TABLE, migrations } from "./internal/migrations.js"
 import { type RecordTable, versionHash, versionOf } from "./internal/records.js"
 import { sessionKeyDigest } from "./internal/sessionKey.js"
@@ -157,18 +157,14 @@ interface Pending {
   readonly sessionId: string
   readonly events: ReadonlyArray<Prepared>
   readonly effects: Journal.AppendEffects
-  readonly deferred: Deferred.Deferred<ReadonlyArray<TapeEvent.TapeEvent>, AppendError>
+  /** Resumes the appending fiber: called by the writer, synchronously, once the batch committed. */
+  readonly resume: (exit: Exit.Exit<ReadonlyArray<TapeEvent.TapeEvent>, AppendError>) => void
 }
 
 /** Sessions whose head and last touch are kept in memory (the most recently written). */
 const SESSION_CACHE = 4096
 
 const ENVELOPE = new Set(["_tag", "sessionId", "runId", "tapeSeq", "at"])
-
-const yieldToEventLoop = Effect.async<void>((resume) => {
-  const handle = setImmediate(() => resume(Effect.void))
-  return Effect.sync(() => clearImmediate(handle))
-})
 
 /** The hash of one tape row; the same function writes and verifies. @internal */
 export const rowHash = verifyInternal.rowHash
@@ -284,10 +280,19 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
     const redactor = options.redaction === false ? Redaction.none : Redaction.make(options.redaction || {})
     const redact = redactor.redact
     const text = <A extends string | null>(value: A): A => (value === null ? null : redactor.redactString(value)) as A
+    // Identifiers already found clean (event kinds, run ids repeat on every append): bounded.
+    const cleanIds = new Set<string>()
+    const isClean = (value: string) => {
+      if (cleanIds.has(value)) return true
+      if (redactor.redactString(value) !== value) return false
+      if (cleanIds.size >= 1024) cleanIds.clear()
+      cleanIds.add(value)
+      return true
+    }
     /** A refusal when an identifier (which cannot be redacted without breaking references) holds a secret. */
     const secretIn = (method: string, fields: Record<string, string | null>): Errors.JournalError | undefined => {
       for (const [field, value] of Object.entries(fields)) {
-        if (value !== null && redactor.redactString(value) !== value) {
+        if (value !== null && !isClean(value)) {
           return new Errors.JournalError({ method, message: `${field} looks like it holds a secret: not stored` })
         }
       }
@@ -599,47 +604,50 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       return results
     }
 
-    const queue = yield* Queue.unbounded<Pending>()
-    const deliver = (batch: ReadonlyArray<Pending>) =>
-      Effect.suspend(() => {
-        const t0 = performance.now()
-        const results = commitBatch(batch)
-        return Effect.zipRight(
-          Metrics.recordJournalAppend(performance.now() - t0, batch.length),
-          Effect.forEach(
-            results,
-            (result, i) =>
-              Deferred.done(
-                batch[i]!.deferred,
-                Either.isRight(result) ? Exit.succeed(result.right) : Exit.fail(result.left)
-              ),
-            { discard: true }
-          )
-        )
-      })
-    const writer = yield* Queue.takeBetween(queue, 1, maxBatch).pipe(
-      Effect.flatMap((chunk) => deliver([...chunk])),
-      // Let the event loop turn (I/O, timers) between batches: a busy Effect queue/deferred ping-pong
-      // otherwise runs on microtasks only and can starve every socket in the process under load.
-      Effect.zipRight(yieldToEventLoop),
-      Effect.forever,
-      Effect.forkDaemon
-    )
-    // On close: stop the writer between batches, commit whatever is still queued, then close the file.
+    // The writer is a plain callback, not a fiber: appends go into an array, one `setImmediate`
+    // commits up to `maxBatch` of them in one transaction and resumes each appending fiber from the
+    // same callback (no queue, deferred or writer fiber per append). What is left waits for the next
+    // turn of the event loop, so I/O and timers run between batches.
+    const runtime = yield* Effect.runtime<never>()
+    let queued: Array<Pending> = []
+    let scheduled: ReturnType<typeof setImmediate> | undefined
+    let closed = false
+    const deliver = (batch: ReadonlyArray<Pending>) => {
+      const t0 = performance.now()
+      const results = commitBatch(batch)
+      Runtime.runSync(runtime)(Metrics.recordJournalAppend(performance.now() - t0, batch.length))
+      for (let i = 0; i < batch.length; i++) {
+        const result = results[i]!
+        batch[i]!.resume(Either.isRight(result) ? Exit.succeed(result.right) : Exit.fail(result.left))
+      }
+    }
+    const flush = () => {
+      scheduled = undefined
+      const batch = queued.length <= maxBatch ? queued : queued.splice(0, maxBatch)
+      if (batch === queued) queued = []
+      if (queued.length > 0) scheduled = setImmediate(flush)
+      deliver(batch)
+    }
+    const enqueue = (pending: Pending) => {
+      queued.push(pending)
+      if (scheduled === undefined) scheduled = setImmediate(flush)
+    }
+    // On close: commit whatever is still queued, then (the file's finalizer) close the file.
     yield* Effect.addFinalizer(() =>
-      Effect.gen(function* () {
-        yield* Fiber.interrupt(writer)
-        const rest = yield* Queue.takeAll(queue)
-        if (rest.length > 0) yield* deliver([...rest])
-        yield* Queue.shutdown(queue)
+      Effect.sync(() => {
+        closed = true
+        if (scheduled !== undefined) clearImmediate(scheduled)
+        scheduled = undefined
+        while (queued.length > 0) deliver(queued.splice(0, maxBatch))
       })
     )
 
     const prepare = (
       event: TapeEvent.NewTapeEvent
     ): Either.Either<Prepared, Errors.PayloadTooLarge | Errors.JournalError> => {
-      const refused = secretIn("append", { kind: event._tag, runId: event.runId })
-      if (refused) return Either.left(refused)
+      if (!isClean(event._tag) || (event.runId !== null && !isClean(event.runId))) {
+        return Either.left(secretIn("append", { kind: event._tag, runId: event.runId })!)
+      }
       const clean = redact(event) as Record<string, unknown>
       const body: Record<string, unknown> = {}
       for (const k of Object.keys(clean)) if (!ENVELOPE.has(k)) body[k] = clean[k]
@@ -670,15 +678,24 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       "approval args digest": a?.argsDigest ?? null
     })
 
+    // One suspended step, no generator: refuse, redact and encode on the caller's fiber, then wait
+    // for the writer's callback. (An append with no effects stores no identifiers outside its events.)
     const append: Journal.Service["append"] = (sessionId, events, effects = {}) =>
-      Effect.gen(function* () {
-        const refused = secretIn("append", effectIds(effects))
-        if (refused) return yield* refused
+      Effect.async<ReadonlyArray<TapeEvent.TapeEvent>, AppendError | Errors.PayloadTooLarge>((resume) => {
+        if (closed)
+          return resume(Effect.fail(new Errors.JournalError({ method: "append", message: "the journal is closed" })))
+        const refused =
+          effects.createRun || effects.runTransition || effects.createApproval || effects.createCheckpoint
+            ? secretIn("append", effectIds(effects))
+            : undefined
+        if (refused) return resume(Effect.fail(refused))
         const prepared: Array<Prepared> = []
-        for (const e of events) prepared.push(yield* prepare(e))
-        const deferred = yield* Deferred.make<ReadonlyArray<TapeEvent.TapeEvent>, AppendError>()
-        yield* Queue.offer(queue, { sessionId, events: prepared, effects, deferred })
-        return yield* Deferred.await(deferred)
+        for (const e of events) {
+          const p = prepare(e)
+          if (Either.isLeft(p)) return resume(Effect.fail(p.left))
+          prepared.push(p.right)
+        }
+        enqueue({ sessionId, events: prepared, effects, resume })
       })
 
     const sync = <A>(method: string, f: () => A) => Effect.try({ try: f, catch: journalError(method) })
