@@ -855,6 +855,10 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
             where.push("session_id = ?")
             params.push(f.sessionId)
           }
+          if (f.principal !== undefined) {
+            where.push("principal = ?")
+            params.push(f.principal)
+          }
           if (f.states !== undefined) {
             if (f.states.length === 0) return []
             where.push(`state IN (${f.states.map(() => "?").join(", ")})`)

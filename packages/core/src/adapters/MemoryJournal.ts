@@ -160,6 +160,7 @@ export const make = (options: MemoryOptions = {}): Effect.Effect<Service> =>
             .filter(
               (r) =>
                 (f.sessionId === undefined || r.sessionId === f.sessionId) &&
+                (f.principal === undefined || r.principal === f.principal) &&
                 (f.states === undefined || f.states.includes(r.state))
             )
             .sort((a, b) => (a.id < b.id ? -1 : 1))

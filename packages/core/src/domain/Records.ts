@@ -108,6 +108,8 @@ export interface ApprovalFilter {
 /** Filter for listing runs. @since 0.1.0 @category Records */
 export interface RunFilter {
   readonly sessionId?: SessionId | undefined
+  /** Only this principal's runs (applied before `limit`). */
+  readonly principal?: string | undefined
   readonly states?: ReadonlyArray<RunState> | undefined
   readonly limit?: number | undefined
 }

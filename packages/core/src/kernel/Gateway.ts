@@ -625,8 +625,12 @@ export const make = (
       sendMessage: admit,
       cancelRun,
       getRun: run,
+      // The principal is filtered in the journal, before the limit: a caller's page is full of its own runs.
       listRuns: (caller, filter) =>
-        Effect.map(journal.listRuns(filter), (runs) => runs.filter((r) => Caller.owns(caller, r.principal))),
+        Effect.map(
+          journal.listRuns({ ...filter, principal: caller.operator ? filter.principal : caller.principal }),
+          (runs) => runs.filter((r) => Caller.owns(caller, r.principal))
+        ),
       awaitRun: (caller, id) => Effect.zipRight(run(caller, id), scheduler.awaitEnd(id)),
       resolveApproval: (caller, decision) =>
         Effect.gen(function* () {

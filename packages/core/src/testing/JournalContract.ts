@@ -216,6 +216,12 @@ export const journalContract = (name: string, make: () => Layer.Layer<Journal, u
           [r.id]
         )
         assert.deepStrictEqual(yield* j.listRuns({ states: ["InProgress"] }), [])
+        // The principal filter applies before the limit.
+        assert.deepStrictEqual(
+          (yield* j.listRuns({ principal: r.principal, limit: 1 })).map((x) => x.id),
+          [r.id]
+        )
+        assert.deepStrictEqual(yield* j.listRuns({ principal: `${r.principal}-other` }), [])
       })
     )
 
