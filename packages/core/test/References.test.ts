@@ -9,6 +9,7 @@ import { Effect, Layer } from "effect"
 import { CedarPolicy } from "../src/cedar.js"
 import { References } from "../src/context.js"
 import {
+  Agents,
   Caller,
   Gateway,
   Journal,
@@ -16,9 +17,11 @@ import {
   PolicyEngine,
   PromptAssembler,
   ScriptedModel,
-  type TapeEvent
+  type TapeEvent,
+  Tool
 } from "../src/index.js"
 import { collect, gatewayLayer } from "../src/testing.js"
+import { BuiltinTools } from "../src/tools.js"
 
 const alice = Caller.user("alice")
 const bob = Caller.user("bob")
@@ -40,31 +43,57 @@ const workspace = () => {
   return root
 }
 
+/** The built-in tools references stand for (`fs.read`, `fs.list`, `http.fetch`), registered as palyrad does. */
+const refTools = (root = tmpdir()): ReadonlyArray<Tool.AnyTool> => [
+  ...BuiltinTools.fsTools({ root }),
+  BuiltinTools.httpTool({ allowHosts: [] })
+]
+
 type Opts = Omit<References.Options, "journal">
+/** What the kernel around the references has: its tool catalog, agents, bindings and model script. */
+interface KernelOpts {
+  readonly tools?: ReadonlyArray<Tool.AnyTool>
+  readonly agents?: ReadonlyArray<Agents.Agent>
+  readonly bindings?: ReadonlyArray<Agents.Binding>
+  readonly script?: ScriptedModel.Script
+}
+type Kernel = Gateway.Gateway | Agents.AgentRegistry | Tool.ToolRuntime | PolicyEngine.PolicyEngine
+/** A real kernel whose prompt assembler resolves references (`References.layer`, as palyrad wires it). */
 const withRefs = <A, E>(
   options: Opts,
-  body: (gateway: Gateway.Service, journal: Journal.Service, model: ScriptedModel.ScriptedModel) => Effect.Effect<A, E>
+  body: (
+    gateway: Gateway.Service,
+    journal: Journal.Service,
+    model: ScriptedModel.ScriptedModel
+  ) => Effect.Effect<A, E, Kernel>,
+  kernel: KernelOpts = {}
 ) =>
   Effect.gen(function* () {
     const journal = yield* MemoryJournal.make()
-    const model = ScriptedModel.make(() => ({ text: "noted" }))
+    const model = ScriptedModel.make(kernel.script ?? (() => ({ text: "noted" })))
     const layer = gatewayLayer({
       model,
       journal: Layer.succeed(Journal.Journal, journal),
-      promptAssembler: Layer.succeed(
-        PromptAssembler.PromptAssembler,
-        References.resolving(PromptAssembler.fromHistory, { ...options, journal })
-      )
-    }) as Layer.Layer<Gateway.Gateway>
+      tools: kernel.tools ?? refTools(options.workspace),
+      agents: kernel.agents,
+      bindings: kernel.bindings,
+      promptAssembler: References.layer(Layer.succeed(PromptAssembler.PromptAssembler, PromptAssembler.fromHistory), options)
+    }) as Layer.Layer<Kernel>
     return yield* Effect.flatMap(Gateway.Gateway, (g) => body(g, journal, model)).pipe(
       Effect.provide(layer),
       Effect.scoped
     )
   })
 
-const send = (gateway: Gateway.Service, caller: Caller.Caller, text: string, key = "refs") =>
+const send = (
+  gateway: Gateway.Service,
+  caller: Caller.Caller,
+  text: string,
+  key = "refs",
+  target: Omit<Gateway.SessionTarget, "key"> = {}
+) =>
   Effect.gen(function* () {
-    const { run, session, events } = yield* gateway.startRun(caller, { key, text })
+    const { run, session, events } = yield* gateway.startRun(caller, { ...target, key, text })
     const seen = yield* collect(events)
     return { run, session, seen }
   })
@@ -184,7 +213,10 @@ describe("References", () => {
               Effect.gen(function* () {
                 const { session } = yield* send(gateway, alice, `see @url:http://127.0.0.1:${trap.port}/x`)
                 const ns = notes(yield* journal.readTape(session.id, { afterSeq: 0 }))
-                assert.match(ns[0]!, /refused: policy requires approval for fetching this URL/)
+                assert.strictEqual(
+                  ns[0],
+                  `@url:http://127.0.0.1:${trap.port}/x refused: policy requires approval for http.fetch here (use the http.fetch tool instead)`
+                )
               })
           )
           // ... and bob has no permit at all.
@@ -270,6 +302,7 @@ describe("References", () => {
         const model = ScriptedModel.make(() => ({ text: "noted" }))
         const layer = gatewayLayer({
           model,
+          tools: refTools(root),
           policy: Layer.effect(PolicyEngine.PolicyEngine, cedar("")),
           promptAssembler: References.layer(PromptAssembler.layer, { workspace: root, http: { allowHosts: [] } })
         }) as Layer.Layer<Gateway.Gateway>
@@ -291,8 +324,14 @@ describe("References", () => {
         Effect.gen(function* () {
           const { session, run } = yield* send(gateway, alice, "see @file:notes.md")
           const history = yield* journal.readTape(session.id, { afterSeq: 0 })
-          // A fresh decorator: nothing cached, as after a restart.
-          const again = References.resolving(PromptAssembler.fromHistory, { journal, workspace: root })
+          // A fresh decorator: nothing cached, as after a restart (the kernel's gates, as the layer gives them).
+          const again = References.resolving(PromptAssembler.fromHistory, {
+            journal,
+            workspace: root,
+            agents: yield* Agents.AgentRegistry,
+            tools: yield* Tool.ToolRuntime,
+            policy: yield* PolicyEngine.PolicyEngine
+          })
           const out = yield* again.assemble({ session, runId: run.id, history, instructions: undefined, tools: [] })
           const user = out.request.messages.findLast((m) => m.role === "user")
           assert.include(user?.role === "user" ? user.text : "", "The build id is B-7731.")
