@@ -72,5 +72,6 @@ export {
   type StartedRun,
   scriptedModel,
   type ToolCallContext,
-  type ToolDefinition
+  type ToolDefinition,
+  toolAdapter
 } from "./promise/Palyra.js"

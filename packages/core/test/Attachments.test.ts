@@ -13,8 +13,9 @@ import {
   ScriptedModel,
   type TapeEvent
 } from "../src/index.js"
-import { createPalyra, modelAdapter } from "../src/promise/Palyra.js"
+import { createPalyra, modelAdapter, toolAdapter } from "../src/promise/Palyra.js"
 import { collect, gatewayLayer } from "../src/testing.js"
+import { BuiltinTools } from "../src/tools.js"
 
 const alice = Caller.user("alice")
 // A 1×1 PNG, and the smallest well-formed headers of the other three.
@@ -168,7 +169,11 @@ describe("Attachments", () => {
     const root = mkdtempSync(join(tmpdir(), "palyra-promise-refs-"))
     writeFileSync(join(root, "plan.md"), "Step 1: ship.\n")
     const model = ScriptedModel.make(() => ({ text: "ok" }))
-    const palyra = createPalyra({ model: modelAdapter(model), references: { workspace: root } })
+    const palyra = createPalyra({
+      model: modelAdapter(model),
+      tools: BuiltinTools.fsTools({ root }).map(toolAdapter),
+      references: { workspace: root }
+    })
     try {
       await palyra.run("follow @file:plan.md and @file:../escape.md")
       const last = model.prompts[0]!.messages.at(-1)!

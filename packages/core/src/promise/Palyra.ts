@@ -72,6 +72,9 @@ export const modelAdapter = (model: ModelService): ModelAdapter => wrap("model",
 /** Wrap a policy engine layer as an adapter value (for adapter packages). @since 0.1.0 @category Adapters */
 export const policyAdapter = (layer: Layer.Layer<PolicyEngine.PolicyEngine, unknown>): PolicyAdapter =>
   wrap("policy", layer) as PolicyAdapter
+/** Wrap an Effect `Tool` (e.g. `BuiltinTools.fsTools(...)` from `@palyra/core/tools`) as a tool definition. @since 0.1.0 @category Adapters */
+export const toolAdapter = (tool: Tool.AnyTool): ToolDefinition =>
+  wrap("tool", tool, { name: tool.name }) as ToolDefinition
 /** The in-memory journal (the default). @since 0.1.0 @category Adapters */
 export const memoryJournal = (): JournalAdapter => journalAdapter(MemoryJournal.layer())
 
@@ -225,7 +228,9 @@ export interface PalyraOptions extends AfterRunOptions {
   readonly defaultPrincipal?: string
   /**
    * Resolve context references (`@file:`, `@folder:`, `@url:`, `@run:`, `@session:`) in messages
-   * (see `References` in `@palyra/core/context`). `@url:` follows `allowHosts` and the policies.
+   * (see `References` in `@palyra/core/context`). `@file:`, `@folder:` and `@url:` pass the gates of
+   * the tools they stand for: `fs.read`, `fs.list`, `http.fetch` must be among `tools` (`toolAdapter`),
+   * allowed to the session's agent and by policy; `@url:` also follows `allowHosts`.
    */
   readonly references?: {
     readonly workspace?: string

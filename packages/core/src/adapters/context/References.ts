@@ -4,13 +4,19 @@
  * the model **fenced as reference data** after the message (`<context-reference …>`, labelled
  * untrusted, its text escaped so it cannot close the fence).
  *
+ * - A file, folder or URL reference is a use of the tool it stands for (`fs.read`, `fs.list`,
+ *   `http.fetch`) by another door, so it passes the same gates first: the tool must be registered in
+ *   the kernel's `ToolRuntime`, the session's agent must be allowed it (`AgentRegistry`), and the
+ *   policy engine must answer `allow` to the very request the agent loop would send for that call
+ *   (`policyRequestFor`: the session's principal, channel and agent, the tool's own risk and
+ *   category, its args). `require_approval` is refused like `deny` (an approval cannot be waited for
+ *   while a prompt is assembled; the note says to use the tool), and so is a missing registry,
+ *   runtime or policy engine. Nothing is read or connected before the gates pass.
  * - `@file:` / `@folder:` are confined to the workspace exactly like the `fs.*` tools (`..`, absolute
  *   paths elsewhere and symlinks that leave it are refused), and secret paths are refused even inside
  *   it — the one list is `secretPath` below. A folder lists its entries (secret ones hidden).
- * - `@url:` asks policy first (a decision for the tool `http.fetch`, risk `sensitive`, category
- *   `network`, with the session's principal; only `allow` fetches — an approval cannot be waited for
- *   while a prompt is assembled), then goes through `NetGuard.safeFetch` with the `http.fetch`
- *   allowlist and private-address rules: nothing connects before both checks pass.
+ * - `@url:` goes through `NetGuard.safeFetch` with the `http.fetch` allowlist and private-address
+ *   rules.
  * - `@run:` / `@session:` read only the session principal's own runs and sessions; anyone else's
  *   answer the same "not found" as ids that do not exist.
  *
@@ -39,12 +45,16 @@ import { owns, user } from "../../domain/Caller.js"
 import type { RunId, SessionId } from "../../domain/Ids.js"
 import type { Session } from "../../domain/Records.js"
 import type { TapeEvent } from "../../domain/TapeEvent.js"
+import type { Service as AgentsService } from "../../kernel/Agents.js"
+import { AgentRegistry } from "../../kernel/Agents.js"
 import { buildMessages } from "../../kernel/internal/history.js"
+import { policyRequestFor } from "../../kernel/internal/policyRequest.js"
 import * as PromptAssembler from "../../kernel/PromptAssembler.js"
 import { Journal, type Service as JournalService } from "../../ports/Journal.js"
 import { LiveTape } from "../../ports/LiveTape.js"
 import type { PromptMessage } from "../../ports/ModelProvider.js"
 import { PolicyEngine, type Service as PolicyService } from "../../ports/PolicyEngine.js"
+import { ToolRuntime, type Service as ToolService } from "../../ports/Tool.js"
 import { confine } from "../tools/fs.js"
 import type { Resolver } from "../tools/net.js"
 import * as ModelLimits from "./ModelLimits.js"
@@ -79,8 +89,12 @@ export interface Options {
   readonly append?: JournalService["append"] | undefined
   /** The workspace root; without it `@file:` and `@folder:` are refused. */
   readonly workspace?: string | undefined
-  /** The policy engine that decides `@url:`; without it `@url:` is refused (deny by default). */
+  /** The policy engine that decides `@file:`, `@folder:` and `@url:`; without it they are refused (deny by default). */
   readonly policy?: PolicyService | undefined
+  /** The agents: a session's agent must be allowed the tool a reference stands for; without them those references are refused. */
+  readonly agents?: AgentsService | undefined
+  /** The registered tools: a reference whose tool is not registered is refused, as is every one without a runtime. */
+  readonly tools?: ToolService | undefined
   /** The `http.fetch` rules `@url:` follows. */
   readonly http?:
     | {
@@ -241,8 +255,31 @@ export const resolving = (inner: PromptAssembler.Service, options: Options): Pro
       return real
     })
 
-  const file = (target: string) =>
+  /**
+   * The gates of the tool a reference stands for, exactly as a call of it from the agent loop would
+   * meet them: registered, allowed to the session's agent, allowed by policy for these args.
+   */
+  const gate = (toolName: string, args: unknown, cx: Cx) =>
     Effect.gen(function* () {
+      const tool = options.tools === undefined ? Option.none() : options.tools.get(toolName)
+      if (Option.isNone(tool)) return yield* refuse(`the ${toolName} tool is not available`)
+      const agent = options.agents === undefined ? Option.none() : options.agents.get(cx.session.agentId)
+      if (Option.isNone(agent) || !agent.value.allows(toolName)) {
+        return yield* refuse(`agent ${cx.session.agentId} may not use the ${toolName} tool`)
+      }
+      if (options.policy === undefined) return yield* refuse(`no policy engine allows ${toolName}`)
+      // No args digest: a standing grant is counted by the loop when it is used, so only a call spends it.
+      const decision = yield* options.policy.decide(policyRequestFor(cx.session, tool.value, args))
+      if (decision.decision !== "allow") {
+        return yield* refuse(
+          `policy ${decision.decision === "deny" ? "denies" : "requires approval for"} ${toolName} here (use the ${toolName} tool instead)`
+        )
+      }
+    }).pipe(Effect.withSpan("References.gate", { attributes: { tool: toolName }, captureStackTrace: false }))
+
+  const file = (target: string, cx: Cx) =>
+    Effect.gen(function* () {
+      yield* gate("fs.read", { path: target }, cx)
       const path = yield* workspacePath("fs.read", target)
       const info = yield* Effect.promise(() => stat(path))
       if (!info.isFile()) return yield* refuse(`${target} is not a file`)
@@ -254,8 +291,9 @@ export const resolving = (inner: PromptAssembler.Service, options: Options): Pro
       return { bytes: bytes.length, text: new TextDecoder().decode(bytes) }
     })
 
-  const folder = (target: string) =>
+  const folder = (target: string, cx: Cx) =>
     Effect.gen(function* () {
+      yield* gate("fs.list", { path: target }, cx)
       const path = yield* workspacePath("fs.list", target)
       const entries = yield* Effect.tryPromise(() => readdir(path, { withFileTypes: true })).pipe(
         Effect.mapError(() => new Refusal(`${target} is not a folder`))
@@ -277,20 +315,7 @@ export const resolving = (inner: PromptAssembler.Service, options: Options): Pro
 
   const url = (target: string, cx: Cx) =>
     Effect.gen(function* () {
-      if (options.policy === undefined) return yield* refuse("no policy allows fetching URLs")
-      const decision = yield* options.policy.decide({
-        principal: cx.session.principal,
-        sessionId: cx.session.id,
-        channel: null,
-        agent: cx.session.agentId,
-        tool: { name: "http.fetch", risk: "sensitive", category: "network" },
-        args: { url: target, method: "GET" }
-      })
-      if (decision.decision !== "allow") {
-        return yield* refuse(
-          `policy ${decision.decision === "deny" ? "denies" : "requires approval for"} fetching this URL (use the http.fetch tool)`
-        )
-      }
+      yield* gate("http.fetch", { url: target, method: "GET" }, cx)
       // Loaded on first use: embedders that never fetch do not load undici.
       const { safeFetch } = yield* Effect.promise(() => import("../tools/net.js"))
       const response = yield* safeFetch(target, {
@@ -355,9 +380,9 @@ export const resolving = (inner: PromptAssembler.Service, options: Options): Pro
     Effect.gen(function* () {
       const source =
         kind === "file"
-          ? file(target)
+          ? file(target, cx)
           : kind === "folder"
-            ? folder(target)
+            ? folder(target, cx)
             : kind === "url"
               ? url(target, cx)
               : kind === "run"
@@ -525,10 +550,11 @@ export const hasReferences = (text: string): boolean =>
 
 /**
  * A layer that decorates the `PromptAssembler` of `inner` (keeping everything else it provides, e.g.
- * the context engine's `Compactor`) with reference resolution, over the context's `Journal`; `@url:`
- * is decided by `options.policy`, else by the context's `PolicyEngine` when there is one (the kernel
- * provides its own to the prompt assembler); notes go through the context's `LiveTape` when there is
- * one (the kernel's: run streams show them as they happen).
+ * the context engine's `Compactor`) with reference resolution, over the context's `Journal`; the
+ * gates of `@file:`, `@folder:` and `@url:` are the context's `ToolRuntime`, `AgentRegistry` and
+ * `PolicyEngine` (`options.policy` first) — the kernel provides its own to the prompt assembler, so
+ * references meet exactly the tools, agents and policy its loop does; notes go through the context's
+ * `LiveTape` when there is one (the kernel's: run streams show them as they happen).
  *
  * @since 0.1.0
  * @category Layers
@@ -540,9 +566,17 @@ export const layer = <ROut, E, RIn>(
   Layer.flatMap(inner, (context) =>
     Layer.effectContext(
       Effect.map(
-        Effect.all([Journal, Effect.serviceOption(PolicyEngine), Effect.serviceOption(LiveTape)]),
-        ([journal, engine, live]) => {
+        Effect.all([
+          Journal,
+          Effect.serviceOption(PolicyEngine),
+          Effect.serviceOption(LiveTape),
+          Effect.serviceOption(AgentRegistry),
+          Effect.serviceOption(ToolRuntime)
+        ]),
+        ([journal, engine, live, agentRegistry, toolRuntime]) => {
           const policy = options.policy ?? Option.getOrUndefined(engine)
+          const agents = options.agents ?? Option.getOrUndefined(agentRegistry)
+          const tools = options.tools ?? Option.getOrUndefined(toolRuntime)
           const append = options.append ?? Option.getOrUndefined(live)?.append
           const inner = Context.get(
             context as Context.Context<PromptAssembler.PromptAssembler>,
@@ -551,7 +585,7 @@ export const layer = <ROut, E, RIn>(
           return Context.add(
             context,
             PromptAssembler.PromptAssembler,
-            resolving(inner, { ...options, journal, policy, append })
+            resolving(inner, { ...options, journal, policy, agents, tools, append })
           )
         }
       )

@@ -19,6 +19,7 @@ import * as Metrics from "../Metrics.js"
 import type { Service as PromptService } from "../PromptAssembler.js"
 import * as RunView from "../RunView.js"
 import type { HistoryCache } from "./historyCache.js"
+import { policyRequestFor } from "./policyRequest.js"
 import type { Tape } from "./tape.js"
 import { closeOpenWork, recordTransition } from "./transition.js"
 
@@ -190,15 +191,12 @@ const decide = (
 ): Effect.Effect<{ decision: Decision; extra: Array<NewTapeEvent>; exhausted: boolean }, PalyraError> =>
   Effect.gen(function* () {
     const { deps } = ctx
-    const decision = yield* deps.policy.decide({
-      principal: ctx.run.principal,
-      sessionId: ctx.session.id,
-      channel: ctx.session.channel,
-      agent: ctx.session.agentId,
-      tool: { name: tool.name, risk: tool.risk, category: tool.category, sandbox: tool.sandbox },
-      args: call.proposed.args,
-      argsDigest: call.proposed.argsDigest
-    })
+    const decision = yield* deps.policy.decide(
+      policyRequestFor(ctx.session, tool, call.proposed.args, {
+        principal: ctx.run.principal,
+        argsDigest: call.proposed.argsDigest
+      })
+    )
     yield* Metrics.recordPolicyDecision(decision.decision)
     const grantId = decision.decision === "allow" ? decision.policyIds.find((id) => id.startsWith("grant:")) : undefined
     if (grantId === undefined) return { decision, extra: [], exhausted: false }
