@@ -94,8 +94,9 @@ const hasProc = process.platform === "linux"
 
 /**
  * A process's start time (`/proc/<pid>/stat` field 22, clock ticks since boot) as a decimal string,
- * or `undefined` when it is gone, a zombie, or there is no `/proc`. With the pid it names one
- * process for the life of the machine: a reused pid has a later start time.
+ * or `undefined` when no process holds the pid or there is no `/proc`. A zombie still holds its pid
+ * (a leader that exited before it was tracked), so it has one. With the pid it names one process for
+ * the life of the machine: a reused pid has a later start time.
  *
  * @since 0.1.0
  * @category Utils
@@ -104,7 +105,7 @@ export const startTime = (pid: number): string | undefined => {
   if (!hasProc) return undefined
   try {
     const stat = parseStat(readFileSync(`/proc/${pid}/stat`, "utf8"))
-    return stat === undefined || stat.state === "Z" || stat.state === "X" ? undefined : stat.start
+    return stat?.start
   } catch {
     return undefined
   }
