@@ -1,3 +1,4 @@
+import { type ChildProcess, spawn as spawnChild } from "node:child_process"
 import {
   chmodSync,
   copyFileSync,
@@ -515,5 +516,73 @@ describe("live process groups are tracked for the watchdog", () => {
         )
         assert.isFalse(Processes.groupAlive(group!.pgid))
       })
+  )
+})
+
+describe.skipIf(process.platform !== "linux")("a tracked group is told from a later one given its number", () => {
+  const exited = (child: ChildProcess) =>
+    Effect.async<void>((resume) => {
+      if (child.exitCode !== null || child.signalCode !== null) resume(Effect.void)
+      else child.once("exit", () => resume(Effect.void))
+    })
+
+  it.live("startTime reads field 22 even when the command name holds spaces and parentheses", () =>
+    Effect.gen(function* () {
+      const dir = mkdtempSync(join(tmpdir(), "palyra-comm-"))
+      const odd = join(dir, "a) (b c")
+      copyFileSync(existsSync("/usr/bin/sleep") ? "/usr/bin/sleep" : "/bin/sleep", odd)
+      chmodSync(odd, 0o755)
+      const child = spawnChild(odd, ["30"], { detached: true, stdio: "ignore" })
+      yield* Effect.addFinalizer(() => Effect.sync(() => child.kill("SIGKILL")))
+      const stat = yield* pollUntil(
+        () => readFileSync(`/proc/${child.pid}/stat`, "utf8"),
+        (s) => s.includes("(a) (b c)")
+      )
+      assert.include(stat, "(a) (b c)")
+      const start = Processes.startTime(child.pid!)
+      assert.match(start ?? "", /^\d+$/)
+      assert.notStrictEqual(stat.split(" ")[21], start, "a naive split lands on another field")
+      // Clock ticks since boot: no earlier than this test process started, no later than now.
+      const uptimeTicks = Number(readFileSync("/proc/uptime", "utf8").split(" ")[0]) * 100
+      assert.isAtLeast(Number(start), Number(Processes.startTime(process.pid)))
+      assert.isAtMost(Number(start), Math.ceil(uptimeTicks) + 1)
+      assert.strictEqual(Processes.startTime(child.pid!), start, "it is stable")
+    }).pipe(Effect.scoped)
+  )
+
+  it.live("an entry whose number another process holds now is dropped, and that process is never killed", () =>
+    Effect.gen(function* () {
+      // The entry as it would stand had the pid counter wrapped: a's start time, b's number.
+      const a = spawnChild("sleep", ["0.2"], { detached: true, stdio: "ignore" })
+      const stale = Processes.startTime(a.pid!)
+      assert.isDefined(stale)
+      yield* exited(a)
+      assert.isUndefined(Processes.startTime(a.pid!))
+      const b = spawnChild("sleep", ["30"], { detached: true, stdio: "ignore" })
+      yield* Effect.addFinalizer(() => Effect.sync(() => b.kill("SIGKILL")))
+      const current = yield* pollUntil(
+        () => Processes.startTime(b.pid!),
+        (s) => s !== undefined
+      )
+      assert.notStrictEqual(current, stale)
+
+      const registry = Processes.make()
+      registry.unsafeTrack(b.pid!, { tool: "stale" }, stale!)
+      assert.isTrue(yield* registry.kill(b.pid!), "the tracked group is gone")
+      assert.isTrue(Processes.groupAlive(b.pid!), "the process now holding its number was left alone")
+      registry.unsafeTrack(b.pid!, { tool: "stale" }, stale!)
+      assert.deepStrictEqual(yield* registry.live, [], "nor is it reported")
+      assert.isFalse(yield* registry.kill(b.pid!), "an untracked number is never signalled")
+      assert.isTrue(Processes.groupAlive(b.pid!))
+
+      // The same group tracked with its own start time is reported and killed.
+      const own = Processes.make()
+      own.unsafeTrack(b.pid!, { tool: "own" })
+      const [group] = yield* own.live
+      assert.strictEqual(group?.leaderStart, current)
+      assert.isTrue(yield* own.kill(b.pid!))
+      assert.isFalse(Processes.groupAlive(b.pid!))
+      assert.deepStrictEqual(yield* own.live, [])
+    }).pipe(Effect.scoped)
   )
 })

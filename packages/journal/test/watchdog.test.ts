@@ -328,6 +328,54 @@ describe("watchdog", () => {
   )
 
   it.live(
+    "a tracked group whose number another process holds now is dropped: auto mode never reports or kills it",
+    () =>
+      Effect.gen(function* () {
+        // The pid counter wrapped between two ticks: the entry has a's start time, b holds its number.
+        const a = spawn("sleep", ["0.2"], { detached: true, stdio: "ignore" })
+        const stale = Processes.startTime(a.pid!)
+        assert.isDefined(stale)
+        yield* Effect.async<void>((resume) => {
+          a.once("exit", () => resume(Effect.void))
+        })
+        const b = spawn("sleep", ["30"], { detached: true, stdio: "ignore" })
+        leftBehind.push(b.pid!)
+        yield* until(
+          Effect.sync(() => running(b.pid!)),
+          (r) => r
+        )
+        yield* Effect.gen(function* () {
+          const gateway = yield* Gateway.Gateway
+          const journal = yield* Journal.Journal
+          const registry = Processes.make()
+          registry.unsafeTrack(b.pid!, { tool: "careless" }, stale!)
+          yield* Effect.sleep("20 millis")
+          const auto = yield* Watchdog.make(
+            { gateway, journal, processes: registry },
+            { mode: "auto", processMaxAge: "1 millis" }
+          )
+          assert.deepStrictEqual(yield* auto.check, [])
+          assert.isTrue(running(b.pid!), "the unrelated process was left alone")
+          assert.deepStrictEqual(yield* auto.incidents(op, {}), [])
+          assert.deepStrictEqual(yield* registry.live, [], "the stale entry is forgotten")
+
+          // The same process tracked as itself is an orphan, and killed.
+          registry.unsafeTrack(b.pid!, { tool: "careless" })
+          yield* Effect.sleep("20 millis")
+          const [incident] = yield* auto.check
+          assert.strictEqual(incident?.subject, `pgid:${b.pid}`)
+          assert.strictEqual(incident?.action, "killed")
+          assert.isFalse(running(b.pid!))
+        }).pipe(
+          Effect.provide(
+            gatewayLayer({ model: ScriptedModel.make([]), journal: SqliteJournal.layer({ filename: fresh() }) })
+          ),
+          Effect.scoped
+        )
+      }).pipe(Effect.ensuring(Effect.sync(() => killLeftBehind())))
+  )
+
+  it.live(
     "Sandbox.spawn tracks its group with the tool call; one running past processMaxAge is killed in auto mode",
     () =>
       Effect.gen(function* () {

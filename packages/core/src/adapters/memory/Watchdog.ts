@@ -519,6 +519,8 @@ export const make = (deps: Deps, options: Options = {}): Effect.Effect<Service> 
           if (current !== undefined && !remediate) continue
           let action: Incident["action"] = "none"
           if (remediate) {
+            // `kill` checks the group is still the one tracked right before signalling it: a number
+            // another group took since `live` is forgotten, never signalled (see `Processes`).
             action = (yield* registry.kill(g.pgid)) ? "killed" : "remediation_failed"
             if (g.sessionId !== null) {
               yield* noteOn(
