@@ -2,7 +2,8 @@
  * The web console in a real browser (Debian's chromium driven by playwright-core; no browser is
  * ever downloaded) against a real palyrad on 127.0.0.1 running the demo model, whose `fs.write`
  * needs approval. Sign-in (a bad token shows an error), the live approvals inbox in two tabs
- * (approve, deny, always → a grant), the session's tape with the tool result, revoking the grant,
+ * (approve, deny, always → a grant), acting after a reload and from a new tab (the CSRF token
+ * comes back from the same-origin `POST /v1/auth/session/csrf`), the session's tape with the tool result, revoking the grant,
  * verifying the journal, sign-out; every page scanned with axe-core (no serious or critical
  * violation), no console error or page error anywhere, screenshots of each page at desktop and
  * 360 px in `artifacts/console/` (git-ignored).
@@ -111,6 +112,54 @@ describe.skipIf(!hasChromium)("the web console in chromium", () => {
     await tab.getByRole("button", { name: "Send" }).click()
     await tab.locator("li.msg.user").filter({ hasText: "what time is it" }).waitFor()
     await tab.locator("li.tool").filter({ hasText: "time.now" }).getByText("ok", { exact: true }).waitFor()
+  })
+
+  it("keeps acting after a reload and from a new tab: the CSRF token comes back same-origin, never from a read", async () => {
+    const tokenIn = (page: Page) => page.evaluate(() => sessionStorage.getItem("palyra.csrf"))
+    const mine = await tokenIn(tab)
+    expect(mine).toMatch(/^[A-Za-z0-9_-]{43}$/)
+    // Tab 2 never signed in: it got the same session's token from POST /v1/auth/session/csrf.
+    expect(await tokenIn(other)).toBe(mine)
+    // A read of the session never carries it.
+    const read = await tab.evaluate(() => fetch("/v1/auth/session").then((r) => r.text()))
+    expect(read).toContain('"principal"')
+    expect(read).not.toContain(mine)
+    // Reload, then approve: the tab's token survived in sessionStorage.
+    await visit(tab, "approvals", "Approvals")
+    await tab.reload()
+    await tab.getByRole("heading", { level: 1, name: "Approvals" }).waitFor()
+    await tab.getByText("Nothing is waiting for you.").waitFor()
+    const first = await startRun("please write after reload", "console-reload")
+    await tab.getByRole("article").filter({ hasText: "fs.write" }).getByRole("button", { name: "Approve once" }).click()
+    await poll(
+      () => runState(first.runId),
+      (s) => s === "Done",
+      "the run approved after a reload to complete"
+    )
+    // A tab whose storage was lost (a fresh tab) asks again and acts.
+    const third = watch(await context.newPage(), "tab 3")
+    await visit(third, "approvals", "Approvals")
+    expect(await tokenIn(third)).toBe(mine)
+    await third.evaluate(() => sessionStorage.clear())
+    await third.reload()
+    await third.getByText("Nothing is waiting for you.").waitFor()
+    await poll(
+      () => tokenIn(third),
+      (t) => t === mine,
+      "the reloaded tab to get its token back"
+    )
+    const second = await startRun("please write from a new tab", "console-new-tab")
+    await third
+      .getByRole("article")
+      .filter({ hasText: "fs.write" })
+      .getByRole("button", { name: "Approve once" })
+      .click()
+    await poll(
+      () => runState(second.runId),
+      (s) => s === "Done",
+      "the run approved from a new tab to complete"
+    )
+    await third.close()
   })
 
   it("denies from the inbox: the run ends and the tool never runs", async () => {
