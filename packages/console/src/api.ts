@@ -13,6 +13,7 @@ import type { components, paths } from "./gen/api.js"
 
 export type Schemas = components["schemas"]
 export type ConsoleSession = Schemas["ConsoleSession"]
+export type ConsoleSignIn = Schemas["ConsoleSignIn"]
 export type ApprovalRecord = Schemas["ApprovalRecord"]
 export type Grant = Schemas["Grant"]
 export type Run = Schemas["Run"]
@@ -43,9 +44,21 @@ const csrf: Middleware = {
     if (!SAFE.has(request.method) && token !== undefined) request.headers.set("x-csrf-token", token)
     return request
   },
-  onResponse({ response, request }) {
+  async onResponse({ response, request }) {
     if (response.status === 401 && !request.url.endsWith("/v1/auth/session")) {
       expire()
+    }
+    // Another tab signed in again (a new cookie, a new token): fetch this session's token, so the
+    // next try works; this answer's error is still shown.
+    if (response.status === 403 && !SAFE.has(request.method) && !request.url.endsWith("/v1/auth/session/csrf")) {
+      const body: unknown = await response
+        .clone()
+        .json()
+        .catch(() => null)
+      if (messageOf(body, "").includes("x-csrf-token")) {
+        const reissued = await fetch("/v1/auth/session/csrf", { method: "POST", credentials: "same-origin" })
+        if (reissued.ok) setCsrfToken(((await reissued.json()) as ConsoleSignIn).csrfToken)
+      }
     }
     return response
   }
