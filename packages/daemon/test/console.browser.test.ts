@@ -182,6 +182,8 @@ describe.skipIf(!hasChromium)("the web console in chromium", () => {
       "the run approved from the second tab to complete"
     )
     await tab.getByText("Nothing is waiting for you.").waitFor()
+    // Leave tab 1 elsewhere, so the next test's visit to the inbox is an in-app navigation, not a reload.
+    await visit(tab, "runs", "Runs")
   })
 
   it("denies from the inbox: the run ends and the tool never runs", async () => {
