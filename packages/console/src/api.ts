@@ -2,8 +2,10 @@
  * The daemon's HTTP API, typed from its contract (`gen/api.ts`, produced at build time by
  * `openapi-typescript` from the OpenAPI document `@palyra/transport-http` derives from `Api.ts`),
  * called with `openapi-fetch`. The session cookie travels by itself (same origin, HttpOnly); the
- * CSRF token lives only in memory and goes out as `x-csrf-token` on every state-changing request.
- * A 401 anywhere ends the session in the UI: back to sign-in.
+ * CSRF token (from sign-in, or for a new tab from `POST /v1/auth/session/csrf`) lives in this tab's
+ * `sessionStorage` — per origin including port, so another server on this host cannot read it — and
+ * goes out as `x-csrf-token` on every state-changing request. A 401 anywhere ends the session in the
+ * UI: back to sign-in.
  */
 import { signal } from "@preact/signals"
 import createClient, { type Middleware } from "openapi-fetch"
@@ -11,6 +13,7 @@ import type { components, paths } from "./gen/api.js"
 
 export type Schemas = components["schemas"]
 export type ConsoleSession = Schemas["ConsoleSession"]
+export type ConsoleSignIn = Schemas["ConsoleSignIn"]
 export type ApprovalRecord = Schemas["ApprovalRecord"]
 export type Grant = Schemas["Grant"]
 export type Run = Schemas["Run"]
@@ -25,16 +28,37 @@ export const session = signal<ConsoleSession | null | undefined>(undefined)
 export const signInNotice = signal<string | null>(null)
 
 const SAFE = new Set(["GET", "HEAD", "OPTIONS"])
+const CSRF_KEY = "palyra.csrf"
+
+/** This tab's CSRF token (`null` when it has none yet). */
+export const csrfToken = (): string | null => sessionStorage.getItem(CSRF_KEY)
+/** Keep (or, with `null`, forget) this tab's CSRF token. */
+export const setCsrfToken = (token: string | null) => {
+  if (token === null) sessionStorage.removeItem(CSRF_KEY)
+  else sessionStorage.setItem(CSRF_KEY, token)
+}
 
 const csrf: Middleware = {
   onRequest({ request }) {
-    const token = session.value?.csrfToken
+    const token = csrfToken() ?? undefined
     if (!SAFE.has(request.method) && token !== undefined) request.headers.set("x-csrf-token", token)
     return request
   },
-  onResponse({ response, request }) {
+  async onResponse({ response, request }) {
     if (response.status === 401 && !request.url.endsWith("/v1/auth/session")) {
       expire()
+    }
+    // Another tab signed in again (a new cookie, a new token): fetch this session's token, so the
+    // next try works; this answer's error is still shown.
+    if (response.status === 403 && !SAFE.has(request.method) && !request.url.endsWith("/v1/auth/session/csrf")) {
+      const body: unknown = await response
+        .clone()
+        .json()
+        .catch(() => null)
+      if (messageOf(body, "").includes("x-csrf-token")) {
+        const reissued = await fetch("/v1/auth/session/csrf", { method: "POST", credentials: "same-origin" })
+        if (reissued.ok) setCsrfToken(((await reissued.json()) as ConsoleSignIn).csrfToken)
+      }
     }
     return response
   }
@@ -43,11 +67,30 @@ const csrf: Middleware = {
 /** The session ended on the server (idle or absolute expiry, sign-out elsewhere). */
 export const expire = () => {
   if (session.value) signInNotice.value = "Your session expired. Sign in again."
+  setCsrfToken(null)
   session.value = null
 }
 
 export const api = createClient<paths>({ baseUrl: location.origin, credentials: "same-origin" })
 api.use(csrf)
+
+/**
+ * Who is signed in, with a CSRF token in this tab: a reload keeps the tab's token; a new tab asks
+ * for it with a same-origin `POST /v1/auth/session/csrf` (the browser's Fetch Metadata proves the
+ * origin). `null` when not signed in.
+ */
+export const restoreSession = async (): Promise<ConsoleSession | null> => {
+  const { data } = await api.GET("/v1/auth/session")
+  if (!data) {
+    setCsrfToken(null)
+    return null
+  }
+  if (csrfToken() !== null) return data
+  const reissued = await api.POST("/v1/auth/session/csrf")
+  if (!reissued.data) return null
+  setCsrfToken(reissued.data.csrfToken)
+  return data
+}
 
 /** The message of an error body (`{ code, message }`), or a fallback. */
 export const messageOf = (error: unknown, fallback = "Something went wrong."): string => {

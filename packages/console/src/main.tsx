@@ -3,7 +3,7 @@ import "./styles.css"
 import { useSignal } from "@preact/signals"
 import { type ComponentType, render } from "preact"
 import { useEffect } from "preact/hooks"
-import { api, session, signInNotice } from "./api.js"
+import { api, restoreSession, session, setCsrfToken, signInNotice } from "./api.js"
 import { type FeatureInfo, features, loadFeatures } from "./features.js"
 import { Approvals } from "./pages/Approvals.js"
 import { Grants } from "./pages/Grants.js"
@@ -109,13 +109,13 @@ const Page = () => {
 const App = () => {
   const busy = useSignal(false)
   useEffect(() => {
-    api.GET("/v1/auth/session").then(({ data }) => {
-      session.value = data ?? null
+    restoreSession().then((restored) => {
+      session.value = restored
     })
   }, [])
   useEffect(() => {
     if (session.value) loadFeatures(session.value.operator)
-  }, [session.value?.csrfToken])
+  }, [session.value?.principal, session.value?.expiresAt])
   // Move focus to the new page's heading, so keyboard and screen reader users land on it.
   useEffect(() => {
     document.querySelector<HTMLElement>("main h1")?.focus()
@@ -126,6 +126,7 @@ const App = () => {
   const signOut = async () => {
     busy.value = true
     await api.DELETE("/v1/auth/session")
+    setCsrfToken(null)
     busy.value = false
     session.value = null
     signInNotice.value = "Signed out."

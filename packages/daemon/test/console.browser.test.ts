@@ -2,7 +2,8 @@
  * The web console in a real browser (Debian's chromium driven by playwright-core; no browser is
  * ever downloaded) against a real palyrad on 127.0.0.1 running the demo model, whose `fs.write`
  * needs approval. Sign-in (a bad token shows an error), the live approvals inbox in two tabs
- * (approve, deny, always → a grant), the session's tape with the tool result, revoking the grant,
+ * (approve, deny, always → a grant), acting after a reload and from a new tab (the CSRF token
+ * comes back from the same-origin `POST /v1/auth/session/csrf`), the session's tape with the tool result, revoking the grant,
  * verifying the journal, sign-out; every page scanned with axe-core (no serious or critical
  * violation), no console error or page error anywhere, screenshots of each page at desktop and
  * 360 px in `artifacts/console/` (git-ignored).
@@ -14,7 +15,17 @@ import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import type { Browser, BrowserContext, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { hasChromium, launch, visit as open, poll, scan, shoot, watch as watchPage } from "./console.support.js"
+import {
+  EXPECTED_401,
+  EXPECTED_409,
+  hasChromium,
+  launch,
+  visit as open,
+  poll,
+  scan,
+  shoot,
+  watch as watchPage
+} from "./console.support.js"
 import { type Daemon, fresh, startDaemon, stopDaemons } from "./support.js"
 
 let daemon: Daemon
@@ -26,6 +37,7 @@ const problems: Array<string> = []
 
 const watch = (page: Page, name: string) => watchPage(page, name, problems)
 const visit = (page: Page, route: string, heading: string) => open(page, daemon.url, route, heading)
+const EXPECTED_403 = "Failed to load resource: the server responded with a status of 403 (Forbidden)"
 
 const bearer = () => ({ authorization: `Bearer ${daemon.token}`, "content-type": "application/json" })
 const startRun = async (text: string, sessionKey: string) => {
@@ -73,7 +85,10 @@ describe.skipIf(!hasChromium)("the web console in chromium", () => {
     // The token is nowhere in the page's storage.
     const stored = await tab.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }))
     expect(stored).not.toContain(daemon.token)
-    other = watch(await context.newPage(), "tab 2")
+    // Tab 2 also meets one refused stale CSRF token on purpose (below).
+    other = watchPage(await context.newPage(), "tab 2", problems, (text) =>
+      [EXPECTED_401, EXPECTED_409, EXPECTED_403].includes(text)
+    )
     await visit(other, "approvals", "Approvals")
   })
 
@@ -111,6 +126,64 @@ describe.skipIf(!hasChromium)("the web console in chromium", () => {
     await tab.getByRole("button", { name: "Send" }).click()
     await tab.locator("li.msg.user").filter({ hasText: "what time is it" }).waitFor()
     await tab.locator("li.tool").filter({ hasText: "time.now" }).getByText("ok", { exact: true }).waitFor()
+  })
+
+  it("keeps acting after a reload and from a new tab: the CSRF token comes back same-origin, never from a read", async () => {
+    const tokenIn = (page: Page) => page.evaluate(() => sessionStorage.getItem("palyra.csrf"))
+    const mine = await tokenIn(tab)
+    expect(mine).toMatch(/^[A-Za-z0-9_-]{43}$/)
+    // Tab 2 never signed in: it got the same session's token from POST /v1/auth/session/csrf.
+    expect(await tokenIn(other)).toBe(mine)
+    // A read of the session never carries it.
+    const read = await tab.evaluate(() => fetch("/v1/auth/session").then((r) => r.text()))
+    expect(read).toContain('"principal"')
+    expect(read).not.toContain(mine)
+    // Reload, then approve: the tab's token survived in sessionStorage.
+    await visit(tab, "approvals", "Approvals")
+    await tab.reload()
+    await tab.getByRole("heading", { level: 1, name: "Approvals" }).waitFor()
+    await tab.getByText("Nothing is waiting for you.").waitFor()
+    const first = await startRun("please write after reload", "console-reload")
+    await tab.getByRole("article").filter({ hasText: "fs.write" }).getByRole("button", { name: "Approve once" }).click()
+    await poll(
+      () => runState(first.runId),
+      (s) => s === "Done",
+      "the run approved after a reload to complete"
+    )
+    // Tab 2 acts too; then it loses its storage (as a fresh tab has none), reloads, asks again and acts.
+    // (Two tabs only: Chromium allows six HTTP/1.1 connections per host, and each tab holds live streams.)
+    await other.getByText("Nothing is waiting for you.").waitFor()
+    await other.evaluate(() => sessionStorage.clear())
+    await other.reload()
+    await other.getByText("Nothing is waiting for you.").waitFor()
+    await poll(
+      () => tokenIn(other),
+      (t) => t === mine,
+      "the reloaded tab to get its token back"
+    )
+    // A stale token (as after another tab signed in again) is refused once, then replaced.
+    await other.evaluate(() => sessionStorage.setItem("palyra.csrf", "stale"))
+    const second = await startRun("please write from the second tab", "console-new-tab")
+    const approve = other
+      .getByRole("article")
+      .filter({ hasText: "fs.write" })
+      .getByRole("button", { name: "Approve once" })
+    await approve.click()
+    await poll(
+      () => tokenIn(other),
+      (t) => t === mine,
+      "the stale token to be replaced"
+    )
+    expect(await runState(second.runId)).toBe("WaitingForApproval")
+    await approve.click()
+    await poll(
+      () => runState(second.runId),
+      (s) => s === "Done",
+      "the run approved from the second tab to complete"
+    )
+    await tab.getByText("Nothing is waiting for you.").waitFor()
+    // Leave tab 1 elsewhere, so the next test's visit to the inbox is an in-app navigation, not a reload.
+    await visit(tab, "runs", "Runs")
   })
 
   it("denies from the inbox: the run ends and the tool never runs", async () => {

@@ -1,7 +1,9 @@
 /**
  * Console sign-in over a real server on 127.0.0.1: a token becomes an HttpOnly, SameSite=Strict
  * session cookie plus a CSRF token; the cookie authenticates like the bearer token; state changes
- * need the CSRF token and a same-origin request; sessions expire and sign-out ends them. The live
+ * need the CSRF token and a same-origin request; a read never carries the CSRF token, which only a
+ * same-origin browser request gets back; sessions are capped per principal (never evicting others)
+ * and expire, and sign-out ends them. The live
  * approval inbox (`GET /v1/approvals/events`) streams new and resolved approvals to each tab.
  */
 import { ScriptedModel, Tool } from "@palyra/core"
@@ -26,13 +28,19 @@ const model = ScriptedModel.make((request) => {
 
 let server: TestServer
 let short: TestServer
+let capped: TestServer
+let tiny: TestServer
 beforeAll(async () => {
   server = await startServer({ model, tools: [write], gateway: { requireApprovalChannel: false } })
   short = await startServer({ model, serve: { cookieSessions: { idleSeconds: 1, absoluteSeconds: 60 } } })
+  capped = await startServer({ model })
+  tiny = await startServer({ model, serve: { cookieSessions: { maxSessions: 2, maxSessionsPerPrincipal: 1 } } })
 })
 afterAll(async () => {
   await server.close()
   await short.close()
+  await capped.close()
+  await tiny.close()
 })
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
@@ -60,10 +68,17 @@ describe("console sign-in", () => {
     expect(setCookie).not.toContain("alice-token")
     expect(body).toMatchObject({ principal: "alice", operator: false })
     expect(body.csrfToken).toMatch(/^[A-Za-z0-9_-]{43}$/)
-    // The cookie authenticates like the token, as the same caller.
+    // The cookie authenticates like the token, as the same caller; a read never carries the CSRF token.
     const mine = await fetch(`${server.base}/v1/auth/session`, { headers: { cookie } })
     expect(mine.status).toBe(200)
-    expect((await json(mine)).csrfToken).toBe(body.csrfToken)
+    const text = await mine.text()
+    expect(text).not.toContain(body.csrfToken)
+    expect(JSON.parse(text)).toEqual({
+      principal: "alice",
+      operator: false,
+      expiresAt: body.expiresAt,
+      idleExpiresAt: expect.any(Number)
+    })
     const list = await fetch(`${server.base}/v1/sessions`, { headers: { cookie } })
     expect(list.status).toBe(200)
     // Behind TLS the cookie is Secure.
@@ -135,6 +150,75 @@ describe("console sign-in", () => {
     expect(out.headers.get("set-cookie")).toMatch(/^palyra_session=; Max-Age=0/)
     expect((await fetch(`${server.base}/v1/sessions`, { headers: { cookie } })).status).toBe(401)
     expect((await fetch(`${server.base}/v1/auth/session`, { headers: { cookie } })).status).toBe(401)
+  })
+
+  it("gives the CSRF token back only to a same-origin browser request with the cookie", async () => {
+    const { cookie, body } = await signIn(server.base, "alice-token")
+    const host = new URL(server.base).host
+    const reissue = (headers: Record<string, string>) =>
+      fetch(`${server.base}/v1/auth/session/csrf`, { method: "POST", headers })
+    const sameOrigin = { "sec-fetch-site": "same-origin", origin: `http://${host}` }
+    // A plain server-side replay of the cookie (no Fetch Metadata) is refused.
+    const bare = await reissue({ cookie })
+    expect(bare.status).toBe(403)
+    expect(await json(bare)).toEqual({ code: "permission_denied", message: "needs Sec-Fetch-Site: same-origin" })
+    // What a browser sends for a page on another port of this host: same-site, its own Origin.
+    const otherPort = await reissue({ cookie, "sec-fetch-site": "same-site", origin: "http://127.0.0.1:5173" })
+    expect(otherPort.status).toBe(403)
+    const foreign = await reissue({ cookie, "sec-fetch-site": "same-origin", origin: "http://127.0.0.1:5173" })
+    expect(foreign.status).toBe(403)
+    expect((await json(foreign)).message).toBe("cross-origin request")
+    const noOrigin = await reissue({ cookie, "sec-fetch-site": "same-origin" })
+    expect(noOrigin.status).toBe(403)
+    for (const refused of [bare, otherPort, foreign, noOrigin]) expect(refused.headers.get("set-cookie")).toBeNull()
+    // Without a live cookie, same-origin headers alone get nothing.
+    expect((await reissue(sameOrigin)).status).toBe(401)
+    expect((await reissue({ ...sameOrigin, cookie: "palyra_session=forged" })).status).toBe(401)
+    // The page's own same-origin request gets the session's token, and it works.
+    const ok = await reissue({ ...sameOrigin, cookie })
+    expect(ok.status).toBe(200)
+    const again = await json(ok)
+    expect(again).toMatchObject({ principal: "alice", operator: false, csrfToken: body.csrfToken })
+    const created = await fetch(`${server.base}/v1/sessions`, {
+      method: "POST",
+      headers: { cookie, "content-type": "application/json", "x-csrf-token": again.csrfToken, ...sameOrigin },
+      body: JSON.stringify({ sessionKey: "console-reissued" })
+    })
+    expect(created.status).toBe(201)
+  })
+
+  it("caps sessions per principal: bob signing in over and over never signs alice out", async () => {
+    const alice = await signIn(capped.base, "alice-token")
+    const bobs: Array<string> = []
+    for (let i = 0; i < 1001; i++) {
+      const bob = await signIn(capped.base, "bob-token")
+      expect(bob.response.status).toBe(201)
+      bobs.push(bob.cookie)
+    }
+    expect((await fetch(`${capped.base}/v1/sessions`, { headers: { cookie: alice.cookie } })).status).toBe(200)
+    // Bob keeps his newest 20; his older ones are gone.
+    const live = async (cookie: string) =>
+      (await fetch(`${capped.base}/v1/auth/session`, { headers: { cookie } })).status === 200
+    expect(await live(bobs[1000] ?? "")).toBe(true)
+    expect(await live(bobs[981] ?? "")).toBe(true)
+    expect(await live(bobs[980] ?? "")).toBe(false)
+    expect(await live(bobs[0] ?? "")).toBe(false)
+  })
+
+  it("refuses new sign-ins at the global cap instead of evicting anyone", async () => {
+    const first = await signIn(tiny.base, "alice-token")
+    const second = await signIn(tiny.base, "bob-token")
+    expect(second.response.status).toBe(201)
+    const third = await signIn(tiny.base, "operator-token")
+    expect(third.response.status).toBe(429)
+    expect(third.setCookie).toBeNull()
+    expect(third.body.code).toBe("budget_exceeded")
+    for (const held of [first, second])
+      expect((await fetch(`${tiny.base}/v1/auth/session`, { headers: { cookie: held.cookie } })).status).toBe(200)
+    // Within its own quota a principal still signs in: its oldest session makes room.
+    const replaced = await signIn(tiny.base, "alice-token")
+    expect(replaced.response.status).toBe(201)
+    expect((await fetch(`${tiny.base}/v1/auth/session`, { headers: { cookie: first.cookie } })).status).toBe(401)
   })
 
   it("expires an idle session", async () => {

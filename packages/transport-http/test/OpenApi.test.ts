@@ -206,6 +206,11 @@ describe("the OpenAPI document", () => {
           body: JSON.stringify({ token: "bad" })
         }),
       "auth.current": () => fetch(`${server.base}/v1/auth/session`, { headers: { cookie } }),
+      "auth.csrf": () =>
+        fetch(`${server.base}/v1/auth/session/csrf`, {
+          method: "POST",
+          headers: { cookie, "sec-fetch-site": "same-origin", origin: server.base }
+        }),
       "auth.signOut": () =>
         fetch(`${server.base}/v1/auth/session`, { method: "DELETE", headers: { cookie, "x-csrf-token": csrfToken } }),
       "approvalEvents.events": () => call("GET", "/v1/approvals/events"),

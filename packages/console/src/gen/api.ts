@@ -458,13 +458,30 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The session the cookie names, with its CSRF token */
+        /** The session the cookie names (without its CSRF token) */
         get: operations["auth.current"];
         put?: never;
         /** Exchange a token for a session cookie (HttpOnly, SameSite=Strict) and a CSRF token */
         post: operations["auth.signIn"];
         /** End the session the cookie names (needs `x-csrf-token`) and clear the cookie */
         delete: operations["auth.signOut"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/auth/session/csrf": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The session's CSRF token again, for a new console tab: needs the cookie, `Sec-Fetch-Site: same-origin` and a same-origin `Origin` */
+        post: operations["auth.csrf"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1440,9 +1457,15 @@ export interface components {
         ConsoleSession: {
             principal: string;
             operator: boolean;
-            csrfToken: string;
             expiresAt: number;
             idleExpiresAt: number;
+        };
+        ConsoleSignIn: {
+            principal: string;
+            operator: boolean;
+            expiresAt: number;
+            idleExpiresAt: number;
+            csrfToken: string;
         };
         Task: {
             id: string;
@@ -1509,13 +1532,13 @@ export interface components {
         Incident: {
             id: string;
             /** @enum {string} */
-            kind: "run_stalled" | "task_lease_expired" | "approval_pending" | "journal_stall";
+            kind: "run_stalled" | "task_lease_expired" | "approval_pending" | "journal_stall" | "tool_process_orphaned";
             subject: string;
             sessionId: string | null;
             openedAt: number;
             detail: string;
             /** @enum {string} */
-            action: "none" | "cancelled" | "requeued" | "notified" | "remediation_failed";
+            action: "none" | "cancelled" | "requeued" | "notified" | "killed" | "remediation_failed";
             /** @enum {string} */
             state: "open" | "resolved";
             resolvedAt: number | null;
@@ -4973,9 +4996,9 @@ export interface operations {
                     "application/json": {
                         principal: string;
                         operator: boolean;
-                        csrfToken: string;
                         expiresAt: number;
                         idleExpiresAt: number;
+                        csrfToken: string;
                     };
                 };
             };
@@ -5086,6 +5109,116 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The request is malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidArgument"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthenticated"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PermissionDenied"] | components["schemas"]["PolicyDenied"];
+                };
+            };
+            /** @description No such entity (or not the caller's) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description The entity is not in the required state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Conflict"] | components["schemas"]["InvalidTransition"];
+                };
+            };
+            /** @description The request body is over the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description A run or session budget is spent */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BudgetExceeded"];
+                };
+            };
+            /** @description A tool failed (details are not exposed) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ToolError"] | components["schemas"]["JournalError"] | components["schemas"]["Internal"];
+                };
+            };
+            /** @description The model provider failed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProviderError"];
+                };
+            };
+            /** @description The service is not available */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unavailable"];
+                };
+            };
+        };
+    };
+    "auth.csrf": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description ConsoleSignIn */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsoleSignIn"];
+                };
             };
             /** @description The request is malformed */
             400: {

@@ -1,7 +1,7 @@
 /** Sign in with a token; the token goes to the server once and is kept nowhere in the browser. */
 import { useSignal } from "@preact/signals"
 import { useEffect } from "preact/hooks"
-import { api, messageOf, session, signInNotice } from "../api.js"
+import { api, messageOf, session, setCsrfToken, signInNotice } from "../api.js"
 
 export const SignIn = () => {
   const error = useSignal<string | null>(null)
@@ -21,7 +21,9 @@ export const SignIn = () => {
     input.value = ""
     if (data) {
       signInNotice.value = null
-      session.value = data
+      const { csrfToken, ...rest } = data
+      setCsrfToken(csrfToken)
+      session.value = rest
       return
     }
     error.value =

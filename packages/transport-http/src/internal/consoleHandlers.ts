@@ -65,6 +65,9 @@ export const auth = (options: HandlerOptions, tokens: ReadonlyArray<Auth.TokenGr
         .handle("current", () =>
           Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => sessions.current(cookieOf(request)))
         )
+        .handle("csrf", () =>
+          Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => sessions.reissue(request, cookieOf(request)))
+        )
         .handleRaw("signOut", () =>
           Effect.gen(function* () {
             const request = yield* HttpServerRequest.HttpServerRequest
