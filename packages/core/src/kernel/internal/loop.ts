@@ -8,7 +8,7 @@ import type { Redactor } from "../../domain/Redaction.js"
 import { isTerminal, type Transition } from "../../domain/RunState.js"
 import type { NewTapeEvent, TapeEvent, TapeEventOf } from "../../domain/TapeEvent.js"
 import { type AppendEffects, type Service as JournalService, requireRun, requireSession } from "../../ports/Journal.js"
-import { type ModelRequest, type Service as ModelService, runInto } from "../../ports/ModelProvider.js"
+import { type ModelEvent, type ModelRequest, type Service as ModelService, runInto } from "../../ports/ModelProvider.js"
 import type { Decision, Service as PolicyService } from "../../ports/PolicyEngine.js"
 import type { AnyTool, Service as ToolService } from "../../ports/Tool.js"
 import type * as Agents from "../Agents.js"
@@ -78,6 +78,9 @@ const observe = (ctx: RunContext, stored: ReadonlyArray<TapeEvent>) => {
 
 const emit = (ctx: RunContext, events: Events, effects?: AppendEffects) =>
   Effect.map(ctx.deps.tape.append(ctx.session.id, events, effects), (stored) => observe(ctx, stored))
+
+/** What writing a streamed delta can fail with. */
+type SinkError = Effect.Effect.Error<ReturnType<typeof emit>> | BudgetExceeded
 
 const transition = (
   ctx: RunContext,
@@ -433,45 +436,59 @@ const streamAnswer = (
           )
         : Effect.void
     )
-    const flush = Effect.suspend(() => {
+    // The clock is read once from the context; each delta then reads it synchronously.
+    const clock = yield* Effect.clock
+    // Write what is buffered as one delta (counted against the turn's event budget).
+    const flushAt = (at: number): Effect.Effect<void, SinkError> => {
       if (buffer.length === 0) return Effect.void
       const chunk = buffer
       buffer = ""
-      return Effect.zipRight(
-        countEvent,
-        Effect.flatMap(now, (at) => emit(ctx, [{ _tag: "AssistantDelta", ...base(ctx), at, turn, text: chunk }]))
-      )
-    })
-    yield* runInto(model, request, (event) =>
-      Effect.gen(function* () {
-        received.count++
-        switch (event.type) {
-          case "text-delta": {
-            const t = yield* now
-            text += event.text
-            const released = safe.push(event.text)
-            if (released.length === 0) break
-            if (buffer.length === 0) bufferSince = t
-            buffer += released
-            if (buffer.length >= deps.coalesceChars || t - bufferSince >= deps.coalesceMillis) yield* flush
-            break
-          }
-          case "tool-call":
-            buffer += safe.flush()
-            yield* flush
-            yield* countEvent
-            proposed.push({ providerId: event.id, name: event.name, args: event.args })
-            break
-          case "usage":
-            inputTokens += event.inputTokens
-            outputTokens += event.outputTokens
-            break
-          case "finish":
-            finishReason = event.reason
-            break
+      if (++eventsThisTurn > b.maxEventsPerTurn) {
+        return Effect.fail(
+          new BudgetExceeded({ budget: "maxEventsPerTurn", limit: b.maxEventsPerTurn, used: eventsThisTurn })
+        )
+      }
+      return emit(ctx, [{ _tag: "AssistantDelta", ...base(ctx), at, turn, text: chunk }])
+    }
+    // The per-event hot path is a plain function run in one Effect step (no generator, no service
+    // lookup per delta): a delta that is only buffered costs that step; one that flushes, its append.
+    const onEvent = (event: ModelEvent): Effect.Effect<void, SinkError> => {
+      received.count++
+      switch (event.type) {
+        case "text-delta": {
+          const t = clock.unsafeCurrentTimeMillis()
+          text += event.text
+          const released = safe.push(event.text)
+          if (released.length === 0) return Effect.void
+          if (buffer.length === 0) bufferSince = t
+          buffer += released
+          return buffer.length >= deps.coalesceChars || t - bufferSince >= deps.coalesceMillis
+            ? flushAt(t)
+            : Effect.void
         }
-      })
-    )
+        case "tool-call": {
+          buffer += safe.flush()
+          const flushed = flushAt(clock.unsafeCurrentTimeMillis())
+          return Effect.zipRight(
+            flushed,
+            Effect.zipRight(
+              countEvent,
+              Effect.sync(() => {
+                proposed.push({ providerId: event.id, name: event.name, args: event.args })
+              })
+            )
+          )
+        }
+        case "usage":
+          inputTokens += event.inputTokens
+          outputTokens += event.outputTokens
+          return Effect.void
+        case "finish":
+          finishReason = event.reason
+          return Effect.void
+      }
+    }
+    yield* runInto(model, request, (event) => Effect.suspend(() => onEvent(event)))
     buffer += safe.flush()
     if (buffer.length > 0) yield* countEvent
     const answer: Answer = { text, finishReason, inputTokens, outputTokens, proposed, tail: buffer }
