@@ -136,13 +136,18 @@ describe("PairingService over gRPC", () => {
     expect((await failure(operator.revokePairingCode({ codeOrId: minted.code })))?.code).toBe(Code.NotFound)
   }, 90_000)
 
-  it("without [[channels]]: FAILED_PRECONDITION, channels are not configured", async () => {
-    const d = await startDaemon(fresh("palyra-pairing-grpc-none-"), ["--port", "0"], { PALYRA_GRPC_PORT: "0" })
+  it("without [[channels]]: FAILED_PRECONDITION for an operator, PERMISSION_DENIED for anyone else", async () => {
+    const dir = fresh("palyra-pairing-grpc-none-")
+    writeFileSync(join(dir, "palyra.toml"), `[[auth.tokens]]\ntoken = "${ALICE_TOKEN}"\nprincipal = "alice"\n`)
+    const d = await startDaemon(dir, ["--port", "0"], { PALYRA_GRPC_PORT: "0" })
     const operator = GrpcTransport.makeClient({ baseUrl: d.grpcUrl, token: d.token }).pairing
     for (const call of [operator.listPairingCodes({}), operator.mintPairingCode({ channel: "x", principal: "y" })]) {
       const f = await failure(call)
       expect(f?.code).toBe(Code.FailedPrecondition)
       expect(f?.message).toMatch(/^channels are not configured: add a \[\[channels\]\] entry to palyra\.toml/)
     }
+    // Whether channels exist is an operator's business: the caller is checked first, in core.
+    const alice = GrpcTransport.makeClient({ baseUrl: d.grpcUrl, token: ALICE_TOKEN }).pairing
+    expect((await failure(alice.listPairingCodes({})))?.code).toBe(Code.PermissionDenied)
   }, 90_000)
 })

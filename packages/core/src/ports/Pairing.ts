@@ -1,7 +1,7 @@
 /**
  * The `Pairing` port: how an operator pairs chat-platform identities with principals, from the CLI
  * or the HTTP API. `@palyra/channels` implements it when channels are configured; without channels
- * there is no implementation and transports answer `notConfigured`.
+ * transports use `unconfigured`, which still checks the caller first.
  *
  * Every method takes the `Caller` and is **operator-only**, checked by the implementation (a
  * non-operator gets `PermissionDenied`). Codes are shown once, at mint: the implementation stores
@@ -9,15 +9,9 @@
  *
  * @since 0.1.0
  */
-import { Context, type Effect } from "effect"
+import { Context, Effect, Option } from "effect"
 import type { Caller } from "../domain/Caller.js"
-import {
-  Conflict,
-  type InvalidArgument,
-  type JournalError,
-  type NotFound,
-  type PermissionDenied
-} from "../domain/Errors.js"
+import { Conflict, type InvalidArgument, type JournalError, type NotFound, PermissionDenied } from "../domain/Errors.js"
 
 /** @since 0.1.0 @category Models */
 export interface MintRequest {
@@ -98,3 +92,34 @@ export class Pairing extends Context.Tag("@palyra/core/Pairing")<Pairing, Servic
  */
 export const notConfigured = (): Conflict =>
   new Conflict({ message: "channels are not configured: add a [[channels]] entry to palyra.toml to pair identities" })
+
+const refuse = (caller: Caller): Effect.Effect<never, Conflict | PermissionDenied> =>
+  caller.operator
+    ? Effect.fail(notConfigured())
+    : Effect.fail(new PermissionDenied({ message: "pairing needs an operator" }))
+
+/**
+ * The port without channels: a non-operator is refused exactly as by a configured implementation;
+ * an operator learns why nothing can be paired (`notConfigured`).
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const unconfigured: Service = {
+  mint: refuse,
+  list: refuse,
+  revoke: refuse,
+  listIdentities: refuse,
+  unpair: refuse
+}
+
+/**
+ * The context's implementation, or `unconfigured` when there is none: what every transport calls.
+ *
+ * @since 0.1.0
+ * @category Accessors
+ */
+export const current: Effect.Effect<Service> = Effect.map(
+  Effect.serviceOption(Pairing),
+  Option.getOrElse(() => unconfigured)
+)

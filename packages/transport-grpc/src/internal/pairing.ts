@@ -1,12 +1,12 @@
 /**
  * `palyra.v1.PairingService`: each call is one call of core's `Pairing` port (`@palyra/channels`
  * provides it when channels are configured), which checks that the caller is an operator; without
- * it every call answers `Pairing.notConfigured` (FAILED_PRECONDITION).
+ * it every call goes to `Pairing.unconfigured` (FAILED_PRECONDITION for operators).
  */
 import { create } from "@bufbuild/protobuf"
 import type { ConnectRouter, HandlerContext } from "@connectrpc/connect"
 import { type Caller, type Gateway, Pairing } from "@palyra/core"
-import { Effect, Option } from "effect"
+import { Effect } from "effect"
 import * as pb from "../gen/palyra/v1/gateway_pb.js"
 
 type Run = <A>(
@@ -45,12 +45,7 @@ export const pairingRoutes = (router: ConnectRouter, run: Run) => {
   const withPairing = <A>(
     ctx: HandlerContext,
     f: (p: Pairing.Service, caller: Caller.Caller) => Effect.Effect<A, unknown>
-  ) =>
-    run(ctx, (_g, caller) =>
-      Effect.flatMap(Effect.serviceOption(Pairing.Pairing), (p) =>
-        Option.isSome(p) ? f(p.value, caller) : Effect.fail(Pairing.notConfigured())
-      )
-    )
+  ) => run(ctx, (_g, caller) => Effect.flatMap(Pairing.current, (p) => f(p, caller)))
   router.service(pb.PairingService, {
     mintPairingCode: (req, ctx) =>
       withPairing(ctx, (p, caller) =>
