@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Scope } from "effect"
+import { Chunk, Effect, Exit, Scope, Stream } from "effect"
 import { Caller, ScriptedModel } from "../src/index.js"
 import { pendingApproval, recordingTool, withGateway } from "./helpers.js"
 
@@ -66,6 +66,44 @@ describe("registerApprover(caller, sessionId): an approval channel for one sessi
           yield* pendingApproval(gateway, a.run.id)
           const b = yield* gateway.sendMessage(bob, { key: "any", text: "write" })
           assert.strictEqual((yield* gateway.awaitRun(op, b.run.id)).state, "Done")
+        }).pipe(Effect.scoped)
+      )
+    })
+  )
+
+  it.effect("subscribeApprovalChanges: subscribed and registered when it returns, before the stream is pulled", () =>
+    Effect.gen(function* () {
+      const { tool, calls } = recordingTool("fs.write", "sensitive")
+      yield* withGateway({ model: model(), tools: [tool] }, (gateway) =>
+        Effect.gen(function* () {
+          const changes = yield* gateway.subscribeApprovalChanges(alice)
+          // nothing has pulled `changes` yet: alice already counts as an approval channel, so the
+          // run waits instead of failing closed, and the request is buffered for her
+          const started = yield* gateway.sendMessage(alice, { key: "inbox", text: "write" })
+          const pending = yield* pendingApproval(gateway, started.run.id)
+          yield* gateway.resolveApproval(alice, { approvalId: pending.id, decision: "approve" })
+          assert.strictEqual((yield* gateway.awaitRun(op, started.run.id)).state, "Done")
+          const seen = Chunk.toReadonlyArray(yield* Stream.runCollect(Stream.take(changes, 2)))
+          assert.deepStrictEqual(
+            seen.map((record) => [record.id, record.status]),
+            [
+              [pending.id, "pending"],
+              [pending.id, "approved"]
+            ]
+          )
+          assert.deepStrictEqual(calls, [{ x: 1 }])
+          // another principal's subscription sees only its own approvals: alice's next request is
+          // published before bob's, and the first thing bob sees is his
+          const bobs = yield* gateway.subscribeApprovalChanges(bob)
+          const hers = yield* gateway.sendMessage(alice, { key: "inbox", text: "write" })
+          yield* pendingApproval(gateway, hers.run.id)
+          const his = yield* gateway.sendMessage(bob, { key: "inbox", text: "write" })
+          const bobsPending = yield* pendingApproval(gateway, his.run.id)
+          const first = Chunk.toReadonlyArray(yield* Stream.runCollect(Stream.take(bobs, 1)))
+          assert.deepStrictEqual(
+            first.map((record) => record.id),
+            [bobsPending.id]
+          )
         }).pipe(Effect.scoped)
       )
     })

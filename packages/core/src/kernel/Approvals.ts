@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Deferred, Duration, Effect, Layer, Option, PubSub, Stream } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Layer, Option, PubSub, type Scope, Stream } from "effect"
 import { Conflict, type JournalError, NotFound } from "../domain/Errors.js"
 import type { ApprovalId, SessionId } from "../domain/Ids.js"
 import { type ApprovalFilter, type ApprovalRecord, isActiveGrant } from "../domain/Records.js"
@@ -49,6 +49,8 @@ export interface Service {
   readonly findGrant: (query: GrantQuery) => Effect.Effect<Option.Option<ApprovalRecord>, JournalError>
   /** Every approval resolved or expired through this service, from the moment the stream is run. */
   readonly resolutions: Stream.Stream<ApprovalRecord>
+  /** `resolutions`, subscribed when the effect completes (nothing published later is missed) until the scope closes. */
+  readonly subscribeResolutions: Effect.Effect<Stream.Stream<ApprovalRecord>, never, Scope.Scope>
   /** Tell `resolutions` about an approval closed elsewhere (its run ended while it waited). */
   readonly announce: (record: ApprovalRecord) => Effect.Effect<void>
 }
@@ -157,6 +159,7 @@ export const make: Effect.Effect<Service, never, Journal> = Effect.gen(function*
     list: (filter) => journal.listApprovals(filter),
     findGrant,
     resolutions: Stream.fromPubSub(resolved),
+    subscribeResolutions: Effect.map(PubSub.subscribe(resolved), (queue) => Stream.fromQueue(queue)),
     announce: (record) => Effect.asVoid(PubSub.publish(resolved, record))
   }
 })

@@ -242,6 +242,14 @@ export interface Service {
    * (the record's `status` tells which): what a console needs to keep an inbox current.
    */
   readonly watchApprovalChanges: (caller: Caller.Caller) => Stream.Stream<ApprovalRecord>
+  /**
+   * `watchApprovalChanges`, subscribed (and the caller counted as an approval channel) when the
+   * effect completes rather than when the stream is first pulled: a transport can tell its client
+   * "ready" after this and nothing from then on is missed. Ends with the scope.
+   */
+  readonly subscribeApprovalChanges: (
+    caller: Caller.Caller
+  ) => Effect.Effect<Stream.Stream<ApprovalRecord>, never, Scope.Scope>
 
   /** Replay the session's tape after `afterSeq`, then follow it live. */
   readonly subscribe: (
@@ -374,6 +382,13 @@ export const make = (
       Effect.flatMap(journal.getRun(id), (found) => visible(caller, "run", id, found))
     const approval = (caller: Caller.Caller, id: ApprovalId, entity = "approval") =>
       Effect.flatMap(approvals.get(id), (found) => visible(caller, entity, id, found))
+    const subscribeApprovalChanges = (caller: Caller.Caller) =>
+      Effect.zipWith(approvers.subscribe(caller), approvals.subscribeResolutions, (requested, resolved) =>
+        Stream.merge(
+          requested,
+          Stream.filter(resolved, (record) => Caller.owns(caller, record.principal))
+        )
+      )
     const withPolicy = (record: ApprovalRecord): Grant => ({
       ...record,
       policy: policy.describeGrant ? policy.describeGrant(record) : null
@@ -673,11 +688,8 @@ export const make = (
               onSuccess: () => approvers.register(caller, sessionId)
             }),
       watchApprovals: approvers.watch,
-      watchApprovalChanges: (caller) =>
-        Stream.merge(
-          approvers.watch(caller),
-          Stream.filter(approvals.resolutions, (record) => Caller.owns(caller, record.principal))
-        ),
+      watchApprovalChanges: (caller) => Stream.unwrapScoped(subscribeApprovalChanges(caller)),
+      subscribeApprovalChanges,
       subscribe: (caller, sessionId, afterSeq, o) =>
         Stream.unwrapScoped(
           Effect.gen(function* () {

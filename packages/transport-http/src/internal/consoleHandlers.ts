@@ -88,13 +88,19 @@ export const approvalEvents = (options: HandlerOptions) =>
       return handlers.handleRaw("events", () =>
         answer(
           Effect.map(CurrentCaller, (caller) => {
-            const frames = Stream.concat(
-              Stream.make(Sse.comment("connected"), Sse.encode({ event: "ready", data: "{}" })),
-              Stream.map(gateway.watchApprovalChanges(caller), (record) =>
-                Sse.encode({
-                  event: record.status === "pending" ? "requested" : "resolved",
-                  data: JSON.stringify(encodeApproval(record))
-                })
+            // Subscribed before `ready` is sent: an approval requested once the client has seen
+            // `ready` is always delivered.
+            const frames = Stream.unwrapScoped(
+              Effect.map(gateway.subscribeApprovalChanges(caller), (changes) =>
+                Stream.concat(
+                  Stream.make(Sse.comment("connected"), Sse.encode({ event: "ready", data: "{}" })),
+                  Stream.map(changes, (record) =>
+                    Sse.encode({
+                      event: record.status === "pending" ? "requested" : "resolved",
+                      data: JSON.stringify(encodeApproval(record))
+                    })
+                  )
+                )
               )
             )
             return sseResponse(

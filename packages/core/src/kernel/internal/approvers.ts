@@ -18,6 +18,11 @@ export interface Approvers {
   readonly publish: (record: ApprovalRecord) => Effect.Effect<void>
   /** Approvals `caller` may answer, from now on, while the stream is consumed (which registers it). */
   readonly watch: (caller: Caller.Caller) => Stream.Stream<ApprovalRecord>
+  /**
+   * Like `watch`, but subscribed and registered when the effect completes (not when the stream is
+   * first pulled): nothing published after that is missed. Both end with the scope.
+   */
+  readonly subscribe: (caller: Caller.Caller) => Effect.Effect<Stream.Stream<ApprovalRecord>, never, Scope.Scope>
 }
 
 const bump = <K>(map: Map<K, number>, key: K, delta: number) => {
@@ -44,18 +49,19 @@ export const makeApprovers: Effect.Effect<Approvers> = Effect.gen(function* () {
       () => Effect.sync(() => change(caller, sessionId, -1))
     )
 
+  const subscribe: Approvers["subscribe"] = (caller) =>
+    Effect.gen(function* () {
+      const queue = yield* PubSub.subscribe(requests)
+      yield* register(caller)
+      return Stream.fromQueue(queue).pipe(Stream.filter((record) => Caller.owns(caller, record.principal)))
+    })
+
   return {
     register,
     has: (sessionId, principal) =>
       operators > 0 || (sessions.get(sessionId) ?? 0) > 0 || (principals.get(principal) ?? 0) > 0,
     publish: (record) => Effect.asVoid(PubSub.publish(requests, record)),
-    watch: (caller) =>
-      Stream.unwrapScoped(
-        Effect.gen(function* () {
-          const queue = yield* PubSub.subscribe(requests)
-          yield* register(caller)
-          return Stream.fromQueue(queue).pipe(Stream.filter((record) => Caller.owns(caller, record.principal)))
-        })
-      )
+    watch: (caller) => Stream.unwrapScoped(subscribe(caller)),
+    subscribe
   }
 })
