@@ -42,8 +42,9 @@ it("after a burst of session creations and a quiet window, palyrad runs one redu
   await sleep(4500)
   expect(await reductions()).toBe(count)
   // What the burst created is still there.
-  const first = await fetch(`${daemon.url}/v1/sessions/${ids[0]}`, { headers }).then((r) => r.json())
-  const last = await fetch(`${daemon.url}/v1/sessions/${ids.at(-1)}`, { headers }).then((r) => r.json())
+  const session = (id: string | undefined) =>
+    fetch(`${daemon.url}/v1/sessions/${id}`, { headers }).then((r) => r.json() as Promise<{ id: string }>)
+  const [first, last] = [await session(ids[0]), await session(ids.at(-1))]
   expect([first.id, last.id]).toEqual([ids[0], ids.at(-1)])
   expect(new Set(ids).size).toBe(300)
 }, 90_000)
