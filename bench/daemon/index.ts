@@ -2,6 +2,9 @@
  * bench/daemon: palyrad cold start to ready (the whole process, from spawn to a 200 on /readyz;
  * median of several starts) and its resident memory idle, with 1,000 and with 10,000 idle sessions
  * (each read after a forced full GC: the daemon runs with a bench-only `--expose-gc` preload).
+ * Each RSS figure is read once the daemon has been quiet for `settleMs` (its memory reducer returns
+ * the pages a burst of requests left pooled once the event loop goes quiet: `rss…Mb`), and also
+ * right after the burst, as before that mechanism existed (`rss…BurstMb`).
  * Uses the built binary (packages/daemon/dist), building it first if it is missing.
  */
 import { spawn, spawnSync } from "node:child_process"
@@ -70,10 +73,18 @@ const main = async () => {
   const sorted = [...starts].sort((a, b) => a - b)
   const coldStartMs = sorted[Math.floor(sorted.length / 2)]!
 
+  // Two of the daemon's 2 s utilization windows and a margin (packages/daemon/src/internal/memoryReducer.ts).
+  const settleMs = 5000
+  const settled = async (pid: number) => {
+    await collectGarbage(pid)
+    const burst = rssMb(pid)
+    await new Promise((r) => setTimeout(r, settleMs))
+    await collectGarbage(pid)
+    return { burst, settled: rssMb(pid) }
+  }
   const d = await start(dir, gcFlags)
   await new Promise((r) => setTimeout(r, 500))
-  await collectGarbage(d.proc.pid!)
-  const idle = rssMb(d.proc.pid!)
+  const idle = await settled(d.proc.pid!)
   const [few, many] = quick ? [100, 1000] : [1000, 10_000]
   const createSessions = async (from: number, to: number) => {
     for (let i = from; i < to; i += 50) {
@@ -89,26 +100,30 @@ const main = async () => {
     }
   }
   await createSessions(0, few)
-  await collectGarbage(d.proc.pid!)
-  const loaded = rssMb(d.proc.pid!)
+  const loaded = await settled(d.proc.pid!)
   await createSessions(few, many)
-  await collectGarbage(d.proc.pid!)
-  const loadedMany = rssMb(d.proc.pid!)
+  const loadedMany = await settled(d.proc.pid!)
   await stop(d.proc)
   rmSync(dir, { recursive: true, force: true })
 
   table("palyrad", [
-    { measure: `cold start to ready (median of ${runs})`, value: `${Math.round(coldStartMs)} ms`, goal: "≤ 500 ms" },
-    { measure: "RSS, idle", value: `${round(idle, 1)} MB`, goal: "≤ 150 MB" },
-    { measure: `RSS, ${few} idle sessions`, value: `${round(loaded, 1)} MB`, goal: "≤ 150 MB" },
-    { measure: `RSS, ${many} idle sessions`, value: `${round(loadedMany, 1)} MB`, goal: "≤ 200 MB" }
+    { measure: `cold start to ready (median of ${runs})`, value: `${Math.round(coldStartMs)} ms`, goal: "≤ 400 ms" },
+    { measure: "RSS, idle", value: `${round(idle.settled, 1)} MB`, goal: "≤ 150 MB" },
+    { measure: `RSS, ${few} idle sessions`, value: `${round(loaded.settled, 1)} MB`, goal: "≤ 150 MB" },
+    { measure: `RSS, ${many} idle sessions`, value: `${round(loadedMany.settled, 1)} MB`, goal: "≤ 200 MB" },
+    { measure: "RSS, idle, right after start", value: `${round(idle.burst, 1)} MB`, goal: "–" },
+    { measure: `RSS, ${few} sessions, right after the burst`, value: `${round(loaded.burst, 1)} MB`, goal: "–" },
+    { measure: `RSS, ${many} sessions, right after the burst`, value: `${round(loadedMany.burst, 1)} MB`, goal: "–" }
   ])
   console.log(`starts (ms): ${starts.map((s) => Math.round(s)).join(", ")}`)
   result("daemon", {
     coldStartMs: Math.round(coldStartMs),
-    rssIdleMb: round(idle, 1),
-    rss1000Mb: round(loaded, 1),
-    rss10000Mb: round(loadedMany, 1)
+    rssIdleMb: round(idle.settled, 1),
+    rss1000Mb: round(loaded.settled, 1),
+    rss10000Mb: round(loadedMany.settled, 1),
+    rssIdleStartMb: round(idle.burst, 1),
+    rss1000BurstMb: round(loaded.burst, 1),
+    rss10000BurstMb: round(loadedMany.burst, 1)
   })
 }
 

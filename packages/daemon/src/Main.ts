@@ -35,6 +35,7 @@ import { afterRunOf } from "./internal/afterRun.js"
 import { agentsOf, budgetsOf } from "./internal/agents.js"
 import { consoleAssetsDir } from "./internal/consoleAssets.js"
 import { withReferences } from "./internal/context.js"
+import * as MemoryReducer from "./internal/memoryReducer.js"
 
 /** The admin token: from config, or generated once and kept (mode 0600) in the data dir. @since 0.1.0 @category Auth */
 export const ensureAdminToken = (config: Config) =>
@@ -276,6 +277,7 @@ export const run = (
       }).pipe(Effect.provide(channels))
       if (config.policiesDir) yield* CedarPolicy.watchDirectory(engine, config.policiesDir)
       yield* Metrics.monitorEventLoop()
+      yield* Effect.forkScoped(MemoryReducer.run()) // memory back to the OS once quiet after work
       const journalService = yield* Journal.Journal
       const interrupted = yield* journalService.listRuns({ states: ["WaitingForApproval"] })
       yield* Effect.logInfo("palyrad ready").pipe(

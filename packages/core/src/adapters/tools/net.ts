@@ -23,7 +23,12 @@ import { lookup as dnsLookup } from "node:dns/promises"
 import { isIP, type LookupFunction } from "node:net"
 import { Duration, Effect, Schema } from "effect"
 import ipaddr from "ipaddr.js"
-import { Agent, type Dispatcher, request } from "undici"
+import type { Dispatcher } from "undici"
+
+// undici (~1 MB bundled) is loaded on the first request, not with the tools: a daemon whose
+// `http.fetch` allowlist is empty (the default) never sends one, and pays neither its start-up
+// time nor its memory. Node caches the module, so later requests reuse it.
+const undici = () => import("undici")
 
 // =============================================================================
 // Errors
@@ -318,6 +323,7 @@ const redirectTarget = (status: number, headers: Readonly<Record<string, string>
 /** One request to checked addresses, on its own agent, which is destroyed when the hop ends. */
 const send = (hop: Hop, checked: Checked, maxBytes: number, timeoutMs: number) =>
   Effect.gen(function* () {
+    const { Agent, request } = yield* Effect.promise(undici)
     const agent = yield* Effect.acquireRelease(
       Effect.sync(() => new Agent({ connect: { lookup: pinnedLookup(checked), timeout: timeoutMs } })),
       (agent) => Effect.promise(() => agent.destroy())
