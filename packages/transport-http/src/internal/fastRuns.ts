@@ -24,6 +24,8 @@
  * Plain callbacks by design (a timer and the socket's `drain`), one fiber per request.
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
+import * as Headers from "@effect/platform/Headers"
+import * as HttpTraceContext from "@effect/platform/HttpTraceContext"
 import { Auth, type Caller, Errors, Gateway, Metrics } from "@palyra/core"
 import { Cause, type Chunk, Effect, Exit, type Fiber, FiberId, Option, Runtime, type Scope, Stream } from "effect"
 import { MessagePayload, toApiError } from "../Api.js"
@@ -43,6 +45,11 @@ const SSE_HEADERS = {
 
 const CONNECTED = Sse.comment("connected")
 const KEEP_ALIVE = Sse.comment("keep-alive")
+
+const parentOf = (req: IncomingMessage) => {
+  const parent = HttpTraceContext.fromHeaders(Headers.fromInput(req.headers as Record<string, string>))
+  return Option.isSome(parent) ? { parent: parent.value } : {}
+}
 
 /** Where the stream of a request stands, for the callbacks around it. */
 interface Open {
@@ -176,10 +183,12 @@ export const make = (
             } else if (!o.res.destroyed) o.res.destroy()
           })
         ),
+        // The server span the app's tracer middleware opens, in the client's trace (`traceparent`/b3).
         Effect.withSpan("http.server POST", {
           kind: "server",
           captureStackTrace: false,
-          attributes: { "http.request.method": "POST", "url.path": "/v1/runs", "url.query": "stream=true" }
+          attributes: { "http.request.method": "POST", "url.path": "/v1/runs", "url.query": "stream=true" },
+          ...parentOf(req)
         })
       )
 
