@@ -142,162 +142,161 @@ const double = Tool.make("math.double", {
   execute: ({ x }) => Effect.succeed({ doubled: x * 2 })
 })
 
-for (const [via, makeFetch] of [
-  ["global fetch", () => undefined],
-  ["undici request (Fetch.make)", () => Fetch.make({})]
-] as const)
-  describe(`AiSdkModel over real AI SDK clients and a local OpenAI-compatible server (${via})`, () => {
-    beforeAll(() => {
-      currentFetch = makeFetch()
-    })
-    afterAll(() => {
-      currentFetch = undefined
-    })
+describe.each([
+  { via: "global fetch", makeFetch: (): typeof fetch | undefined => undefined },
+  { via: "undici request (Fetch.make)", makeFetch: () => Fetch.make({}) }
+])("AiSdkModel over real AI SDK clients and a local OpenAI-compatible server ($via)", ({ makeFetch }) => {
+  beforeAll(() => {
+    currentFetch = makeFetch()
+  })
+  afterAll(() => {
+    currentFetch = undefined
+  })
 
-    it.live("streams an answer with usage and finish reason", () =>
-      withServer([textReply(["Hel", "lo", "!"])], (server) =>
-        Effect.gen(function* () {
-          const got = yield* events(compatible(server))
-          assert.deepStrictEqual(got, [
-            { type: "text-delta", text: "Hel" },
-            { type: "text-delta", text: "lo" },
-            { type: "text-delta", text: "!" },
-            { type: "usage", inputTokens: 11, outputTokens: 7 },
-            { type: "finish", reason: "stop" }
-          ])
-          assert.strictEqual(server.requests[0]!.stream, true)
-        })
-      )
+  it.live("streams an answer with usage and finish reason", () =>
+    withServer([textReply(["Hel", "lo", "!"])], (server) =>
+      Effect.gen(function* () {
+        const got = yield* events(compatible(server))
+        assert.deepStrictEqual(got, [
+          { type: "text-delta", text: "Hel" },
+          { type: "text-delta", text: "lo" },
+          { type: "text-delta", text: "!" },
+          { type: "usage", inputTokens: 11, outputTokens: 7 },
+          { type: "finish", reason: "stop" }
+        ])
+        assert.strictEqual(server.requests[0]!.stream, true)
+      })
     )
+  )
 
-    it.live("drives a multi-step tool loop through Palyra's AgentLoop; the SDK never executes the tool", () =>
-      withServer([toolReply("call_1", "math_double", '{"x":21}'), textReply(["It is ", "42."])], (server) =>
-        Effect.gen(function* () {
-          const gateway = yield* Gateway.Gateway
-          const { events } = yield* gateway.startRun(Caller.user("alice"), { text: "double 21" })
-          const seen = yield* collect(events)
-          const result = seen.find((e) => e._tag === "ToolResult")
-          assert.strictEqual(result?._tag === "ToolResult" && result.output, '{"doubled":42}')
-          const final = seen.filter((e) => e._tag === "AssistantMessage").at(-1)
-          assert.strictEqual(final?._tag === "AssistantMessage" && final.text, "It is 42.")
-          assert.strictEqual(server.requests.length, 2)
-          const tools = server.requests[0]!.tools as Array<{ function: { name: string } }>
-          assert.deepStrictEqual(
-            tools.map((t) => t.function.name),
-            ["math_double"]
-          )
-          const second = server.requests[1]!.messages as Array<Record<string, unknown>>
-          const toolMessage = second.find((m) => m.role === "tool")
-          assert.strictEqual(toolMessage?.content, '{"doubled":42}')
-          // The call id sent back is Palyra's own (the tape's ToolCallId), consistent within the conversation.
-          const assistant = second.find((m) => m.role === "assistant") as { tool_calls: Array<{ id: string }> }
-          assert.strictEqual(toolMessage?.tool_call_id, assistant.tool_calls[0]!.id)
-          const usage = seen.filter((e) => e._tag === "Usage")
-          assert.strictEqual(usage.length, 2)
-        }).pipe(Effect.provide(gatewayLayer({ model: compatible(server), tools: [double] })))
-      )
-    )
-
-    it.live("a 429 is retried with backoff, then succeeds", () =>
-      withServer([{ kind: "status", status: 429 }, { kind: "status", status: 429 }, textReply(["ok"])], (server) =>
-        Effect.gen(function* () {
-          const got = yield* events(compatible(server))
-          assert.strictEqual(got[0]?.type === "text-delta" && got[0].text, "ok")
-          assert.strictEqual(server.requests.length, 3)
-        })
-      )
-    )
-
-    it.live("a 401 is not retried and fails with a typed auth error", () =>
-      withServer([{ kind: "status", status: 401 }], (server) =>
-        Effect.gen(function* () {
-          const error = yield* Effect.flip(events(compatible(server)))
-          assert.strictEqual(error._tag, "ProviderError")
-          assert.strictEqual(error.reason, "auth")
-          assert.strictEqual(error.retryable, false)
-          assert.strictEqual(error.status, 401)
-          assert.strictEqual(server.requests.length, 1)
-        })
-      )
-    )
-
-    it.live("fails over to the second model after the first keeps failing", () =>
-      withServer([{ kind: "status", status: 503 }], (bad) =>
-        withServer([textReply(["from ", "backup"])], (good) =>
-          Effect.gen(function* () {
-            const model = AiSdkModel.failover([
-              compatible(bad, { retry: { times: 2, baseDelay: "1 millis" } }),
-              compatible(good)
-            ])
-            const got = yield* events(model)
-            assert.deepStrictEqual(
-              got.filter((e) => e.type === "text-delta").map((e) => (e.type === "text-delta" ? e.text : "")),
-              ["from ", "backup"]
-            )
-            assert.strictEqual(bad.requests.length, 3) // first try + 2 retries
-            assert.strictEqual(good.requests.length, 1)
-          })
+  it.live("drives a multi-step tool loop through Palyra's AgentLoop; the SDK never executes the tool", () =>
+    withServer([toolReply("call_1", "math_double", '{"x":21}'), textReply(["It is ", "42."])], (server) =>
+      Effect.gen(function* () {
+        const gateway = yield* Gateway.Gateway
+        const { events } = yield* gateway.startRun(Caller.user("alice"), { text: "double 21" })
+        const seen = yield* collect(events)
+        const result = seen.find((e) => e._tag === "ToolResult")
+        assert.strictEqual(result?._tag === "ToolResult" && result.output, '{"doubled":42}')
+        const final = seen.filter((e) => e._tag === "AssistantMessage").at(-1)
+        assert.strictEqual(final?._tag === "AssistantMessage" && final.text, "It is 42.")
+        assert.strictEqual(server.requests.length, 2)
+        const tools = server.requests[0]!.tools as Array<{ function: { name: string } }>
+        assert.deepStrictEqual(
+          tools.map((t) => t.function.name),
+          ["math_double"]
         )
-      )
+        const second = server.requests[1]!.messages as Array<Record<string, unknown>>
+        const toolMessage = second.find((m) => m.role === "tool")
+        assert.strictEqual(toolMessage?.content, '{"doubled":42}')
+        // The call id sent back is Palyra's own (the tape's ToolCallId), consistent within the conversation.
+        const assistant = second.find((m) => m.role === "assistant") as { tool_calls: Array<{ id: string }> }
+        assert.strictEqual(toolMessage?.tool_call_id, assistant.tool_calls[0]!.id)
+        const usage = seen.filter((e) => e._tag === "Usage")
+        assert.strictEqual(usage.length, 2)
+      }).pipe(Effect.provide(gatewayLayer({ model: compatible(server), tools: [double] })))
     )
+  )
 
-    it.live("cancellation aborts the HTTP request: the server sees the connection closed", () =>
-      withServer([{ kind: "hang", first: delta({ role: "assistant", content: "partial" }) }], (server) =>
-        Effect.gen(function* () {
-          const received: Array<string> = []
-          const fiber = yield* Effect.fork(
-            Stream.runForEach(compatible(server).stream({ messages: [{ role: "user", text: "hi" }], tools: [] }), (e) =>
-              Effect.sync(() => received.push(e.type))
-            )
-          )
-          // Poll with a real delay: a tight Effect loop would starve the socket events we wait for.
-          yield* Effect.sync(() => received.length).pipe(
-            Effect.repeat({ schedule: Schedule.spaced("5 millis"), until: (n) => n > 0 })
-          )
-          yield* Fiber.interrupt(fiber)
-          yield* Effect.sync(() => server.closedEarly[0]).pipe(
-            Effect.repeat({ schedule: Schedule.spaced("5 millis"), until: (closed) => closed === true }),
-            Effect.timeout("5 seconds")
-          )
-          assert.isTrue(server.closedEarly[0])
-          assert.deepStrictEqual(received, ["text-delta"])
-        })
-      )
+  it.live("a 429 is retried with backoff, then succeeds", () =>
+    withServer([{ kind: "status", status: 429 }, { kind: "status", status: 429 }, textReply(["ok"])], (server) =>
+      Effect.gen(function* () {
+        const got = yield* events(compatible(server))
+        assert.strictEqual(got[0]?.type === "text-delta" && got[0].text, "ok")
+        assert.strictEqual(server.requests.length, 3)
+      })
     )
+  )
 
-    it.live("works with @ai-sdk/openai's chat client too", () =>
-      withServer([textReply(["via ", "openai"])], (server) =>
+  it.live("a 401 is not retried and fails with a typed auth error", () =>
+    withServer([{ kind: "status", status: 401 }], (server) =>
+      Effect.gen(function* () {
+        const error = yield* Effect.flip(events(compatible(server)))
+        assert.strictEqual(error._tag, "ProviderError")
+        assert.strictEqual(error.reason, "auth")
+        assert.strictEqual(error.retryable, false)
+        assert.strictEqual(error.status, 401)
+        assert.strictEqual(server.requests.length, 1)
+      })
+    )
+  )
+
+  it.live("fails over to the second model after the first keeps failing", () =>
+    withServer([{ kind: "status", status: 503 }], (bad) =>
+      withServer([textReply(["from ", "backup"])], (good) =>
         Effect.gen(function* () {
-          const model = AiSdkModel.make(
-            createOpenAI({ baseURL: server.url, apiKey: "test-key", ...withFetch() }).chat("test-model")
-          )
+          const model = AiSdkModel.failover([
+            compatible(bad, { retry: { times: 2, baseDelay: "1 millis" } }),
+            compatible(good)
+          ])
           const got = yield* events(model)
           assert.deepStrictEqual(
             got.filter((e) => e.type === "text-delta").map((e) => (e.type === "text-delta" ? e.text : "")),
-            ["via ", "openai"]
+            ["from ", "backup"]
           )
-          assert.strictEqual(got.at(-1)?.type === "finish" && got.at(-1)?.type, "finish")
+          assert.strictEqual(bad.requests.length, 3) // first try + 2 retries
+          assert.strictEqual(good.requests.length, 1)
         })
       )
     )
+  )
 
-    it.live("an unreachable server is a retryable network error", () =>
+  it.live("cancellation aborts the HTTP request: the server sees the connection closed", () =>
+    withServer([{ kind: "hang", first: delta({ role: "assistant", content: "partial" }) }], (server) =>
       Effect.gen(function* () {
-        // A port that was just free: connecting is refused.
-        const closed = yield* Effect.promise(() => startServer([textReply(["x"])]))
-        yield* Effect.promise(() => closed.close())
-        const model = AiSdkModel.make(
-          createOpenAICompatible({ name: "down", baseURL: closed.url, ...withFetch() }).chatModel("m"),
-          {
-            retry: { times: 1, baseDelay: "1 millis" }
-          }
+        const received: Array<string> = []
+        const fiber = yield* Effect.fork(
+          Stream.runForEach(compatible(server).stream({ messages: [{ role: "user", text: "hi" }], tools: [] }), (e) =>
+            Effect.sync(() => received.push(e.type))
+          )
         )
-        const error = yield* Effect.flip(events(model))
-        assert.strictEqual(error.reason, "network")
-        assert.isTrue(error.retryable)
+        // Poll with a real delay: a tight Effect loop would starve the socket events we wait for.
+        yield* Effect.sync(() => received.length).pipe(
+          Effect.repeat({ schedule: Schedule.spaced("5 millis"), until: (n) => n > 0 })
+        )
+        yield* Fiber.interrupt(fiber)
+        yield* Effect.sync(() => server.closedEarly[0]).pipe(
+          Effect.repeat({ schedule: Schedule.spaced("5 millis"), until: (closed) => closed === true }),
+          Effect.timeout("5 seconds")
+        )
+        assert.isTrue(server.closedEarly[0])
+        assert.deepStrictEqual(received, ["text-delta"])
       })
     )
-  })
+  )
+
+  it.live("works with @ai-sdk/openai's chat client too", () =>
+    withServer([textReply(["via ", "openai"])], (server) =>
+      Effect.gen(function* () {
+        const model = AiSdkModel.make(
+          createOpenAI({ baseURL: server.url, apiKey: "test-key", ...withFetch() }).chat("test-model")
+        )
+        const got = yield* events(model)
+        assert.deepStrictEqual(
+          got.filter((e) => e.type === "text-delta").map((e) => (e.type === "text-delta" ? e.text : "")),
+          ["via ", "openai"]
+        )
+        assert.strictEqual(got.at(-1)?.type === "finish" && got.at(-1)?.type, "finish")
+      })
+    )
+  )
+
+  it.live("an unreachable server is a retryable network error", () =>
+    Effect.gen(function* () {
+      // A port that was just free: connecting is refused.
+      const closed = yield* Effect.promise(() => startServer([textReply(["x"])]))
+      yield* Effect.promise(() => closed.close())
+      const model = AiSdkModel.make(
+        createOpenAICompatible({ name: "down", baseURL: closed.url, ...withFetch() }).chatModel("m"),
+        {
+          retry: { times: 1, baseDelay: "1 millis" }
+        }
+      )
+      const error = yield* Effect.flip(events(model))
+      assert.strictEqual(error.reason, "network")
+      assert.isTrue(error.retryable)
+    })
+  )
+})
 
 describe("AiSdkModel with the AI SDK's mock model", () => {
   const mock = (finishReason: string, input: number, output: number) =>
