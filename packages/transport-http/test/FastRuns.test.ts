@@ -24,7 +24,12 @@ const ALICE = { authorization: "Bearer alice-token" }
 const BOB = { authorization: "Bearer bob-token" }
 const MAX = 4096
 
-const model = ScriptedModel.make(() => ({ text: ["Hello ", "there", "!"] }))
+const model = ScriptedModel.make((request) => {
+  const last = request.messages.at(-1)
+  return last?.role === "user" && last.text === "slow"
+    ? { text: ["one ", "two"], delayPerDelta: "1500 millis" }
+    : { text: ["Hello ", "there", "!"] }
+})
 const runtime = ManagedRuntime.make(
   gatewayLayer({ model, tools: [], policy: CedarPolicy.layer() }) as Layer.Layer<Gateway.Gateway | Journal.Journal>
 )
@@ -259,5 +264,32 @@ describe("POST /v1/runs?stream=true from Node", () => {
     const viaServe = await fetch(`${fast}/v1/runs?stream=true`, { method: "POST", headers: ALICE, body: form })
     expect(viaServe.status).toBe(200)
     await readRun(viaServe)
+  })
+
+  it("sends keep-alive comments while a run is quiet and ends the stream cleanly at shutdown", async () => {
+    const own = await runtime.runPromise(Scope.make())
+    const { url } = await runtime.runPromise(
+      HttpTransport.serve({ port: 0, tokens: TOKENS, heartbeatSeconds: 1 }).pipe(Scope.extend(own))
+    )
+    const response = await post(url, JSON.stringify({ text: "slow" }))
+    expect(response.status).toBe(200)
+    const reader = response.body!.getReader()
+    const decoder = new TextDecoder()
+    let text = ""
+    while (!text.includes(": keep-alive")) {
+      const { done, value } = await reader.read()
+      if (done) throw new Error("ended before a keep-alive")
+      text += decoder.decode(value, { stream: true })
+    }
+    expect(text.startsWith(": connected\n\n")).toBe(true)
+    // Shut the server down mid-run: the stream ends (no reset), the socket is not left open.
+    const closing = runtime.runPromise(Scope.close(own, Exit.void))
+    while (true) {
+      const { done, value } = await reader.read()
+      if (done) break
+      text += decoder.decode(value, { stream: true })
+    }
+    await closing
+    expect(text).not.toContain("event: error")
   })
 })

@@ -27,7 +27,7 @@ import type { IncomingMessage, ServerResponse } from "node:http"
 import * as Headers from "@effect/platform/Headers"
 import * as HttpTraceContext from "@effect/platform/HttpTraceContext"
 import { Auth, type Caller, Errors, Gateway, Metrics } from "@palyra/core"
-import { Cause, type Chunk, Effect, Exit, type Fiber, FiberId, Option, Runtime, type Scope, Stream } from "effect"
+import { Cause, type Chunk, Effect, Exit, type Fiber, FiberId, Option, Runtime, Stream } from "effect"
 import { MessagePayload, toApiError } from "../Api.js"
 import * as Sse from "../Sse.js"
 import { decodeJsonBytes, isJsonType, readNodeBody } from "./body.js"
@@ -66,7 +66,7 @@ interface Open {
 export const make = (
   options: HandlerOptions,
   tokens: ReadonlyArray<Auth.TokenGrant>
-): Effect.Effect<(req: IncomingMessage, res: ServerResponse) => boolean, never, Gateway.Gateway | Scope.Scope> =>
+): Effect.Effect<(req: IncomingMessage, res: ServerResponse) => boolean, never, Gateway.Gateway> =>
   Effect.gen(function* () {
     const gateway = yield* Gateway.Gateway
     const runtime = yield* Effect.runtime<never>()
@@ -78,7 +78,9 @@ export const make = (
     let stopping = false
 
     // At shutdown, end every open stream cleanly (as the app's streams do).
-    yield* Effect.forkScoped(
+    // Detached, not scoped: `serve` completes `shutdown` in a finalizer that runs after any this
+    // scope would add (finalizers run in reverse), and the streams must still be open to end cleanly.
+    runFork(
       Effect.zipRight(
         options.shutdown,
         Effect.sync(() => {
