@@ -58,6 +58,9 @@ const model = createServer((req, res) => {
     res.end(`${usage}data: [DONE]\n\n`)
   })
 })
+// Connections the daemon's model client opened (a keep-alive client opens a handful, not one per call).
+let modelConnections = 0
+model.on("connection", () => modelConnections++)
 await new Promise<void>((r) => model.listen(0, "127.0.0.1", () => r()))
 const modelUrl = `http://127.0.0.1:${(model.address() as AddressInfo).port}/v1`
 
@@ -170,6 +173,7 @@ table("load", [
     goal: "≥ 1,000"
   },
   { measure: "daemon CPU per turn (all phases)", value: `${round(cpuMsPerTurn, 2)} ms`, goal: "" },
+  { measure: "connections the model server accepted", value: `${modelConnections}`, goal: "" },
   { measure: `RSS after ${counts.rss} one-message sessions`, value: `${round(rss, 1)} MB`, goal: "≤ 200 MB" },
   { measure: "  the same, right after the last turn", value: `${round(rssBurst, 1)} MB`, goal: "" }
 ])
@@ -180,5 +184,6 @@ result("turn", {
   turnsPerSec20: round(figures.turnsPerSec20, 1),
   rssAfter200SessionsMb: round(rss, 1),
   rssAfter200SessionsBurstMb: round(rssBurst, 1),
-  cpuMsPerTurn: round(cpuMsPerTurn, 2)
+  cpuMsPerTurn: round(cpuMsPerTurn, 2),
+  modelConnections
 })

@@ -8,10 +8,11 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net"
 import { createOpenAI } from "@ai-sdk/openai"
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible"
-import { assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { simulateReadableStream } from "ai"
 import { MockLanguageModelV4 } from "ai/test"
 import { Chunk, Effect, Fiber, Schedule, Schema, Stream } from "effect"
+import * as Fetch from "../src/adapters/ai-sdk/Fetch.js"
 import { AiSdkModel } from "../src/ai-sdk.js"
 import { Caller, Gateway, type ModelProvider, Tool } from "../src/index.js"
 import { Models } from "../src/models.js"
@@ -117,9 +118,15 @@ const withServer = <A, E>(replies: Array<Reply>, f: (server: FakeServer) => Effe
     (s) => Effect.promise(() => s.close())
   )
 
+/** The `fetch` the providers below use: the global one, or `Fetch.make`'s (what `Models` gives them). */
+let currentFetch: typeof fetch | undefined
+const withFetch = () => (currentFetch === undefined ? {} : { fetch: currentFetch })
+
 const compatible = (server: FakeServer, options: AiSdkModel.Options = {}) =>
   AiSdkModel.make(
-    createOpenAICompatible({ name: "local", baseURL: server.url, includeUsage: true }).chatModel("test-model"),
+    createOpenAICompatible({ name: "local", baseURL: server.url, includeUsage: true, ...withFetch() }).chatModel(
+      "test-model"
+    ),
     { retry: { baseDelay: "5 millis", maxDelay: "20 millis" }, ...options }
   )
 
@@ -135,7 +142,17 @@ const double = Tool.make("math.double", {
   execute: ({ x }) => Effect.succeed({ doubled: x * 2 })
 })
 
-describe("AiSdkModel over real AI SDK clients and a local OpenAI-compatible server", () => {
+describe.each([
+  { via: "global fetch", makeFetch: (): typeof fetch | undefined => undefined },
+  { via: "undici request (Fetch.make)", makeFetch: () => Fetch.make({}) }
+])("AiSdkModel over real AI SDK clients and a local OpenAI-compatible server ($via)", ({ makeFetch }) => {
+  beforeAll(() => {
+    currentFetch = makeFetch()
+  })
+  afterAll(() => {
+    currentFetch = undefined
+  })
+
   it.live("streams an answer with usage and finish reason", () =>
     withServer([textReply(["Hel", "lo", "!"])], (server) =>
       Effect.gen(function* () {
@@ -250,7 +267,9 @@ describe("AiSdkModel over real AI SDK clients and a local OpenAI-compatible serv
   it.live("works with @ai-sdk/openai's chat client too", () =>
     withServer([textReply(["via ", "openai"])], (server) =>
       Effect.gen(function* () {
-        const model = AiSdkModel.make(createOpenAI({ baseURL: server.url, apiKey: "test-key" }).chat("test-model"))
+        const model = AiSdkModel.make(
+          createOpenAI({ baseURL: server.url, apiKey: "test-key", ...withFetch() }).chat("test-model")
+        )
         const got = yield* events(model)
         assert.deepStrictEqual(
           got.filter((e) => e.type === "text-delta").map((e) => (e.type === "text-delta" ? e.text : "")),
@@ -266,9 +285,12 @@ describe("AiSdkModel over real AI SDK clients and a local OpenAI-compatible serv
       // A port that was just free: connecting is refused.
       const closed = yield* Effect.promise(() => startServer([textReply(["x"])]))
       yield* Effect.promise(() => closed.close())
-      const model = AiSdkModel.make(createOpenAICompatible({ name: "down", baseURL: closed.url }).chatModel("m"), {
-        retry: { times: 1, baseDelay: "1 millis" }
-      })
+      const model = AiSdkModel.make(
+        createOpenAICompatible({ name: "down", baseURL: closed.url, ...withFetch() }).chatModel("m"),
+        {
+          retry: { times: 1, baseDelay: "1 millis" }
+        }
+      )
       const error = yield* Effect.flip(events(model))
       assert.strictEqual(error.reason, "network")
       assert.isTrue(error.retryable)

@@ -15,7 +15,7 @@
  *
  * @since 0.1.0
  */
-import { createServer } from "node:http"
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { HttpApiDecodeError } from "@effect/platform/HttpApiError"
 import type * as HttpApp from "@effect/platform/HttpApp"
@@ -29,6 +29,7 @@ import { Cause, Deferred, Effect, Layer, Option, type Scope } from "effect"
 import { Api } from "./Api.js"
 import { DEFAULT_MAX_DEPTH } from "./internal/body.js"
 import * as CookieSession from "./internal/cookieSession.js"
+import * as FastRuns from "./internal/fastRuns.js"
 import { authentication, handlers } from "./internal/handlers.js"
 import { openAiError } from "./internal/openaiErrors.js"
 import * as StaticConsole from "./internal/staticConsole.js"
@@ -223,8 +224,26 @@ export const serve = (options: ServeOptions) =>
         Effect.zipRight(Effect.sync(() => node.closeAllConnections()))
       )
     )
-    const app = yield* httpApp({ ...options, shutdown: Deferred.await(closing) })
+    const shutdown = Deferred.await(closing)
+    const app = yield* httpApp({ ...options, shutdown })
     yield* server.serve(app)
+    // The hot route (`POST /v1/runs?stream=true`) answered straight from Node when it can be answered
+    // exactly like the app would; everything else goes on to the app's listener (`internal/fastRuns.ts`).
+    const fast = yield* FastRuns.make(
+      {
+        limits: { maxBytes: options.maxBodyBytes ?? 1024 * 1024, maxDepth: options.maxJsonDepth ?? DEFAULT_MAX_DEPTH },
+        heartbeatSeconds: options.heartbeatSeconds ?? 15,
+        ready: options.ready ?? Effect.succeed(true),
+        shutdown,
+        chatTimeoutSeconds: options.chatTimeoutSeconds ?? 300
+      },
+      options.tokens
+    )
+    const toApp = node.listeners("request") as Array<(req: IncomingMessage, res: ServerResponse) => void>
+    node.removeAllListeners("request")
+    node.on("request", (req: IncomingMessage, res: ServerResponse) => {
+      if (!fast(req, res)) for (const listener of toApp) listener(req, res)
+    })
     const address = server.address
     const port = address._tag === "TcpAddress" ? address.port : options.port
     const shownHost = host.includes(":") ? `[${host}]` : host

@@ -67,6 +67,16 @@ const requireEnv = (env: Record<string, string | undefined>, name: string, spec:
 // so a daemon on the offline demo starts without it.
 const adapter = Effect.promise(() => import("./ai-sdk/AiSdkModel.js"))
 
+// The providers' `fetch` over undici's `request` (`ai-sdk/Fetch.ts`); none when a proxy is configured.
+const fastFetch = (env: Record<string, string | undefined>) =>
+  Effect.map(
+    Effect.promise(() => import("./ai-sdk/Fetch.js")),
+    (m) => {
+      const f = m.make(env)
+      return f === undefined ? {} : { fetch: f }
+    }
+  )
+
 const load = <A>(pkg: string, spec: string, f: () => Promise<A>) =>
   Effect.tryPromise({
     try: f,
@@ -102,7 +112,11 @@ export const fromSpec = (
       case "openai": {
         const apiKey = yield* requireEnv(env, "OPENAI_API_KEY", spec)
         const { createOpenAI } = yield* load("@ai-sdk/openai", spec, () => import("@ai-sdk/openai"))
-        const provider = createOpenAI({ apiKey, ...(env.OPENAI_BASE_URL ? { baseURL: env.OPENAI_BASE_URL } : {}) })
+        const provider = createOpenAI({
+          apiKey,
+          ...(env.OPENAI_BASE_URL ? { baseURL: env.OPENAI_BASE_URL } : {}),
+          ...(yield* fastFetch(env))
+        })
         return (yield* adapter).make(provider(parsed.model), { name: spec, ...options })
       }
       case "anthropic": {
@@ -124,7 +138,8 @@ export const fromSpec = (
           name: "openai-compatible",
           baseURL: parsed.baseURL,
           includeUsage: true,
-          ...(apiKey ? { apiKey } : {})
+          ...(apiKey ? { apiKey } : {}),
+          ...(yield* fastFetch(env))
         })
         return (yield* adapter).make(provider.chatModel(parsed.model), { name: spec, ...options })
       }

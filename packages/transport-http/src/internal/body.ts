@@ -40,6 +40,15 @@ const tooLarge = (size: number, limit: number) =>
  * socket open, so the 413 still reaches the client (the connection closes after it).
  */
 const readIncoming = (message: IncomingMessage, maxBytes: number) =>
+  Effect.catchTag(readNodeBody(message, maxBytes), "PayloadTooLarge", (e) => tooLarge(e.size, maxBytes))
+
+/**
+ * `readIncoming` without the platform's request context: a `PayloadTooLarge` is returned as is
+ * (the caller closes the connection after its 413). For handlers served straight from Node.
+ *
+ * @internal
+ */
+export const readNodeBody = (message: IncomingMessage, maxBytes: number) =>
   Effect.async<Buffer, Errors.PayloadTooLarge | Errors.InvalidArgument>((resume) => {
     if (message.readableEnded || message.destroyed) {
       resume(Effect.fail(invalid("the request body could not be read")))
@@ -58,7 +67,7 @@ const readIncoming = (message: IncomingMessage, maxBytes: number) =>
       if (size > maxBytes) {
         cleanup()
         message.pause()
-        resume(tooLarge(size, maxBytes))
+        resume(Effect.fail(new Errors.PayloadTooLarge({ what: "request body", size, limit: maxBytes })))
       } else chunks.push(chunk)
     }
     const onEnd = () => {
@@ -173,15 +182,36 @@ export const readJson = <A, I>(
       return yield* invalid("the request body must be JSON (content-type: application/json)")
     }
     const bytes = yield* readBytes(request, limits.maxBytes)
+    return yield* decodeJsonBytes(schema, bytes, limits, options)
+  })
+
+/**
+ * The checks of `readJson` after reading: strict UTF-8, an empty body as `{}`, the depth limit,
+ * `JSON.parse`, no lone surrogates, then the Schema.
+ *
+ * @internal
+ */
+export const decodeJsonBytes = <A, I>(
+  schema: Schema.Schema<A, I>,
+  bytes: Uint8Array,
+  limits: Limits,
+  options: { readonly strict?: boolean | undefined } = {}
+): Effect.Effect<A, Errors.InvalidArgument> =>
+  Effect.suspend(() => {
     let text: string
     try {
       text = utf8.decode(bytes)
     } catch {
-      return yield* invalid("the request body is not valid UTF-8")
+      return Effect.fail(invalid("the request body is not valid UTF-8"))
     }
-    const value = text.trim() === "" ? {} : yield* parseJson(text, limits.maxDepth)
-    return yield* Schema.decodeUnknown(schema, {
-      errors: "all",
-      onExcessProperty: options.strict === false ? "ignore" : "error"
-    })(value).pipe(Effect.mapError(fromParseError))
+    const value = text.trim() === "" ? Effect.succeed({}) : parseJson(text, limits.maxDepth)
+    return Effect.flatMap(value, (v) =>
+      Schema.decodeUnknown(schema, {
+        errors: "all",
+        onExcessProperty: options.strict === false ? "ignore" : "error"
+      })(v).pipe(Effect.mapError(fromParseError))
+    )
   })
+
+/** Whether a content type is JSON (or absent, which reads as JSON). @internal */
+export const isJsonType = (contentType: string | undefined): boolean => isJson(contentType)

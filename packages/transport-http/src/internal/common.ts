@@ -124,8 +124,8 @@ const withKeepAlive = (options: HandlerOptions, frames: Stream.Stream<Uint8Array
 const tapeFrame = (event: TapeEvent.TapeEvent): Uint8Array =>
   Sse.encodeOnce(event, () => ({ id: String(event.tapeSeq), event: event._tag, data: JSON.stringify(event) }))
 
-/** The frames of the events that are ready, as one write (each event's frame is built once). */
-const tapeFrames = (events: Chunk.Chunk<TapeEvent.TapeEvent>): Chunk.Chunk<Uint8Array> => {
+/** The frames of the events that are ready, as one write (each event's frame is built once). @internal */
+export const tapeFrames = (events: Chunk.Chunk<TapeEvent.TapeEvent>): Chunk.Chunk<Uint8Array> => {
   if (events.length === 1) return Chunk.of(tapeFrame(Chunk.unsafeHead(events)))
   const frames = Chunk.toReadonlyArray(Chunk.map(events, tapeFrame))
   return Chunk.of(Buffer.concat(frames))
@@ -134,8 +134,10 @@ const tapeFrames = (events: Chunk.Chunk<TapeEvent.TapeEvent>): Chunk.Chunk<Uint8
 /**
  * A client cut off for falling behind gets a last `error` event (code `unavailable`, the seq to resume
  * after) and the stream ends; it reconnects with `Last-Event-ID`/`afterSeq` = `lastSeq`.
+ *
+ * @internal
  */
-const lagged = (error: unknown) =>
+export const lagged = (error: unknown) =>
   error instanceof Errors.StreamLagged
     ? Option.some(
         Stream.make(

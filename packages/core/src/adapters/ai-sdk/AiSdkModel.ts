@@ -153,6 +153,103 @@ const finishReason = (reason: string | undefined): FinishReason =>
     ? reason
     : "other"
 
+/** An AI SDK v7 provider model (the `LanguageModelV4` spec), called directly. */
+type ModelV4 = Extract<LanguageModel, { readonly specificationVersion: "v4" }>
+type CallOptions = Parameters<ModelV4["doStream"]>[0]
+type Prompt = CallOptions["prompt"]
+
+const asModelV4 = (model: LanguageModel): ModelV4 | undefined =>
+  typeof model === "object" && model.specificationVersion === "v4" && typeof model.doStream === "function"
+    ? model
+    : undefined
+
+/**
+ * The provider-level prompt for messages without images — what `streamText` builds from
+ * `toModelMessages` for them (instructions first as the one system message, text parts, tool calls
+ * and tool results with wire names). Messages with images take `streamText` (it converts files).
+ */
+const toPrompt = (instructions: string | undefined, messages: ReadonlyArray<PromptMessage>): Prompt => {
+  const prompt: Prompt = instructions === undefined ? [] : [{ role: "system", content: instructions }]
+  for (const m of messages) {
+    switch (m.role) {
+      case "system":
+        break
+      case "user":
+        prompt.push({ role: "user", content: [{ type: "text", text: m.text }] })
+        break
+      case "assistant":
+        prompt.push({
+          role: "assistant",
+          content: [
+            ...(m.text.length > 0 ? [{ type: "text" as const, text: m.text }] : []),
+            ...m.toolCalls.map((c) => ({
+              type: "tool-call" as const,
+              toolCallId: c.id,
+              toolName: wireName(c.name),
+              input: c.args
+            }))
+          ]
+        })
+        break
+      default:
+        prompt.push({
+          role: "tool",
+          content: [
+            {
+              type: "tool-result",
+              toolCallId: m.toolCallId,
+              toolName: wireName(m.name),
+              output: m.isError ? { type: "error-text", value: m.output } : { type: "text", value: m.output }
+            }
+          ]
+        })
+    }
+  }
+  return prompt
+}
+
+/** A tool call's input as `streamText` parses it: empty is `{}`, unparsable JSON stays the raw text. */
+const parseInput = (input: string): unknown => {
+  if (input.trim() === "") return {}
+  try {
+    return JSON.parse(input)
+  } catch {
+    return input
+  }
+}
+
+/** What a request's tools become, once per tool list (an agent's list is the same array run after run). */
+interface Declared {
+  readonly names: ReadonlyMap<string, string>
+  readonly toolSet: ToolSet
+  readonly functions: CallOptions["tools"]
+}
+const declared = new WeakMap<ModelRequest["tools"], Declared>()
+const declare = (tools: ModelRequest["tools"]): Declared => {
+  let found = declared.get(tools)
+  if (found === undefined) {
+    const toolSet: ToolSet = {}
+    for (const t of tools) {
+      toolSet[wireName(t.name)] = tool({ description: t.description, inputSchema: jsonSchema(t.parameters as never) })
+    }
+    found = {
+      names: new Map(tools.map((t) => [wireName(t.name), t.name])),
+      toolSet,
+      functions:
+        tools.length === 0
+          ? undefined
+          : tools.map((t) => ({
+              type: "function" as const,
+              name: wireName(t.name),
+              description: t.description,
+              inputSchema: t.parameters as never
+            }))
+    }
+    declared.set(tools, found)
+  }
+  return found
+}
+
 /**
  * Adapt an AI SDK language model.
  *
@@ -182,15 +279,8 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
       Effect.sync(() => new AbortController()),
       (controller) =>
         Effect.gen(function* () {
-          const names = new Map(request.tools.map((t) => [wireName(t.name), t.name]))
+          const { names, toolSet: tools } = declare(request.tools)
           const instructions = instructionsOf(request)
-          const tools: ToolSet = {}
-          for (const t of request.tools) {
-            tools[wireName(t.name)] = tool({
-              description: t.description,
-              inputSchema: jsonSchema(t.parameters as never)
-            })
-          }
           const result = yield* Effect.try({
             try: () =>
               streamText({
@@ -247,9 +337,85 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
       (controller, exit) => Effect.sync(() => (Exit.isSuccess(exit) ? undefined : controller.abort()))
     )
 
+  /**
+   * The same call straight through the provider's `doStream`, for a v4 model and a prompt without
+   * images: `streamText`'s step, telemetry and stream-transform machinery is ~1 ms of CPU per call
+   * that this adapter does not use (it runs one step, executes no tools, reads the parts below).
+   */
+  const direct = asModelV4(model)
+  const attemptDirect = (
+    v4: ModelV4,
+    request: ModelRequest,
+    sink: (event: ModelEvent) => Effect.Effect<void, unknown>,
+    progress: { emitted: number }
+  ) =>
+    Effect.acquireUseRelease(
+      Effect.sync(() => new AbortController()),
+      (controller) =>
+        Effect.gen(function* () {
+          const { names, functions } = declare(request.tools)
+          const result = yield* Effect.tryPromise({
+            try: () =>
+              v4.doStream({
+                prompt: toPrompt(instructionsOf(request), request.messages),
+                ...(functions === undefined ? {} : { tools: functions }),
+                toolChoice: { type: "auto" },
+                abortSignal: controller.signal,
+                ...(options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }),
+                ...(options.temperature === undefined ? {} : { temperature: options.temperature })
+              }),
+            catch: toError
+          })
+          const reader = result.stream.getReader()
+          let reason: FinishReason = "other"
+          let inputTokens = 0
+          let outputTokens = 0
+          while (true) {
+            const next = yield* Effect.tryPromise({ try: () => reader.read(), catch: toError })
+            if (next.done) break
+            const part = next.value
+            switch (part.type) {
+              case "text-delta":
+                if (part.delta.length === 0) break
+                progress.emitted++
+                yield* sink({ type: "text-delta", text: part.delta })
+                break
+              case "tool-call":
+                progress.emitted++
+                yield* sink({
+                  type: "tool-call",
+                  id: part.toolCallId,
+                  name: names.get(part.toolName) ?? part.toolName,
+                  args: parseInput(part.input) ?? {}
+                })
+                break
+              case "finish":
+                reason = finishReason(part.finishReason.unified)
+                inputTokens = part.usage.inputTokens.total ?? 0
+                outputTokens = part.usage.outputTokens.total ?? 0
+                break
+              case "error":
+                return yield* Effect.fail(toError(part.error))
+              default:
+                break
+            }
+          }
+          if (inputTokens + outputTokens > 0) yield* sink({ type: "usage", inputTokens, outputTokens })
+          yield* sink({ type: "finish", reason })
+        }),
+      (controller, exit) => Effect.sync(() => (Exit.isSuccess(exit) ? undefined : controller.abort()))
+    )
+
+  const hasImages = (request: ModelRequest) =>
+    request.messages.some((m) => m.role === "user" && m.images !== undefined && m.images.length > 0)
+
   const streamTo: NonNullable<Service["streamTo"]> = (request, sink) => {
     const progress = { emitted: 0 }
-    return attempt(request, sink, progress).pipe(
+    const call =
+      direct !== undefined && !hasImages(request)
+        ? attemptDirect(direct, request, sink, progress)
+        : attempt(request, sink, progress)
+    return call.pipe(
       Effect.retry({
         schedule,
         while: (e) => e instanceof ProviderError && e.retryable && progress.emitted === 0

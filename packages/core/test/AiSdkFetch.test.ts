@@ -1,0 +1,107 @@
+/**
+ * `Fetch.make`: the providers' `fetch` over undici's `request`, against a real server on 127.0.0.1
+ * and the real `@ai-sdk/openai-compatible` client (the streaming, errors, tool calls and
+ * cancellation through it are covered by `AiSdkModel.test.ts`, which runs with both fetches).
+ */
+import { createServer, type IncomingHttpHeaders, type Server } from "node:http"
+import type { AddressInfo } from "node:net"
+import { gzipSync } from "node:zlib"
+import { createOpenAICompatible } from "@ai-sdk/openai-compatible"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { Chunk, Effect, Stream } from "effect"
+import * as Fetch from "../src/adapters/ai-sdk/Fetch.js"
+import { AiSdkModel } from "../src/ai-sdk.js"
+
+const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+  `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
+const answer = `${chunk({ role: "assistant", content: "" })}${chunk({ content: "zipped " })}${chunk({ content: "answer" })}${chunk({}, "stop")}data: [DONE]\n\n`
+
+const seen: Array<{ url: string; headers: IncomingHttpHeaders; body: string }> = []
+let server: Server
+let base = ""
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    let body = ""
+    req.on("data", (d) => (body += d))
+    req.on("end", () => {
+      seen.push({ url: req.url ?? "", headers: req.headers, body })
+      if (req.url === "/moved/chat/completions") {
+        res.writeHead(307, { location: "/gz/chat/completions" }).end()
+      } else if (req.url === "/gz/chat/completions") {
+        // Compressed although the client asked for identity: still decoded.
+        res.writeHead(200, { "content-type": "text/event-stream", "content-encoding": "gzip" })
+        res.end(gzipSync(answer))
+      } else if (req.url === "/empty") {
+        res.writeHead(204).end()
+      } else {
+        res.writeHead(200, { "content-type": "text/event-stream" })
+        res.end(answer)
+      }
+    })
+  })
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()))
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+})
+afterAll(
+  () =>
+    new Promise<void>((r) => {
+      server.closeAllConnections()
+      server.close(() => r())
+    })
+)
+
+const texts = (baseURL: string, fetch: typeof globalThis.fetch) =>
+  Stream.runCollect(
+    AiSdkModel.make(createOpenAICompatible({ name: "local", baseURL, apiKey: "k-123", fetch }).chatModel("m")).stream({
+      messages: [{ role: "user", text: "hi" }],
+      tools: []
+    })
+  ).pipe(
+    Effect.map((events) =>
+      Chunk.toReadonlyArray(events)
+        .flatMap((e) => (e.type === "text-delta" ? [e.text] : []))
+        .join("")
+    )
+  )
+
+describe("Fetch.make", () => {
+  it.live("sends the provider's request as it is (method, headers, body) and asks for an uncompressed answer", () =>
+    Effect.gen(function* () {
+      const fetch = Fetch.make({})!
+      seen.length = 0
+      assert.strictEqual(yield* texts(`${base}/v1`, fetch), "zipped answer")
+      const request = seen[0]!
+      assert.strictEqual(request.url, "/v1/chat/completions")
+      assert.strictEqual(request.headers.authorization, "Bearer k-123")
+      assert.strictEqual(request.headers["content-type"], "application/json")
+      assert.strictEqual(request.headers["accept-encoding"], "identity")
+      assert.strictEqual((JSON.parse(request.body) as { stream: boolean }).stream, true)
+    })
+  )
+
+  it.live("follows a redirect and decodes a compressed answer", () =>
+    Effect.gen(function* () {
+      seen.length = 0
+      assert.strictEqual(yield* texts(`${base}/moved`, Fetch.make({})!), "zipped answer")
+      assert.deepStrictEqual(
+        seen.map((s) => s.url),
+        ["/moved/chat/completions", "/gz/chat/completions"]
+      )
+    })
+  )
+
+  it.live("a status without a body is an empty response", () =>
+    Effect.promise(async () => {
+      const response = await Fetch.make({})!(`${base}/empty`, { method: "GET" })
+      assert.strictEqual(response.status, 204)
+      assert.strictEqual(response.body, null)
+    })
+  )
+
+  it("leaves a process with a proxy configured to the global fetch", () => {
+    assert.isUndefined(Fetch.make({ HTTPS_PROXY: "http://proxy:3128" }))
+    assert.isUndefined(Fetch.make({ http_proxy: "http://proxy:3128" }))
+    assert.isFunction(Fetch.make({ HTTP_PROXY: "" }))
+  })
+})

@@ -1,0 +1,213 @@
+/**
+ * `POST /v1/runs?stream=true` served straight from Node's request event, in front of the HttpApi
+ * app: the hot route of every turn, without the per-request router, security middleware, URL
+ * parameter decode and response machinery of `HttpApiBuilder` (about 7–9% of a daemon turn).
+ *
+ * It takes only what it answers exactly as the HttpApi route would, and leaves everything else to
+ * the app untouched (nothing of the request is read before it decides):
+ * - the method is `POST` and the target is exactly `/v1/runs?stream=true` (any other query, another
+ *   spelling or a non-canonical path goes to the app and its guard);
+ * - the body is JSON (multipart goes to the app) and its declared length is within the limit (the
+ *   app's guard answers a declared oversize body);
+ * - the bearer token authenticates, with the same authenticator the `Authentication` middleware
+ *   calls first (a missing or invalid token, or a cookie-only request, goes to the app, which tries
+ *   the cookie and answers 401/403 itself).
+ *
+ * What it then does is the route's handler: the body is read under the same size limit and decoded
+ * by the same steps and `MessagePayload` Schema (a malformed body is a typed `InvalidArgument`,
+ * 400); `Gateway.startRun` with the caller decides ownership and everything else; failures are
+ * `{ code, message }` with the status from core's error table; the events are the same SSE frames
+ * (`tapeFrames`, the lagged-client `error` event), with keep-alive comments, written with socket
+ * backpressure (a full socket stops the pull, so a stalled client is cut off by the tape's own
+ * bound), ended cleanly at shutdown, interrupted when the client goes away.
+ *
+ * Plain callbacks by design (a timer and the socket's `drain`), one fiber per request.
+ */
+import type { IncomingMessage, ServerResponse } from "node:http"
+import * as Headers from "@effect/platform/Headers"
+import * as HttpTraceContext from "@effect/platform/HttpTraceContext"
+import { Auth, type Caller, Errors, Gateway, Metrics } from "@palyra/core"
+import { Cause, type Chunk, Effect, Exit, type Fiber, FiberId, Option, Runtime, Stream } from "effect"
+import { MessagePayload, toApiError } from "../Api.js"
+import * as Sse from "../Sse.js"
+import { decodeJsonBytes, isJsonType, readNodeBody } from "./body.js"
+import { type HandlerOptions, lagged, tapeFrames } from "./common.js"
+
+/** The one request target served here. */
+const TARGET = "/v1/runs?stream=true"
+
+const SSE_HEADERS = {
+  "content-type": "text/event-stream",
+  "cache-control": "no-cache",
+  "x-accel-buffering": "no",
+  connection: "keep-alive"
+} as const
+
+const CONNECTED = Sse.comment("connected")
+const KEEP_ALIVE = Sse.comment("keep-alive")
+
+const parentOf = (req: IncomingMessage) => {
+  const parent = HttpTraceContext.fromHeaders(Headers.fromInput(req.headers as Record<string, string>))
+  return Option.isSome(parent) ? { parent: parent.value } : {}
+}
+
+/** Where the stream of a request stands, for the callbacks around it. */
+interface Open {
+  readonly res: ServerResponse
+  fiber?: Fiber.RuntimeFiber<void, never>
+}
+
+/**
+ * A Node request listener for the hot route: returns `false` (having touched nothing) when the
+ * request is not one it answers exactly like the app, so the caller hands it on.
+ *
+ * @internal
+ */
+export const make = (
+  options: HandlerOptions,
+  tokens: ReadonlyArray<Auth.TokenGrant>
+): Effect.Effect<(req: IncomingMessage, res: ServerResponse) => boolean, never, Gateway.Gateway> =>
+  Effect.gen(function* () {
+    const gateway = yield* Gateway.Gateway
+    const runtime = yield* Effect.runtime<never>()
+    const runFork = Runtime.runFork(runtime)
+    const authenticate = Auth.makeAuthenticator(tokens)
+    const track = Metrics.trackOpenStream("http")
+    const heartbeat = options.heartbeatSeconds * 1000
+    const open = new Set<Open>()
+    let stopping = false
+
+    // At shutdown, end every open stream cleanly (as the app's streams do).
+    // Detached, not scoped: `serve` completes `shutdown` in a finalizer that runs after any this
+    // scope would add (finalizers run in reverse), and the streams must still be open to end cleanly.
+    runFork(
+      Effect.zipRight(
+        options.shutdown,
+        Effect.sync(() => {
+          stopping = true
+          for (const o of open) o.fiber?.unsafeInterruptAsFork(FiberId.none)
+        })
+      )
+    )
+
+    const refuse = (res: ServerResponse, error: unknown) => {
+      const body = toApiError(error)
+      const headers: Record<string, string> = { "content-type": "application/json" }
+      // An oversize body is left unread, so this connection cannot carry another request.
+      if (error instanceof Errors.PayloadTooLarge) headers.connection = "close"
+      res.writeHead(Errors.wire[body.code].http, headers)
+      res.end(JSON.stringify(body))
+    }
+
+    /** Write the events as SSE frames until the run ends; resolves when the last byte is handed to the socket. */
+    const pump = (o: Open, events: Stream.Stream<Uint8Array, unknown>) =>
+      Effect.suspend(() => {
+        const { res } = o
+        res.writeHead(200, SSE_HEADERS)
+        res.write(CONNECTED)
+        // A keep-alive comment whenever nothing was written for `heartbeatSeconds`.
+        const timer = setInterval(() => res.write(KEEP_ALIVE), heartbeat)
+        timer.unref()
+        let drained: (() => void) | undefined
+        const onDrain = () => {
+          const resume = drained
+          drained = undefined
+          resume?.()
+        }
+        res.on("drain", onDrain)
+        const write = (chunk: Chunk.Chunk<Uint8Array>): Effect.Effect<void> => {
+          let full = false
+          for (const bytes of chunk) full = !res.write(bytes) || full
+          timer.refresh()
+          if (!full) return Effect.void
+          return Effect.async<void>((resume) => {
+            drained = () => resume(Effect.void)
+            return Effect.sync(() => {
+              drained = undefined
+            })
+          })
+        }
+        return Stream.runForEachChunk(events, write).pipe(
+          Effect.catchAllCause((cause) =>
+            Effect.logError("event stream failed", cause).pipe(Effect.zipRight(Effect.sync(() => res.destroy())))
+          ),
+          Effect.ensuring(
+            Effect.sync(() => {
+              clearInterval(timer)
+              res.off("drain", onDrain)
+              if (!res.destroyed && !res.writableEnded) res.end()
+            })
+          )
+        )
+      })
+
+    const handle = (o: Open, req: IncomingMessage, caller: Caller.Caller) =>
+      Effect.gen(function* () {
+        const outcome = yield* Effect.exit(
+          Effect.gen(function* () {
+            const bytes = yield* readNodeBody(req, options.limits.maxBytes)
+            const body = yield* decodeJsonBytes(MessagePayload, bytes, options.limits)
+            return yield* gateway.startRun(caller, {
+              text: body.text,
+              sessionId: body.sessionId,
+              key: body.sessionKey,
+              channel: body.channel,
+              agent: body.agent,
+              attachments: body.attachments
+            })
+          })
+        )
+        if (Exit.isFailure(outcome)) {
+          // A typed failure is answered like `answer` does; a defect goes on to the 500 below.
+          const failure = Cause.failureOption(outcome.cause)
+          if (Option.isNone(failure)) return yield* Effect.failCause(outcome.cause)
+          if (!Errors.wire[toApiError(failure.value).code].expose)
+            yield* Effect.logError("request failed", failure.value)
+          return refuse(o.res, failure.value)
+        }
+        const frames = Stream.mapChunks(outcome.value.events, tapeFrames).pipe(Stream.catchSome(lagged))
+        yield* pump(o, track(frames))
+      }).pipe(
+        Effect.catchAllCause((cause) =>
+          Effect.logError("request failed", cause).pipe(
+            Effect.zipRight(
+              Effect.sync(() => {
+                if (!o.res.headersSent) refuse(o.res, cause)
+                else o.res.destroy()
+              })
+            )
+          )
+        ),
+        Effect.onInterrupt(() =>
+          Effect.sync(() => {
+            if (o.res.headersSent) {
+              if (!o.res.writableEnded && !o.res.destroyed) o.res.end()
+            } else if (!o.res.destroyed) o.res.destroy()
+          })
+        ),
+        // The server span the app's tracer middleware opens, in the client's trace (`traceparent`/b3).
+        Effect.withSpan("http.server POST", {
+          kind: "server",
+          captureStackTrace: false,
+          attributes: { "http.request.method": "POST", "url.path": "/v1/runs", "url.query": "stream=true" },
+          ...parentOf(req)
+        })
+      )
+
+    return (req, res) => {
+      if (req.method !== "POST" || req.url !== TARGET || stopping) return false
+      if (!isJsonType(req.headers["content-type"])) return false
+      if (Number(req.headers["content-length"] ?? 0) > options.limits.maxBytes) return false
+      const result = authenticate(req.headers.authorization)
+      if (!("caller" in result)) return false
+      const o: Open = { res }
+      open.add(o)
+      const fiber = runFork(handle(o, req, result.caller))
+      o.fiber = fiber
+      fiber.addObserver(() => open.delete(o))
+      res.on("close", () => {
+        if (!res.writableEnded) fiber.unsafeInterruptAsFork(FiberId.none)
+      })
+      return true
+    }
+  })
