@@ -48,6 +48,8 @@
  *
  * @since 0.1.0
  */
+
+import type { Worker } from "node:worker_threads"
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import {
@@ -63,7 +65,6 @@ import {
   type TapeEvent
 } from "@palyra/core"
 import Database from "better-sqlite3"
-import type { Worker } from "node:worker_threads"
 import { Config, Context, Effect, Either, Layer, Option, Runtime, type Scope } from "effect"
 import { GENESIS, MIGRATIONS_TABLE, migrations } from "./internal/migrations.js"
 import type { Op, OpResult, WireEffects } from "./internal/protocol.js"
@@ -75,8 +76,8 @@ import {
   type Backend,
   DEFAULT_WRITER,
   inlineBackend,
-  toError,
   type WriterMode as Mode,
+  toError,
   workerBackend
 } from "./internal/writerClient.js"
 
@@ -717,7 +718,13 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
           ],
           (row) => `approval ${id} is already ${row.status as string}`
         ),
-      useGrant: (id, now) => approvalWrite("useGrant", id, () => [id, now], () => `grant ${id} no longer applies`),
+      useGrant: (id, now) =>
+        approvalWrite(
+          "useGrant",
+          id,
+          () => [id, now],
+          () => `grant ${id} no longer applies`
+        ),
       revokeGrant: (id, by, at) =>
         approvalWrite(
           "revokeGrant",

@@ -79,7 +79,9 @@ export type OpResult =
     }
 
 /** Main thread → worker. @internal */
-export type ToWorker = { readonly type: "batch"; readonly id: number; readonly bytes: Uint8Array } | { readonly type: "close" }
+export type ToWorker =
+  | { readonly type: "batch"; readonly id: number; readonly bytes: Uint8Array }
+  | { readonly type: "close" }
 
 /** Worker → main thread: the results of one batch, in op order, and the time its commits took. @internal */
 export interface FromWorker {

@@ -1,6 +1,6 @@
 import type Database from "better-sqlite3"
-import type { AppendOp, Op, OpResult, WireEffects } from "./protocol.js"
 import { type RecordTable, rowHash, versionHash, versionOf } from "./chain.js"
+import type { AppendOp, Op, OpResult, WireEffects } from "./protocol.js"
 
 /**
  * The journal's writer: every write to the journal's file, as plain synchronous functions over one

@@ -4,8 +4,8 @@ import { Errors } from "@palyra/core"
 import type Database from "better-sqlite3"
 import { Effect, type Scope } from "effect"
 import { encodeBatch, type FromWorker, type Op, type OpResult, type ToWorker } from "./protocol.js"
-import type { WorkerOptions } from "./writer-worker.js"
 import { makeWriter } from "./writer.js"
+import type { WorkerOptions } from "./writer-worker.js"
 
 /** Where the journal's writes are committed. @internal */
 export type WriterMode = "worker" | "inline"
