@@ -6,7 +6,7 @@ import type { Worker } from "node:worker_threads"
 import { describe, expect, it } from "@effect/vitest"
 import { Errors, Records, type TapeEvent } from "@palyra/core"
 import { Deferred, Effect, Either, Exit, Scope } from "effect"
-import { SqliteJournal } from "../src/index.js"
+import { SqliteJournal, SqliteTaskQueue } from "../src/index.js"
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-worker-"))
 const sid = (i: number) => `01KA${String(i).padStart(22, "0")}` as TapeEvent.TapeEvent["sessionId"]
@@ -65,6 +65,32 @@ describe("the writer in a worker thread", () => {
         expect(yield* ticksWhileCommitBlocked("worker")).toBeGreaterThan(10)
         // Inline, the same wait sleeps this thread: not one timer runs until the lock is released.
         expect(yield* ticksWhileCommitBlocked("inline")).toBeLessThanOrEqual(1)
+      }),
+    30_000
+  )
+
+  it.live(
+    "a store beside the journal (task queue) waits for a held write lock without sleeping the main thread",
+    () =>
+      Effect.gen(function* () {
+        const filename = join(dir, "store-blocked.db")
+        const scope = yield* Scope.make()
+        const q = yield* SqliteTaskQueue.make({ filename }).pipe(Scope.extend(scope))
+        yield* q.enqueue({ kind: "k", payload: { n: 0 } })
+        yield* holdLock(filename, 1500)
+        let ticks = 0
+        let timer: ReturnType<typeof setTimeout> | undefined
+        const tick = () => {
+          ticks++
+          timer = setTimeout(tick, 5)
+        }
+        timer = setTimeout(tick, 5)
+        const task = yield* q.enqueue({ kind: "k", payload: { n: 1 } })
+        clearTimeout(timer)
+        expect(task.kind).toBe("k")
+        expect(ticks).toBeGreaterThan(10)
+        expect((yield* q.list({})).length).toBe(2)
+        yield* Scope.close(scope, Exit.void)
       }),
     30_000
   )
