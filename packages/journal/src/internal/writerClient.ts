@@ -2,7 +2,7 @@ import { existsSync } from "node:fs"
 import { Worker } from "node:worker_threads"
 import { Errors } from "@palyra/core"
 import type Database from "better-sqlite3"
-import { Effect, type Scope } from "effect"
+import { Effect, Runtime, type Scope } from "effect"
 import { encodeBatch, type FromWorker, type Op, type OpResult, type ToWorker } from "./protocol.js"
 import { makeWriter } from "./writer.js"
 import type { WorkerOptions } from "./writer-worker.js"
@@ -137,6 +137,7 @@ export const workerBackend = (
   recordMetric: (ms: number, appends: number) => void
 ): Effect.Effect<Backend, Errors.JournalError, Scope.Scope> =>
   Effect.gen(function* () {
+    const runtime = yield* Effect.runtime<never>()
     const script = workerScript()
     const workerData: WorkerOptions = {
       filename: options.filename,
@@ -175,6 +176,7 @@ export const workerBackend = (
     let scheduled: ReturnType<typeof setImmediate> | undefined
     let stopped: OpResult | undefined
     let exited = false
+    let closing = false
     const onExit: Array<() => void> = []
     const onIdle: Array<() => void> = []
 
@@ -218,6 +220,13 @@ export const workerBackend = (
       stopped = { ok: false, tag: "JournalError", message }
       const failure = stopped
       const lost = [...inFlight.values()].flat().concat(queued)
+      if (!closing) {
+        Runtime.runFork(runtime)(
+          Effect.logError("the journal's writer thread stopped: every later write fails").pipe(
+            Effect.annotateLogs({ reason: message, unanswered: lost.length })
+          )
+        )
+      }
       inFlight.clear()
       queued = []
       for (const p of lost) p.done(failure)
@@ -233,6 +242,7 @@ export const workerBackend = (
     const close = Effect.async<void>((resume) => {
       const finish = () => {
         if (exited) return resume(Effect.void)
+        closing = true
         worker.ref()
         onExit.push(() => resume(Effect.void))
         const message: ToWorker = { type: "close" }
