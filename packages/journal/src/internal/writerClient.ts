@@ -138,7 +138,6 @@ export const workerBackend = (
 ): Effect.Effect<Backend, Errors.JournalError, Scope.Scope> =>
   Effect.gen(function* () {
     const runtime = yield* Effect.runtime<never>()
-    const script = workerScript()
     const workerData: WorkerOptions = {
       filename: options.filename,
       synchronous: options.synchronous ?? "NORMAL",
@@ -146,9 +145,16 @@ export const workerBackend = (
       maxBatch
     }
     const worker = yield* Effect.try({
-      try: () => new Worker(script.url, { workerData, ...(script.execArgv ? { execArgv: script.execArgv } : {}) }),
+      try: () => {
+        const script = workerScript()
+        return new Worker(script.url, { workerData, ...(script.execArgv ? { execArgv: script.execArgv } : {}) })
+      },
       catch: (cause) =>
-        new Errors.JournalError({ method: "open", message: `the journal's writer did not start: ${cause}`, cause })
+        new Errors.JournalError({
+          method: "open",
+          message: `the journal's writer thread did not start (${cause}): ship @palyra/journal's dist/writer-worker.js, or open the journal with writer: "inline"`,
+          cause
+        })
     })
     options.onWorker?.(worker)
     // Only keep the process alive while writes are outstanding.
