@@ -43,8 +43,13 @@
  *   key) in `key_digest`; the `key` column holds the redacted text. `secure_delete` is on, so bytes
  *   a row replaces are overwritten rather than left in free space.
  *
- * better-sqlite3 is synchronous, so every transaction runs on the caller's thread: batches are
- * bounded (`maxBatch`) to keep each stall short (see `bench/journal` for the event-loop delay).
+ * - **The writer thread.** better-sqlite3 is synchronous, so a commit (or a wait for the file's lock)
+ *   stalls the thread it runs on. By default every write runs in a `worker_threads` worker that owns
+ *   the write connection (`writer: "worker"`; see `internal/writerClient.ts`): events and records are
+ *   redacted and encoded on the caller's thread, cross in one buffer per batch, and are acknowledged
+ *   after the worker committed them. Reads use this thread's own connection (WAL: they see every
+ *   acknowledged write). `writer: "inline"` (and `:memory:`) commits on the caller's thread instead,
+ *   in batches bounded by `maxBatch` to keep each stall short (see `bench/journal`).
  *
  * @since 0.1.0
  */
