@@ -239,6 +239,10 @@ export const workerBackend = (
       idle()
     }
     worker.on("error", (error) => stop(`the journal's writer failed: ${error.message}`))
+    worker.on("messageerror", (error) => {
+      stop(`the journal's writer sent an unreadable answer: ${error.message}`)
+      void worker.terminate()
+    })
     worker.on("exit", (code) => {
       exited = true
       stop(`the journal's writer stopped (exit code ${code})`)
