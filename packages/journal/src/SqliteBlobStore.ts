@@ -12,7 +12,7 @@
  */
 import { BlobStore, type Errors } from "@palyra/core"
 import { Clock, Effect, Layer, Option, type Scope } from "effect"
-import { type OpenOptions, openDatabase, storageError } from "./internal/database.js"
+import { type OpenOptions, openDatabase, retryBusy, storageError } from "./internal/database.js"
 
 /** @since 0.1.0 @category Models */
 export type Options = OpenOptions
@@ -32,6 +32,8 @@ export const make = (options: Options): Effect.Effect<BlobStore.Service, Errors.
       "INSERT OR IGNORE INTO blobs (digest, media_type, size, bytes, created_at) VALUES (?, ?, ?, ?, ?)"
     )
     const select = db.prepare("SELECT digest, media_type, size, bytes FROM blobs WHERE digest = ?")
+    // The write waits for the journal's writer asynchronously (see `retryBusy`).
+    const busy = retryBusy(options.busyTimeoutMs)
     const service: BlobStore.Service = {
       put: (bytes, mediaType) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) =>
@@ -42,7 +44,7 @@ export const make = (options: Options): Effect.Effect<BlobStore.Service, Errors.
               return { digest, size: bytes.length, created: result.changes > 0 }
             },
             catch: storageError("SqliteBlobStore.put")
-          })
+          }).pipe(busy)
         ).pipe(
           Effect.withSpan("SqliteBlobStore.put", { attributes: { size: bytes.length }, captureStackTrace: false })
         ),

@@ -43,11 +43,18 @@
  *   key) in `key_digest`; the `key` column holds the redacted text. `secure_delete` is on, so bytes
  *   a row replaces are overwritten rather than left in free space.
  *
- * better-sqlite3 is synchronous, so every transaction runs on the caller's thread: batches are
- * bounded (`maxBatch`) to keep each stall short (see `bench/journal` for the event-loop delay).
+ * - **The writer thread.** better-sqlite3 is synchronous, so a commit (or a wait for the file's lock)
+ *   stalls the thread it runs on. By default every write runs in a `worker_threads` worker that owns
+ *   the write connection (`writer: "worker"`; see `internal/writerClient.ts`): events and records are
+ *   redacted and encoded on the caller's thread, cross in one buffer per batch, and are acknowledged
+ *   after the worker committed them. Reads use this thread's own connection (WAL: they see every
+ *   acknowledged write). `writer: "inline"` (and `:memory:`) commits on the caller's thread instead,
+ *   in batches bounded by `maxBatch` to keep each stall short (see `bench/journal`).
  *
  * @since 0.1.0
  */
+
+import type { Worker } from "node:worker_threads"
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import {
@@ -63,13 +70,29 @@ import {
   type TapeEvent
 } from "@palyra/core"
 import Database from "better-sqlite3"
-import { Config, Context, Effect, Either, Exit, Layer, Option, Runtime, type Scope } from "effect"
+import { Config, Context, Effect, Either, Layer, Option, Runtime, type Scope } from "effect"
 import { GENESIS, MIGRATIONS_TABLE, migrations } from "./internal/migrations.js"
-import { type RecordTable, versionHash, versionOf } from "./internal/records.js"
+import type { Op, OpResult, WireEffects } from "./internal/protocol.js"
 import { sessionKeyDigest } from "./internal/sessionKey.js"
 import { makeSqlClient } from "./internal/sqlClient.js"
 import type { StoredRow } from "./internal/verify.js"
 import * as verifyInternal from "./internal/verify.js"
+import {
+  type Backend,
+  DEFAULT_WRITER,
+  inlineBackend,
+  type WriterMode as Mode,
+  toError,
+  workerBackend
+} from "./internal/writerClient.js"
+
+/**
+ * Where the journal commits: in a worker thread that owns the write connection, or inline.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type WriterMode = Mode
 
 /** @since 0.1.0 @category Models */
 export interface Options {
@@ -90,6 +113,14 @@ export interface Options {
    * must already be at this version's schema) and every write fails with `JournalError`.
    */
   readonly readonly?: boolean | undefined
+  /**
+   * Where writes are committed: `"worker"` (default) in a `worker_threads` worker that owns the
+   * write connection, so commits never stall this thread's event loop; `"inline"` on this thread
+   * (one thread less; fine for tools and tests). `:memory:` and read-only journals are always inline.
+   */
+  readonly writer?: WriterMode | undefined
+  /** Called with the writer's worker once it is started (tests: to crash it). @internal */
+  readonly onWorker?: ((worker: Worker) => void) | undefined
 }
 
 /**
@@ -152,17 +183,6 @@ interface Prepared {
   readonly payload: string
   readonly body: Record<string, unknown>
 }
-
-interface Pending {
-  readonly sessionId: string
-  readonly events: ReadonlyArray<Prepared>
-  readonly effects: Journal.AppendEffects
-  /** Resumes the appending fiber: called by the writer, synchronously, once the batch committed. */
-  readonly resume: (exit: Exit.Exit<ReadonlyArray<TapeEvent.TapeEvent>, AppendError>) => void
-}
-
-/** Sessions whose head and last touch are kept in memory (the most recently written). */
-const SESSION_CACHE = 4096
 
 const ENVELOPE = new Set(["_tag", "sessionId", "runId", "tapeSeq", "at"])
 
@@ -329,318 +349,48 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
 
     const st = {
       session: db.prepare("SELECT * FROM sessions WHERE id = ?"),
+      sessionExists: db.prepare("SELECT 1 FROM sessions WHERE id = ?"),
       sessionByKey: db.prepare("SELECT * FROM sessions WHERE principal = ? AND key_digest = ? AND archived = 0"),
-      insertSession: db.prepare(
-        `INSERT INTO sessions (id, principal, key, key_digest, channel, title, parent_id, parent_seq, reset_generation,
-          history_from_seq, tokens_used, archived, head_seq, created_at, updated_at, agent_id)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)`
-      ),
-      // A session read back carries its redacted key: writing that same text back keeps the digest.
-      updateSession: db.prepare(
-        `UPDATE sessions SET key_digest = CASE WHEN @key IS NULL THEN NULL WHEN key IS @key THEN key_digest ELSE @digest END,
-          key = @display, channel = @channel, title = @title, reset_generation = @resetGeneration,
-          history_from_seq = @historyFromSeq, archived = @archived, updated_at = @updatedAt WHERE id = @id`
-      ),
-      // A session's head is derived from the tape (`maxSeq`), so `sessions.head_seq` (from 0001) is
-      // no longer written: a throttled copy would only be a stale second source of truth.
-      afterAppend: db.prepare(
-        "UPDATE sessions SET tokens_used = tokens_used + ?, updated_at = max(updated_at, ?) WHERE id = ?"
-      ),
-      insertEvent: db.prepare(
-        `INSERT INTO tape_events (chain_seq, session_id, tape_seq, run_id, kind, created_at, payload, prev_hash, hash)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
-      ),
-      runState: db.prepare("SELECT state FROM runs WHERE id = ?"),
       run: db.prepare("SELECT * FROM runs WHERE id = ?"),
-      insertRun: db.prepare(
-        `INSERT INTO runs (id, session_id, principal, state, input, start_seq, error_code, error_message, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-      ),
-      transitionRun: db.prepare(
-        `UPDATE runs SET state = ?, error_code = coalesce(?, error_code), error_message = coalesce(?, error_message),
-          updated_at = ? WHERE id = ? AND state = ?`
-      ),
       approval: db.prepare("SELECT * FROM approvals WHERE id = ?"),
-      insertApproval: db.prepare(
-        `INSERT INTO approvals (id, session_id, run_id, tool_call_id, principal, tool, args_digest, risk, summary, status,
-          scope, requested_at, expires_at, resolved_at, resolver, reason)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-      ),
-      resolveApproval: db.prepare(
-        `UPDATE approvals SET status = ?, scope = ?, resolver = ?, reason = ?, resolved_at = ?,
-           grant_expires_at = ?, grant_max_uses = ?
-         WHERE id = ? AND status = 'pending'`
-      ),
-      useGrant: db.prepare(
-        `UPDATE approvals SET grant_uses = grant_uses + 1
-         WHERE id = ? AND status = 'approved' AND scope != 'once'
-           AND (grant_expires_at IS NULL OR ? < grant_expires_at)
-           AND (grant_max_uses IS NULL OR grant_uses < grant_max_uses)`
-      ),
-      revokeGrant: db.prepare(
-        `UPDATE approvals SET status = 'revoked', reason = ?, resolved_at = ?
-         WHERE id = ? AND status = 'approved' AND scope != 'once'`
-      ),
       checkpoint: db.prepare("SELECT * FROM checkpoints WHERE id = ?"),
       checkpointsOf: db.prepare("SELECT * FROM checkpoints WHERE session_id = ? ORDER BY created_at, id"),
-      insertCheckpoint: db.prepare(
-        "INSERT INTO checkpoints (id, session_id, from_seq, to_seq, summary, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-      ),
-      head: db.prepare("SELECT chain_seq, hash, count FROM chain_head WHERE id = 1"),
-      setHead: db.prepare("UPDATE chain_head SET chain_seq = ?, hash = ?, count = ? WHERE id = 1"),
       maxSeq: db.prepare("SELECT max(tape_seq) AS seq FROM tape_events WHERE session_id = ?"),
-      // The record chain (internal/records.ts). Its head is read and written inside each writing
-      // transaction, so a rolled-back savepoint or transaction rolls it back too.
-      recordHead: db.prepare("SELECT records_seq AS seq, records_hash AS hash FROM chain_head WHERE id = 1"),
-      setRecordHead: db.prepare("UPDATE chain_head SET records_seq = ?, records_hash = ? WHERE id = 1"),
-      insertVersion: db.prepare(
-        "INSERT INTO record_versions (seq, tbl, row_id, digest, hints, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
-      ),
       fullHead: db.prepare(
         "SELECT count, hash, records_seq AS records, records_hash AS recordsHash FROM chain_head WHERE id = 1"
       ),
       tapeHashAt: db.prepare("SELECT hash FROM tape_events WHERE chain_seq = ?"),
       recordHashAt: db.prepare("SELECT hash FROM record_versions WHERE seq = ?")
     }
-    const rowOf: Record<RecordTable, Database.Statement> = {
-      sessions: st.session,
-      runs: st.run,
-      approvals: st.approval
-    }
-    /** Append the current version of a row to the record chain. Call inside the transaction that wrote it. */
-    const recordVersion = (table: RecordTable, id: string) => {
-      const row = rowOf[table].get(id) as Record<string, unknown>
-      const h = st.recordHead.get() as { seq: number; hash: string }
-      const seq = h.seq + 1
-      const version = versionOf(table, row)
-      const hash = versionHash(h.hash, seq, table, id, version)
-      st.insertVersion.run(seq, table, id, version.digest, version.hints, h.hash, hash)
-      st.setRecordHead.run(seq, hash)
-    }
-
-    let head = st.head.get() as { chain_seq: number; hash: string; count: number }
 
     // ---- the writer ---------------------------------------------------------------------------
-    // One batch = one transaction. Session heads are read once per batch and written back once per
-    // session; only appends with compare-and-set effects get a savepoint of their own (a plain
-    // append cannot fail on its own: only the whole transaction can).
-    interface SessionHead {
-      seq: number
-      tokens: number
-      lastAt: number
-    }
-    const applyEffects = (p: Pending, at: number) => {
-      const { createRun, runTransition, createApproval, createCheckpoint } = p.effects
-      // First, so a later refusal in this append rolls the checkpoint back with the rest.
-      if (createCheckpoint) {
-        const c = createCheckpoint
-        if (c.sessionId !== p.sessionId || st.checkpoint.get(c.id)) {
-          throw new Errors.Conflict({ message: `checkpoint ${c.id} exists or belongs to another session` })
-        }
-        const state = Canonical.canonicalJson(redact(c.state))
-        st.insertCheckpoint.run(c.id, c.sessionId, c.fromSeq, c.toSeq, text(c.summary), state, c.createdAt)
-      }
-      if (createRun) {
-        if (st.runState.get(createRun.id)) throw new Errors.Conflict({ message: `run ${createRun.id} exists` })
-        st.insertRun.run(
-          createRun.id,
-          createRun.sessionId,
-          createRun.principal,
-          createRun.state,
-          text(createRun.input),
-          createRun.startSeq,
-          text(createRun.error?.code ?? null),
-          text(createRun.error?.message ?? null),
-          createRun.createdAt,
-          createRun.updatedAt
-        )
-      }
-      if (runTransition) {
-        const t = runTransition
-        const changed = st.transitionRun.run(
-          t.to,
-          text(t.error?.code ?? null),
-          text(t.error?.message ?? null),
-          at,
-          t.runId,
-          t.from
-        ).changes
-        if (changed === 0) {
-          const current = st.runState.get(t.runId) as { state: string } | undefined
-          if (current === undefined) throw new Errors.NotFound({ entity: "run", id: t.runId })
-          throw new Errors.Conflict({ message: `run ${t.runId} is ${current.state}, expected ${t.from}` })
-        }
-      }
-      // One version per run per append, of its final state (admission creates and transitions it).
-      if (createRun) recordVersion("runs", createRun.id)
-      if (runTransition && runTransition.runId !== createRun?.id) recordVersion("runs", runTransition.runId)
-      if (createApproval) {
-        const a = createApproval
-        if (st.approval.get(a.id)) throw new Errors.Conflict({ message: `approval ${a.id} exists` })
-        st.insertApproval.run(
-          a.id,
-          a.sessionId,
-          a.runId,
-          a.toolCallId,
-          a.principal,
-          text(a.tool),
-          a.argsDigest,
-          a.risk,
-          text(a.summary),
-          a.status,
-          a.scope,
-          a.requestedAt,
-          a.expiresAt,
-          a.resolvedAt,
-          text(a.resolver),
-          text(a.reason)
-        )
-        recordVersion("approvals", a.id)
-      }
-    }
-    const insertEvents = (p: Pending, h: SessionHead): Array<TapeEvent.TapeEvent> => {
-      let { chain_seq: chainSeq, hash: prev, count } = head
-      const stored: Array<TapeEvent.TapeEvent> = []
-      for (const e of p.events) {
-        const seq = ++h.seq
-        chainSeq++
-        count++
-        const hash = rowHash(prev, p.sessionId, seq, e.runId, e.tag, e.at, e.payload)
-        st.insertEvent.run(chainSeq, p.sessionId, seq, e.runId, e.tag, e.at, e.payload, prev, hash)
-        prev = hash
-        stored.push({ ...e.body, _tag: e.tag, sessionId: p.sessionId, runId: e.runId, tapeSeq: seq, at: e.at } as never)
-      }
-      h.tokens += p.effects.addTokens ?? 0
-      h.lastAt = Math.max(h.lastAt, p.events[p.events.length - 1]!.at)
-      head = { chain_seq: chainSeq, hash: prev, count }
-      return stored
-    }
-    const withSavepoint = db.transaction((p: Pending, h: SessionHead) => {
-      applyEffects(p, p.events[p.events.length - 1]!.at)
-      return insertEvents(p, h)
-    })
-
-    // The writer owns the file (one palyrad per data dir), so it keeps each session's head in memory:
-    // read once from the tape's index, then advanced by commits only. The sessions row is touched only
-    // when tokens change or at most once a second per session (for `updated_at` ordering).
-    // Both bounded (least recently used dropped): nothing per idle session stays in memory; a dropped
-    // head is read again from the index, a dropped touch time only means one more row update.
-    const heads = new Map<string, number>()
-    const touched = new Map<string, number>()
-    const remember = (map: Map<string, number>, sessionId: string, value: number) => {
-      map.delete(sessionId)
-      map.set(sessionId, value)
-      if (map.size > SESSION_CACHE) map.delete(map.keys().next().value!)
-    }
-    const readHead = (sessionId: string): number | null => {
-      const cached = heads.get(sessionId)
-      if (cached !== undefined) return cached
-      if (!st.session.get(sessionId)) return null
-      const seq = (st.maxSeq.get(sessionId) as { seq: number | null }).seq ?? 0
-      remember(heads, sessionId, seq)
-      return seq
-    }
-
-    const commitBatch = (batch: ReadonlyArray<Pending>) => {
-      const before = head
-      const results: Array<Either.Either<ReadonlyArray<TapeEvent.TapeEvent>, AppendError>> = []
-      const local = new Map<string, SessionHead | null>()
-      try {
-        // BEGIN IMMEDIATE: the batch reads before it writes, and a deferred transaction that must
-        // upgrade while another connection (a task queue or memory store on this file, another
-        // process) writes fails at once with SQLITE_BUSY; an immediate one waits (busy_timeout).
-        db.transaction(() => {
-          for (const p of batch) {
-            let h = local.get(p.sessionId)
-            if (h === undefined) {
-              const seq = readHead(p.sessionId)
-              h = seq === null ? null : { seq, tokens: 0, lastAt: -1 }
-              local.set(p.sessionId, h)
-            }
-            if (h === null) {
-              results.push(Either.left(new Errors.NotFound({ entity: "session", id: p.sessionId })))
-              continue
-            }
-            const e = p.effects
-            if (!e.createRun && !e.runTransition && !e.createApproval && !e.createCheckpoint) {
-              results.push(Either.right(insertEvents(p, h)))
-              continue
-            }
-            const mark = { head, seq: h.seq, tokens: h.tokens, lastAt: h.lastAt }
-            try {
-              results.push(Either.right(withSavepoint(p, h)))
-            } catch (error) {
-              // The savepoint rolled this append back: so do the in-memory heads.
-              head = mark.head
-              h.seq = mark.seq
-              h.tokens = mark.tokens
-              h.lastAt = mark.lastAt
-              results.push(
-                Either.left(
-                  error instanceof Errors.NotFound || error instanceof Errors.Conflict
-                    ? error
-                    : journalError("append")(error)
-                )
-              )
-            }
-          }
-          for (const [sessionId, h] of local) {
-            if (h === null || h.lastAt < 0) continue
-            const last = touched.get(sessionId) ?? Number.NEGATIVE_INFINITY
-            if (h.tokens > 0 || h.lastAt - last >= 1000) {
-              st.afterAppend.run(h.tokens, h.lastAt, sessionId)
-              remember(touched, sessionId, h.lastAt)
-            }
-          }
-          st.setHead.run(head.chain_seq, head.hash, head.count)
-        }).immediate()
-      } catch (error) {
-        head = before
-        const failure = journalError("append")(error)
-        return batch.map(() => Either.left(failure) as Either.Either<never, AppendError>)
-      }
-      // Committed: advance the cached heads.
-      for (const [sessionId, h] of local) if (h !== null) remember(heads, sessionId, h.seq)
-      return results
-    }
-
-    // The writer is a plain callback, not a fiber: appends go into an array, one `setImmediate`
-    // commits up to `maxBatch` of them in one transaction and resumes each appending fiber from the
-    // same callback (no queue, deferred or writer fiber per append). What is left waits for the next
-    // turn of the event loop, so I/O and timers run between batches.
+    // Every write is an `Op` (redacted and encoded here, on the caller's fiber) for one writer: in a
+    // worker thread that owns the write connection (`writer: "worker"`, the default for files), or
+    // on this thread (`"inline"`, and always for `:memory:`, which a second connection cannot see).
+    const writerMode: WriterMode =
+      readonly || options.filename === ":memory:" ? "inline" : (options.writer ?? DEFAULT_WRITER)
     const runtime = yield* Effect.runtime<never>()
-    let queued: Array<Pending> = []
-    let scheduled: ReturnType<typeof setImmediate> | undefined
+    const recordMetric = (ms: number, appends: number) =>
+      Runtime.runSync(runtime)(Metrics.recordJournalAppend(ms, appends))
+    const backend: Backend =
+      writerMode === "worker"
+        ? yield* workerBackend(options, maxBatch, st, recordMetric)
+        : yield* inlineBackend(db, maxBatch, recordMetric)
     let closed = false
-    const deliver = (batch: ReadonlyArray<Pending>) => {
-      const t0 = performance.now()
-      const results = commitBatch(batch)
-      Runtime.runSync(runtime)(Metrics.recordJournalAppend(performance.now() - t0, batch.length))
-      for (let i = 0; i < batch.length; i++) {
-        const result = results[i]!
-        batch[i]!.resume(Either.isRight(result) ? Exit.succeed(result.right) : Exit.fail(result.left))
-      }
-    }
-    const flush = () => {
-      scheduled = undefined
-      const batch = queued.length <= maxBatch ? queued : queued.splice(0, maxBatch)
-      if (batch === queued) queued = []
-      if (queued.length > 0) scheduled = setImmediate(flush)
-      deliver(batch)
-    }
-    const enqueue = (pending: Pending) => {
-      queued.push(pending)
-      if (scheduled === undefined) scheduled = setImmediate(flush)
-    }
-    // On close: commit whatever is still queued, then (the file's finalizer) close the file.
     yield* Effect.addFinalizer(() =>
-      Effect.sync(() => {
+      Effect.suspend(() => {
         closed = true
-        if (scheduled !== undefined) clearImmediate(scheduled)
-        scheduled = undefined
-        while (queued.length > 0) deliver(queued.splice(0, maxBatch))
+        return backend.close
       })
     )
+
+    const closedError = (method: string) => new Errors.JournalError({ method, message: "the journal is closed" })
+    /** Submit one write and wait for its result (typed failures mapped to core's errors). */
+    const write = (method: string, op: Op) =>
+      Effect.async<OpResult & { ok: true }, Errors.JournalError | Errors.NotFound | Errors.Conflict>((resume) => {
+        if (closed) return resume(Effect.fail(closedError(method)))
+        backend.submit(op, (r) => resume(r.ok ? Effect.succeed(r) : Effect.fail(toError(method, r))))
+      })
 
     const prepare = (
       event: TapeEvent.NewTapeEvent
@@ -678,16 +428,72 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       "approval args digest": a?.argsDigest ?? null
     })
 
+    /** An append's effects, redacted, as the writer's statement parameters. */
+    const wireEffects = (e: Journal.AppendEffects): WireEffects => {
+      const { createRun: r, runTransition: t, createApproval: a, createCheckpoint: c } = e
+      return {
+        addTokens: e.addTokens,
+        createRun: r && [
+          r.id,
+          r.sessionId,
+          r.principal,
+          r.state,
+          text(r.input),
+          r.startSeq,
+          text(r.error?.code ?? null),
+          text(r.error?.message ?? null),
+          r.createdAt,
+          r.updatedAt
+        ],
+        runTransition: t && {
+          runId: t.runId,
+          from: t.from,
+          to: t.to,
+          errorCode: text(t.error?.code ?? null),
+          errorMessage: text(t.error?.message ?? null)
+        },
+        createApproval: a && [
+          a.id,
+          a.sessionId,
+          a.runId,
+          a.toolCallId,
+          a.principal,
+          text(a.tool),
+          a.argsDigest,
+          a.risk,
+          text(a.summary),
+          a.status,
+          a.scope,
+          a.requestedAt,
+          a.expiresAt,
+          a.resolvedAt,
+          text(a.resolver),
+          text(a.reason)
+        ],
+        createCheckpoint: c && [
+          c.id,
+          c.sessionId,
+          c.fromSeq,
+          c.toSeq,
+          text(c.summary),
+          Canonical.canonicalJson(redact(c.state)),
+          c.createdAt
+        ]
+      }
+    }
+
     // One suspended step, no generator: refuse, redact and encode on the caller's fiber, then wait
     // for the writer's callback. (An append with no effects stores no identifiers outside its events.)
     const append: Journal.Service["append"] = (sessionId, events, effects = {}) =>
       Effect.async<ReadonlyArray<TapeEvent.TapeEvent>, AppendError | Errors.PayloadTooLarge>((resume) => {
-        if (closed)
-          return resume(Effect.fail(new Errors.JournalError({ method: "append", message: "the journal is closed" })))
-        const refused =
-          effects.createRun || effects.runTransition || effects.createApproval || effects.createCheckpoint
-            ? secretIn("append", effectIds(effects))
-            : undefined
+        if (closed) return resume(Effect.fail(closedError("append")))
+        const withEffects = !!(
+          effects.createRun ||
+          effects.runTransition ||
+          effects.createApproval ||
+          effects.createCheckpoint
+        )
+        const refused = withEffects ? secretIn("append", effectIds(effects)) : undefined
         if (refused) return resume(Effect.fail(refused))
         const prepared: Array<Prepared> = []
         for (const e of events) {
@@ -695,19 +501,26 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
           if (Either.isLeft(p)) return resume(Effect.fail(p.left))
           prepared.push(p.right)
         }
-        enqueue({ sessionId, events: prepared, effects, resume })
+        const op: Op = {
+          op: "append",
+          sessionId,
+          events: prepared,
+          effects: withEffects ? wireEffects(effects) : effects.addTokens ? { addTokens: effects.addTokens } : {}
+        }
+        backend.submit(op, (r) => {
+          if (!r.ok) return resume(Effect.fail(toError("append", r) as AppendError))
+          // The stored events are rebuilt from what was sent plus the seqs: no event crosses back.
+          const first = r.seq!
+          const stored: Array<TapeEvent.TapeEvent> = []
+          for (let i = 0; i < prepared.length; i++) {
+            const e = prepared[i]!
+            stored.push({ ...e.body, _tag: e.tag, sessionId, runId: e.runId, tapeSeq: first + i, at: e.at } as never)
+          }
+          resume(Effect.succeed(stored))
+        })
       })
 
     const sync = <A>(method: string, f: () => A) => Effect.try({ try: f, catch: journalError(method) })
-
-    // Writes outside the group-commit writer: the row write and its record version commit together.
-    const writeRecord = db.transaction(
-      (table: RecordTable, id: string, statement: Database.Statement, params: ReadonlyArray<unknown>): number => {
-        const changes = statement.run(...params).changes
-        if (changes > 0) recordVersion(table, id)
-        return changes
-      }
-    )
 
     // Statements built from a query's shape (which filters it has) are prepared once per shape.
     const shapes = new Map<string, Database.Statement>()
@@ -736,15 +549,18 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
 
     const chainHead: Service["chainHead"] = sync("chainHead", () => st.fullHead.get() as ChainHead)
     const durableHead: Service["durableHead"] = sync("durableHead", () => {
-      // Synchronous: no commit can slip in between the checkpoint and reading the head. With
-      // `synchronous = NORMAL` a commit is in the WAL but not yet fsynced; a completed checkpoint
-      // fsyncs the WAL and the database file. (Not in WAL mode, e.g. `:memory:`, it reports -1/-1.)
+      // The head is read first, then checkpointed: a completed checkpoint covers every commit in the
+      // WAL when it ran, so at least this head (the writer may commit more meanwhile, on its thread).
+      // With `synchronous = NORMAL` a commit is in the WAL but not yet fsynced; a completed
+      // checkpoint fsyncs the WAL and the database file. (Not in WAL mode, e.g. `:memory:`, it
+      // reports -1/-1.)
+      const head = st.fullHead.get() as ChainHead
       if (options.synchronous !== "FULL") {
         const r = db.pragma("wal_checkpoint(PASSIVE)") as Array<{ busy: number; log: number; checkpointed: number }>
         const c = r[0]
         if (c === undefined || c.busy !== 0 || c.log !== c.checkpointed) return Option.none()
       }
-      return Option.some(st.fullHead.get() as ChainHead)
+      return Option.some(head)
     })
     const hashAt: Service["hashAt"] = (chain, position) =>
       sync("hashAt", () => {
@@ -753,46 +569,63 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
         return Option.fromNullable(row?.hash)
       })
 
+    /** An approval's conditional update: `NotFound` if it does not exist, `Conflict` if it did not apply. */
+    const approvalWrite = (
+      method: "resolveApproval" | "useGrant" | "revokeGrant",
+      id: string,
+      params: () => ReadonlyArray<unknown>,
+      conflict: (row: Record<string, unknown>) => string
+    ): Effect.Effect<Records.ApprovalRecord, Errors.NotFound | Errors.Conflict | Errors.JournalError> =>
+      Effect.flatMap(
+        Effect.suspend(() => write(method, { op: method, id, params: params() })),
+        ({ changes, row }): Effect.Effect<Records.ApprovalRecord, Errors.NotFound | Errors.Conflict> =>
+          row === undefined
+            ? Effect.fail(new Errors.NotFound({ entity: "approval", id }))
+            : changes === 0
+              ? Effect.fail(new Errors.Conflict({ message: conflict(row) }))
+              : Effect.succeed(toApproval(row))
+      )
+
     const service: Service = {
       append,
       readTape,
-      headSeq: (sessionId) => sync("headSeq", () => readHead(sessionId) ?? 0),
+      headSeq: (sessionId) => sync("headSeq", () => backend.readHead(sessionId) ?? 0),
       createSession: (s) =>
-        Effect.flatMap(
-          sync("createSession", () => {
-            const refused = secretIn("createSession", {
+        Effect.suspend(() => {
+          const refused = secretIn("createSession", {
+            id: s.id,
+            principal: s.principal,
+            "parent id": s.parentId,
+            agent: s.agentId
+          })
+          if (refused) return Effect.fail(refused)
+          const digest = s.key === null ? null : sessionKeyDigest(s.principal, s.key)
+          return Effect.asVoid(
+            write("createSession", {
+              op: "createSession",
               id: s.id,
               principal: s.principal,
-              "parent id": s.parentId,
-              agent: s.agentId
-            })
-            if (refused) return refused
-            if (st.session.get(s.id)) return new Errors.Conflict({ message: `session ${s.id} exists` })
-            const digest = s.key === null ? null : sessionKeyDigest(s.principal, s.key)
-            if (digest !== null && st.sessionByKey.get(s.principal, digest)) {
-              return new Errors.Conflict({ message: `session key ${text(s.key)} is taken` })
-            }
-            writeRecord("sessions", s.id, st.insertSession, [
-              s.id,
-              s.principal,
-              text(s.key),
               digest,
-              text(s.channel),
-              text(s.title),
-              s.parentId,
-              s.parentSeq,
-              s.resetGeneration,
-              s.historyFromSeq,
-              s.tokensUsed,
-              s.archived ? 1 : 0,
-              s.createdAt,
-              s.updatedAt,
-              s.agentId
-            ])
-            return undefined
-          }),
-          (refused) => (refused ? Effect.fail(refused) : Effect.void)
-        ),
+              params: [
+                s.id,
+                s.principal,
+                text(s.key),
+                digest,
+                text(s.channel),
+                text(s.title),
+                s.parentId,
+                s.parentSeq,
+                s.resetGeneration,
+                s.historyFromSeq,
+                s.tokensUsed,
+                s.archived ? 1 : 0,
+                s.createdAt,
+                s.updatedAt,
+                s.agentId
+              ]
+            })
+          )
+        }) as Effect.Effect<void, Errors.Conflict | Errors.JournalError>,
       getSession: (id) =>
         sync("getSession", () =>
           Option.map(Option.fromNullable(st.session.get(id) as Record<string, unknown> | undefined), toSession)
@@ -808,9 +641,11 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
         ),
       updateSession: (s) =>
         Effect.flatMap(
-          sync("updateSession", () =>
-            writeRecord("sessions", s.id, st.updateSession, [
-              {
+          Effect.suspend(() =>
+            write("updateSession", {
+              op: "updateSession",
+              id: s.id,
+              params: {
                 key: s.key,
                 digest: s.key === null ? null : sessionKeyDigest(s.principal, s.key),
                 display: text(s.key),
@@ -822,10 +657,10 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
                 updatedAt: s.updatedAt,
                 id: s.id
               }
-            ])
+            })
           ),
-          (changes) => (changes === 0 ? Effect.fail(new Errors.NotFound({ entity: "session", id: s.id })) : Effect.void)
-        ),
+          (r) => (r.changes === 0 ? Effect.fail(new Errors.NotFound({ entity: "session", id: s.id })) : Effect.void)
+        ) as Effect.Effect<void, Errors.NotFound | Errors.JournalError>,
       listSessions: (f) =>
         sync("listSessions", () => {
           const where: Array<string> = []
@@ -873,52 +708,34 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
           ).map(toRun)
         }),
       resolveApproval: (id, r) =>
-        Effect.flatMap(
-          sync("resolveApproval", () => {
-            const changes = writeRecord("approvals", id, st.resolveApproval, [
-              r.status,
-              r.scope,
-              text(r.resolver),
-              text(r.reason),
-              r.resolvedAt,
-              r.grantExpiresAt ?? null,
-              r.grantMaxUses ?? null,
-              id
-            ])
-            return { changes, row: st.approval.get(id) as Record<string, unknown> | undefined }
-          }),
-          ({ changes, row }): Effect.Effect<Records.ApprovalRecord, Errors.NotFound | Errors.Conflict> =>
-            row === undefined
-              ? Effect.fail(new Errors.NotFound({ entity: "approval", id }))
-              : changes === 0
-                ? Effect.fail(new Errors.Conflict({ message: `approval ${id} is already ${row.status as string}` }))
-                : Effect.succeed(toApproval(row))
+        approvalWrite(
+          "resolveApproval",
+          id,
+          () => [
+            r.status,
+            r.scope,
+            text(r.resolver),
+            text(r.reason),
+            r.resolvedAt,
+            r.grantExpiresAt ?? null,
+            r.grantMaxUses ?? null,
+            id
+          ],
+          (row) => `approval ${id} is already ${row.status as string}`
         ),
       useGrant: (id, now) =>
-        Effect.flatMap(
-          sync("useGrant", () => ({
-            changes: writeRecord("approvals", id, st.useGrant, [id, now]),
-            row: st.approval.get(id) as Record<string, unknown> | undefined
-          })),
-          ({ changes, row }): Effect.Effect<Records.ApprovalRecord, Errors.NotFound | Errors.Conflict> =>
-            row === undefined
-              ? Effect.fail(new Errors.NotFound({ entity: "approval", id }))
-              : changes === 0
-                ? Effect.fail(new Errors.Conflict({ message: `grant ${id} no longer applies` }))
-                : Effect.succeed(toApproval(row))
+        approvalWrite(
+          "useGrant",
+          id,
+          () => [id, now],
+          () => `grant ${id} no longer applies`
         ),
       revokeGrant: (id, by, at) =>
-        Effect.flatMap(
-          sync("revokeGrant", () => ({
-            changes: writeRecord("approvals", id, st.revokeGrant, [text(`revoked by ${by}`), at, id]),
-            row: st.approval.get(id) as Record<string, unknown> | undefined
-          })),
-          ({ changes, row }): Effect.Effect<Records.ApprovalRecord, Errors.NotFound | Errors.Conflict> =>
-            row === undefined
-              ? Effect.fail(new Errors.NotFound({ entity: "approval", id }))
-              : changes === 0
-                ? Effect.fail(new Errors.Conflict({ message: `approval ${id} is not a standing grant` }))
-                : Effect.succeed(toApproval(row))
+        approvalWrite(
+          "revokeGrant",
+          id,
+          () => [text(`revoked by ${by}`), at, id],
+          () => `approval ${id} is not a standing grant`
         ),
       getApproval: (id) =>
         sync("getApproval", () =>

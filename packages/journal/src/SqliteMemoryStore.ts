@@ -25,7 +25,7 @@ import { Canonical, Errors, Redaction } from "@palyra/core"
 import { MemoryStore } from "@palyra/core/memory"
 import Database from "better-sqlite3"
 import { Clock, Effect, Layer, Option, type Scope } from "effect"
-import { type OpenOptions, openDatabase, storageError } from "./internal/database.js"
+import { type OpenOptions, openDatabase, retryBusy, storageError } from "./internal/database.js"
 
 /** @since 0.1.0 @category Models */
 export interface Options extends OpenOptions, Omit<MemoryStore.StoreOptions, "redactor"> {
@@ -206,8 +206,10 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
     }
 
     const sync = <A>(method: string, f: () => A) => Effect.try({ try: f, catch: storageError(method) })
+    // Writes wait for the journal's writer asynchronously (see `retryBusy`), never in SQLite's busy handler.
+    const busy = retryBusy(options.busyTimeoutMs)
     const immediate = <A>(method: string, f: () => A) =>
-      Effect.try({ try: () => db.transaction(f).immediate(), catch: storageError(method) })
+      busy(Effect.try({ try: () => db.transaction(f).immediate(), catch: storageError(method) }))
 
     /** Save or merge one prepared item. Call inside a transaction. */
     const saveOne = (item: MemoryStore.MemoryItem): MemoryStore.SaveResult => {
@@ -336,9 +338,8 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
           })
         ),
       forget: (principal, id) =>
-        Effect.flatMap(
-          sync("forget", () => st.forget.run(id, principal).changes),
-          (changes) => (changes === 0 ? Effect.fail(new Errors.NotFound({ entity: "memory", id })) : Effect.void)
+        Effect.flatMap(busy(sync("forget", () => st.forget.run(id, principal).changes)), (changes) =>
+          changes === 0 ? Effect.fail(new Errors.NotFound({ entity: "memory", id })) : Effect.void
         ),
       purgeExpired: Effect.flatMap(Clock.currentTimeMillis, (now) =>
         immediate("purgeExpired", () => st.purge.run(now).changes)

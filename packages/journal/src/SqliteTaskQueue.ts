@@ -18,7 +18,7 @@
 import { Errors, Redaction } from "@palyra/core"
 import { TaskQueue } from "@palyra/core/memory"
 import { Clock, Effect, Either, Layer, Option, type Scope } from "effect"
-import { type OpenOptions, openDatabase, storageError } from "./internal/database.js"
+import { type OpenOptions, openDatabase, retryBusy, storageError } from "./internal/database.js"
 
 /** @since 0.1.0 @category Models */
 export interface Options extends OpenOptions {
@@ -123,8 +123,10 @@ export const make = (options: Options): Effect.Effect<TaskQueue.Service, Errors.
       return row === undefined ? undefined : toTask(row)
     }
     const sync = <A>(method: string, f: () => A) => Effect.try({ try: f, catch: storageError(method) })
+    // Writes wait for the journal's writer asynchronously (see `retryBusy`), never in SQLite's busy handler.
+    const busy = retryBusy(options.busyTimeoutMs)
     const immediate = <A>(method: string, f: () => A) =>
-      Effect.try({ try: () => db.transaction(f).immediate(), catch: storageError(method) })
+      busy(Effect.try({ try: () => db.transaction(f).immediate(), catch: storageError(method) }))
 
     /** One compare-and-set step: read, apply the transition, write — in one immediate transaction. */
     const step = (

@@ -17,7 +17,7 @@
 import type { Errors } from "@palyra/core"
 import { Embeddings } from "@palyra/core/memory"
 import { Effect, type Scope } from "effect"
-import { type OpenOptions, openDatabase, storageError } from "./internal/database.js"
+import { type OpenOptions, openDatabase, retryBusy, storageError } from "./internal/database.js"
 
 /** @since 0.1.0 @category Models */
 export type Options = OpenOptions
@@ -51,26 +51,30 @@ export const make = (options: Options): Effect.Effect<Embeddings.VectorIndex, Er
       )
     }
     const sync = <A>(method: string, f: () => A) => Effect.try({ try: f, catch: storageError(method) })
+    // Writes wait for the journal's writer asynchronously (see `retryBusy`), never in SQLite's busy handler.
+    const busy = retryBusy(options.busyTimeoutMs)
     return {
       put: (entries) =>
-        sync("putVectors", () =>
-          db
-            .transaction(() => {
-              for (const e of entries) {
-                st.put.run({
-                  id: e.id,
-                  model: e.model,
-                  principal: e.principal,
-                  agent: e.agent,
-                  sessionId: e.sessionId,
-                  dim: e.vector.length,
-                  vector: toBlob(e.vector)
-                })
-              }
-            })
-            .immediate()
+        busy(
+          sync("putVectors", () =>
+            db
+              .transaction(() => {
+                for (const e of entries) {
+                  st.put.run({
+                    id: e.id,
+                    model: e.model,
+                    principal: e.principal,
+                    agent: e.agent,
+                    sessionId: e.sessionId,
+                    dim: e.vector.length,
+                    vector: toBlob(e.vector)
+                  })
+                }
+              })
+              .immediate()
+          )
         ),
-      remove: (principal, id) => Effect.asVoid(sync("removeVector", () => st.remove.run(id, principal))),
+      remove: (principal, id) => Effect.asVoid(busy(sync("removeVector", () => st.remove.run(id, principal)))),
       nearest: (scope, vector, k) =>
         sync("nearestVectors", () => {
           const rows = st.scan.all({

@@ -135,20 +135,24 @@ describe("Anchor", () => {
           Effect.gen(function* () {
             yield* j.createSession(Records.makeSession({ id: S, principal: "alice" }))
             yield* j.append(S, [note(0)])
-            // The periodic fiber picks the new head up.
+            // The periodic fiber picks the new head up. (A period may also fall between the session's
+            // commit and the append's, which the writer thread answers separately: one more anchor.)
             yield* Effect.sync(() => lines(f).length).pipe(
               Effect.repeat({ schedule: Schedule.spaced("20 millis"), until: (k) => k >= 2 })
             )
+            yield* Effect.sleep("100 millis") // the head the append left is anchored by now
+            const settled = lines(f).length
             yield* Effect.sleep("200 millis") // several more periods, nothing new
             const unchanged = lines(f).length
             const again = yield* a.checkpoint
-            return { unchanged, again: Option.isNone(again) }
+            return { settled, unchanged, again: Option.isNone(again) }
           }),
         "30 millis"
       )
-      assert.deepStrictEqual(counts, { unchanged: 2, again: true })
-      assert.strictEqual(lines(f).length, 2) // nothing new at close either
-      assert.deepInclude((yield* check(f)).anchor, { ok: true, anchors: 2 })
+      assert.oneOf(counts.settled, [2, 3])
+      assert.deepStrictEqual(counts, { settled: counts.settled, unchanged: counts.settled, again: true })
+      assert.strictEqual(lines(f).length, counts.settled) // nothing new at close either
+      assert.deepInclude((yield* check(f)).anchor, { ok: true, anchors: counts.settled })
     })
   )
 

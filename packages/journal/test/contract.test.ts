@@ -9,3 +9,6 @@ journalContract("sqlite (:memory:)", () => SqliteJournal.layer({ filename: ":mem
 const dir = mkdtempSync(join(tmpdir(), "palyra-contract-"))
 let n = 0
 journalContract("sqlite (file, WAL)", () => SqliteJournal.layer({ filename: join(dir, `j${n++}.db`) }))
+journalContract("sqlite (file, WAL, inline writer)", () =>
+  SqliteJournal.layer({ filename: join(dir, `j${n++}.db`), writer: "inline" })
+)

@@ -24,8 +24,10 @@ export const storageError = (method: string) => (cause: unknown) =>
  * A second connection to the journal's file, for the stores that live beside the tape (tasks,
  * memory). It runs the journal's migrations (a no-op once the journal opened the file; with the
  * default redaction rules if this connection is the first) so it never depends on the order things
- * are opened in, and closes when the scope closes. WAL lets it read while the journal writes; writes
- * from either wait for the other (`busy_timeout`).
+ * are opened in, and closes when the scope closes. WAL lets it read while the journal writes. Once
+ * open, its `busy_timeout` is 0: a write that meets the journal's writer (a worker thread) holding the
+ * lock fails at once with `SQLITE_BUSY` instead of sleeping this thread in SQLite's busy handler, and
+ * the store retries it after a real delay (`retryBusy`), so the event loop keeps running meanwhile.
  * @internal
  */
 export const openDatabase = (
@@ -56,5 +58,40 @@ export const openDatabase = (
       Effect.provideService(Redaction.CurrentRedactor, Redaction.defaultRedactor),
       Effect.mapError(storageError("migrate"))
     )
+    db.pragma("busy_timeout = 0")
     return db
   })
+
+const isBusy = (error: unknown): boolean => {
+  const cause = error instanceof Errors.JournalError ? error.cause : error
+  const code = (cause as { code?: unknown } | null | undefined)?.code
+  return code === "SQLITE_BUSY" || code === "SQLITE_BUSY_SNAPSHOT"
+}
+
+/** A real delay (never the test clock: another thread or process holds the lock, in real time). */
+const pause = (ms: number) =>
+  Effect.async<void>((resume) => {
+    const timer = setTimeout(() => resume(Effect.void), ms)
+    return Effect.sync(() => clearTimeout(timer))
+  })
+
+/**
+ * Run a write on a store's connection (opened by `openDatabase`, `busy_timeout` 0): while it fails
+ * with `SQLITE_BUSY` (another connection holds the write lock), try again after 1 ms, then 2, 4… (at
+ * most 20 ms apart), for up to `timeoutMs` (default 5,000). The wait is asynchronous: this thread's
+ * event loop runs meanwhile, where SQLite's own busy handler would sleep it.
+ * @internal
+ */
+export const retryBusy =
+  (timeoutMs = 5000) =>
+  <A, E, R>(write: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.suspend(() => {
+      const deadline = performance.now() + timeoutMs
+      const attempt = (delay: number): Effect.Effect<A, E, R> =>
+        Effect.catchIf(write, isBusy, (error) =>
+          performance.now() + delay > deadline
+            ? Effect.fail(error)
+            : Effect.zipRight(pause(delay), attempt(Math.min(delay * 2, 20)))
+        )
+      return attempt(1)
+    })

@@ -1,6 +1,7 @@
-import { Canonical, Errors, type Journal } from "@palyra/core"
+import { Errors, type Journal } from "@palyra/core"
 import type Database from "better-sqlite3"
 import { Effect } from "effect"
+import { rowHash } from "./chain.js"
 import { GENESIS } from "./migrations.js"
 import { changedColumns, RECORD_TABLES, type RecordTable, versionHash, versionOf } from "./records.js"
 
@@ -29,16 +30,7 @@ type VersionRow = {
 type Head = { chain_seq: number; hash: string; count: number; records_seq: number; records_hash: string }
 type Failure = Extract<Journal.VerifyResult, { ok: false }>
 
-/** The hash of one tape row; the same function writes and verifies. @internal */
-export const rowHash = (
-  prevHash: string,
-  sessionId: string,
-  tapeSeq: number,
-  runId: string | null,
-  kind: string,
-  at: number,
-  payload: string
-) => Canonical.sha256(JSON.stringify([prevHash, sessionId, tapeSeq, runId, kind, at, payload]))
+export { rowHash } from "./chain.js"
 
 const PAGE = 2000
 

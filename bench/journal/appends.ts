@@ -1,0 +1,72 @@
+/**
+ * bench/journal/appends.ts: only the 32-writer append phase of `bench journal`, alternating the
+ * journal's writers (worker thread, inline) in one sitting, for before/after comparisons:
+ * `node --conditions=@palyra/source --import tsx bench/journal/appends.ts [rounds] [perWriter]`.
+ * Prints events/s, the event-loop delay p99 and the main thread's busy µs per append (event-loop
+ * utilization: the worker's commits are not counted, they run on another thread).
+ */
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Records } from "@palyra/core"
+import { SqliteJournal } from "@palyra/journal"
+import { Effect } from "effect"
+import { loopProbe, round } from "../lib/report.js"
+
+const dir = mkdtempSync(join(tmpdir(), "palyra-bench-appends-"))
+const OUTPUT = "The file lists 12 entries: README.md, package.json, src/, test/, … (a realistic tool output) ".repeat(2)
+const sid = (i: number) => `01KA${String(i).padStart(22, "0")}`
+const event = (s: string, i: number) => ({
+  _tag: "ToolResult" as const,
+  sessionId: s as never,
+  runId: null,
+  at: Date.now(),
+  toolCallId: "01KA0000000000000000000TC1" as never,
+  tool: "fs.list",
+  status: "ok" as const,
+  output: `${OUTPUT} #${i}`,
+  truncated: false,
+  durationMs: 3
+})
+
+let n = 0
+const phase = (writer: SqliteJournal.WriterMode, perWriter: number) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const j = yield* SqliteJournal.make({ filename: join(dir, `a${n++}.db`), writer })
+      for (let w = 0; w < 32; w++) yield* j.createSession(Records.makeSession({ id: sid(w) as never, principal: "b" }))
+      yield* Effect.forEach(Array.from({ length: 200 }), (_, i) => j.append(sid(0) as never, [event(sid(0), i)]), {
+        concurrency: 32
+      })
+      const probe = loopProbe()
+      let elu = performance.eventLoopUtilization()
+      const start = performance.now()
+      yield* Effect.forEach(
+        Array.from({ length: 32 }, (_, w) => w),
+        (w) =>
+          Effect.forEach(
+            Array.from({ length: perWriter }, (_, i) => i),
+            (i) => j.append(sid(w) as never, [event(sid(w), i)]),
+            { discard: true }
+          ),
+        { concurrency: "unbounded", discard: true }
+      )
+      const elapsed = performance.now() - start
+      elu = performance.eventLoopUtilization(elu)
+      const loop = probe.stop()
+      return {
+        writer,
+        perSec: Math.round((32 * perWriter) / (elapsed / 1000)),
+        loopP99: round(loop.p99, 2),
+        mainUs: round((elu.active * 1000) / (32 * perWriter), 1)
+      }
+    })
+  )
+
+const rounds = Number(process.argv[2] ?? 3)
+const perWriter = Number(process.argv[3] ?? 300)
+for (let r = 0; r < rounds; r++) {
+  for (const writer of ["worker", "inline"] as const)
+    console.log(JSON.stringify(await Effect.runPromise(phase(writer, perWriter))))
+}
+rmSync(dir, { recursive: true, force: true })

@@ -1,0 +1,137 @@
+/**
+ * What the journal's writer is asked to do, as plain data: every write to the journal's file is an
+ * `Op`, already redacted and canonically encoded by the caller, so the writer needs no redactor and
+ * may run on another thread (`writer-worker.ts`). A batch of ops crosses to the worker as ONE
+ * transferable buffer (`encodeBatch`): a JSON header with the ops minus their event payloads, a
+ * newline, then the payloads concatenated (their lengths are in the header), so the canonical JSON
+ * of an event is never escaped a second time nor structured-cloned.
+ * @internal
+ */
+
+/** One event row as stored (the payload is the redacted canonical JSON of its body). @internal */
+export interface WireEvent {
+  readonly tag: string
+  readonly runId: string | null
+  readonly at: number
+  readonly payload: string
+}
+
+/** An append's effects, redacted, as statement parameters. @internal */
+export interface WireEffects {
+  readonly addTokens?: number | undefined
+  /** The `insertRun` parameters, starting with the run id. */
+  readonly createRun?: ReadonlyArray<unknown> | undefined
+  readonly runTransition?:
+    | {
+        readonly runId: string
+        readonly from: string
+        readonly to: string
+        readonly errorCode: string | null
+        readonly errorMessage: string | null
+      }
+    | undefined
+  /** The `insertApproval` parameters, starting with the approval id. */
+  readonly createApproval?: ReadonlyArray<unknown> | undefined
+  /** The `insertCheckpoint` parameters: id, session id, from, to, summary, state (JSON), created at. */
+  readonly createCheckpoint?: ReadonlyArray<unknown> | undefined
+}
+
+/** @internal */
+export interface AppendOp {
+  readonly op: "append"
+  readonly sessionId: string
+  readonly events: ReadonlyArray<WireEvent>
+  readonly effects: WireEffects
+}
+
+/** @internal */
+export type Op =
+  | AppendOp
+  | {
+      readonly op: "createSession"
+      readonly id: string
+      readonly principal: string
+      readonly digest: string | null
+      /** The `insertSession` parameters (the key redacted). */
+      readonly params: ReadonlyArray<unknown>
+    }
+  | { readonly op: "updateSession"; readonly id: string; readonly params: Record<string, unknown> }
+  | {
+      readonly op: "resolveApproval" | "useGrant" | "revokeGrant"
+      readonly id: string
+      readonly params: ReadonlyArray<unknown>
+    }
+
+/** What an op came to: an append's first seq, a write's changed rows and row, or a typed failure. @internal */
+export type OpResult =
+  | {
+      readonly ok: true
+      readonly seq?: number | undefined
+      readonly changes?: number | undefined
+      readonly row?: Record<string, unknown> | undefined
+    }
+  | {
+      readonly ok: false
+      readonly tag: "Conflict" | "NotFound" | "JournalError"
+      readonly message: string
+      readonly entity?: string | undefined
+      readonly id?: string | undefined
+    }
+
+/** Main thread → worker. @internal */
+export type ToWorker =
+  | { readonly type: "batch"; readonly id: number; readonly bytes: Uint8Array }
+  | { readonly type: "close" }
+
+/** Worker → main thread: the results of one batch, in op order, and the time its commits took. @internal */
+export interface FromWorker {
+  readonly id: number
+  readonly ms: number
+  readonly results: ReadonlyArray<OpResult>
+}
+
+type HeaderOp = Exclude<Op, AppendOp> | (Omit<AppendOp, "events"> & { readonly events: ReadonlyArray<HeaderEvent> })
+type HeaderEvent = readonly [tag: string, runId: string | null, at: number, payloadLength: number]
+
+const encoder = new TextEncoder()
+const decoder = new TextDecoder()
+
+/** One batch of ops as one buffer (transfer its `.buffer`). @internal */
+export const encodeBatch = (ops: ReadonlyArray<Op>): Uint8Array => {
+  const payloads: Array<string> = []
+  const header: Array<HeaderOp> = ops.map((op) => {
+    if (op.op !== "append") return op
+    return {
+      op: "append",
+      sessionId: op.sessionId,
+      effects: op.effects,
+      events: op.events.map((e): HeaderEvent => {
+        payloads.push(e.payload)
+        return [e.tag, e.runId, e.at, e.payload.length]
+      })
+    }
+  })
+  // JSON.stringify escapes every newline inside strings: the first "\n" ends the header.
+  return encoder.encode(`${JSON.stringify(header)}\n${payloads.join("")}`)
+}
+
+/** The ops `encodeBatch` encoded. @internal */
+export const decodeBatch = (bytes: Uint8Array): Array<Op> => {
+  const text = decoder.decode(bytes)
+  const newline = text.indexOf("\n")
+  const header = JSON.parse(text.slice(0, newline)) as Array<HeaderOp>
+  let offset = newline + 1
+  return header.map((op): Op => {
+    if (op.op !== "append") return op
+    return {
+      op: "append",
+      sessionId: op.sessionId,
+      effects: op.effects,
+      events: op.events.map(([tag, runId, at, length]) => {
+        const payload = text.slice(offset, offset + length)
+        offset += length
+        return { tag, runId, at, payload }
+      })
+    }
+  })
+}

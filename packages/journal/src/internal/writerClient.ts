@@ -1,0 +1,278 @@
+import { existsSync } from "node:fs"
+import { Worker } from "node:worker_threads"
+import { Errors } from "@palyra/core"
+import type Database from "better-sqlite3"
+import { Effect, Runtime, type Scope } from "effect"
+import { encodeBatch, type FromWorker, type Op, type OpResult, type ToWorker } from "./protocol.js"
+import { makeWriter } from "./writer.js"
+import type { WorkerOptions } from "./writer-worker.js"
+
+/** Where the journal's writes are committed. @internal */
+export type WriterMode = "worker" | "inline"
+
+/**
+ * The default writer, by measurement (`bench/journal`, PERF-NOTES round 4): the worker keeps
+ * commits off the event loop (its p99 delay) and lets redaction/encoding on this thread overlap the
+ * commits on the other.
+ * @internal
+ */
+export const DEFAULT_WRITER: WriterMode = "worker"
+
+/**
+ * The journal's side of its writer: `submit` hands over one write and calls `done` once it
+ * committed (or failed), in submission order; `readHead` answers a session's committed head;
+ * `close` commits everything submitted, then stops the writer.
+ * @internal
+ */
+export interface Backend {
+  readonly submit: (op: Op, done: (result: OpResult) => void) => void
+  readonly readHead: (sessionId: string) => number | null
+  readonly close: Effect.Effect<void>
+}
+
+interface Pending {
+  readonly op: Op
+  readonly done: (result: OpResult) => void
+}
+
+/** Core's error for a writer's typed failure. @internal */
+export const toError = (
+  method: string,
+  r: OpResult & { ok: false }
+): Errors.NotFound | Errors.Conflict | Errors.JournalError =>
+  r.tag === "NotFound"
+    ? new Errors.NotFound({ entity: r.entity ?? "record", id: r.id ?? "" })
+    : r.tag === "Conflict"
+      ? new Errors.Conflict({ message: r.message })
+      : new Errors.JournalError({ method, message: r.message })
+
+const countAppends = (batch: ReadonlyArray<Pending>) => {
+  let n = 0
+  for (const p of batch) if (p.op.op === "append") n++
+  return n
+}
+
+/**
+ * The writer on this thread. Appends go into an array; one `setImmediate` commits up to `maxBatch`
+ * of them in one transaction and calls each `done` from the same callback (no queue, deferred or
+ * fiber per append). What is left waits for the next turn of the event loop, so I/O and timers run
+ * between batches. Other writes commit at once, in their own transaction (as they always did).
+ * @internal
+ */
+export const inlineBackend = (
+  db: Database.Database,
+  maxBatch: number,
+  recordMetric: (ms: number, appends: number) => void
+): Effect.Effect<Backend> =>
+  Effect.sync(() => {
+    const writer = makeWriter(db, maxBatch)
+    let queued: Array<Pending> = []
+    let scheduled: ReturnType<typeof setImmediate> | undefined
+    const deliver = (batch: ReadonlyArray<Pending>) => {
+      const t0 = performance.now()
+      const results = writer.commit(batch.map((p) => p.op))
+      recordMetric(performance.now() - t0, batch.length)
+      for (let i = 0; i < batch.length; i++) batch[i]!.done(results[i]!)
+    }
+    const flush = () => {
+      scheduled = undefined
+      const batch = queued.length <= maxBatch ? queued : queued.splice(0, maxBatch)
+      if (batch === queued) queued = []
+      if (queued.length > 0) scheduled = setImmediate(flush)
+      deliver(batch)
+    }
+    return {
+      submit: (op, done) => {
+        if (op.op !== "append") return done(writer.commit([op])[0]!)
+        queued.push({ op, done })
+        if (scheduled === undefined) scheduled = setImmediate(flush)
+      },
+      readHead: writer.readHead,
+      // Commit whatever is still queued, synchronously (the file's finalizer closes it next).
+      close: Effect.sync(() => {
+        if (scheduled !== undefined) clearImmediate(scheduled)
+        scheduled = undefined
+        while (queued.length > 0) deliver(queued.splice(0, maxBatch))
+      })
+    }
+  })
+
+/** Batches posted and not yet answered, at most: one committing, one on its way. */
+const MAX_IN_FLIGHT = 2
+
+/** The worker script, from sources (under tsx) or built (next to this bundle, or the package's own). */
+const workerScript = (): { readonly url: URL; readonly execArgv?: Array<string> } => {
+  if (import.meta.url.endsWith(".ts")) {
+    return {
+      url: new URL("./writer-worker.ts", import.meta.url),
+      execArgv: [...process.execArgv, "--conditions=@palyra/source", "--import", "tsx"]
+    }
+  }
+  const sibling = new URL("./writer-worker.js", import.meta.url)
+  // Bundled into another package (palyrad): the journal package's own build.
+  return { url: existsSync(sibling) ? sibling : new URL(import.meta.resolve("@palyra/journal/writer-worker")) }
+}
+
+/**
+ * The writer in a worker thread that owns the write connection (this thread keeps its own
+ * connection for reads: in WAL mode a read sees every commit answered before it started). Writes
+ * queue here and cross as one buffer per batch, at most `MAX_IN_FLIGHT` batches at a time (what
+ * arrives meanwhile forms the next batch: group commit across the thread boundary). The worker
+ * commits before it answers, so nothing is acknowledged that a crash could lose. If the worker dies,
+ * everything unanswered and every later write fails with `JournalError`.
+ *
+ * Session heads: the worker owns them for writing; this thread keeps a bounded copy advanced by
+ * answers (read from the index on a miss), so `headSeq` is never behind an acknowledged append.
+ * @internal
+ */
+export const workerBackend = (
+  options: {
+    readonly filename: string
+    readonly synchronous?: "NORMAL" | "FULL" | undefined
+    readonly busyTimeoutMs?: number | undefined
+    readonly onWorker?: ((worker: Worker) => void) | undefined
+  },
+  maxBatch: number,
+  st: { readonly sessionExists: Database.Statement; readonly maxSeq: Database.Statement },
+  recordMetric: (ms: number, appends: number) => void
+): Effect.Effect<Backend, Errors.JournalError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const runtime = yield* Effect.runtime<never>()
+    const workerData: WorkerOptions = {
+      filename: options.filename,
+      synchronous: options.synchronous ?? "NORMAL",
+      busyTimeoutMs: options.busyTimeoutMs ?? 5000,
+      maxBatch
+    }
+    const worker = yield* Effect.try({
+      try: () => {
+        const script = workerScript()
+        return new Worker(script.url, { workerData, ...(script.execArgv ? { execArgv: script.execArgv } : {}) })
+      },
+      catch: (cause) =>
+        new Errors.JournalError({
+          method: "open",
+          message: `the journal's writer thread did not start (${cause}): ship @palyra/journal's dist/writer-worker.js, or open the journal with writer: "inline"`,
+          cause
+        })
+    })
+    options.onWorker?.(worker)
+    // Only keep the process alive while writes are outstanding.
+    worker.unref()
+
+    const heads = new Map<string, number>()
+    const advance = (sessionId: string, seq: number) => {
+      const current = heads.get(sessionId)
+      heads.delete(sessionId)
+      heads.set(sessionId, current === undefined ? seq : Math.max(current, seq))
+      if (heads.size > 4096) heads.delete(heads.keys().next().value!)
+    }
+    const readHead = (sessionId: string): number | null => {
+      const cached = heads.get(sessionId)
+      if (cached !== undefined) return cached
+      if (!st.sessionExists.get(sessionId)) return null
+      const seq = (st.maxSeq.get(sessionId) as { seq: number | null }).seq ?? 0
+      advance(sessionId, seq)
+      return seq
+    }
+
+    let queued: Array<Pending> = []
+    const inFlight = new Map<number, ReadonlyArray<Pending>>()
+    let nextId = 0
+    let scheduled: ReturnType<typeof setImmediate> | undefined
+    let stopped: OpResult | undefined
+    let exited = false
+    let closing = false
+    const onExit: Array<() => void> = []
+    const onIdle: Array<() => void> = []
+
+    const post = () => {
+      scheduled = undefined
+      while (queued.length > 0 && inFlight.size < MAX_IN_FLIGHT && stopped === undefined) {
+        const batch = queued
+        queued = []
+        const id = nextId++
+        const bytes = encodeBatch(batch.map((p) => p.op))
+        if (inFlight.size === 0) worker.ref()
+        inFlight.set(id, batch)
+        const message: ToWorker = { type: "batch", id, bytes }
+        worker.postMessage(message, [bytes.buffer as ArrayBuffer])
+      }
+    }
+    const schedule = () => {
+      if (scheduled === undefined) scheduled = setImmediate(post)
+    }
+    const idle = () => {
+      if (inFlight.size === 0 && queued.length === 0) for (const f of onIdle.splice(0)) f()
+    }
+
+    worker.on("message", (reply: FromWorker) => {
+      const batch = inFlight.get(reply.id)
+      if (batch === undefined) return
+      inFlight.delete(reply.id)
+      if (inFlight.size === 0) worker.unref()
+      recordMetric(reply.ms, countAppends(batch))
+      for (let i = 0; i < batch.length; i++) {
+        const p = batch[i]!
+        const r = reply.results[i]!
+        if (r.ok && p.op.op === "append" && r.seq !== undefined) advance(p.op.sessionId, r.seq + p.op.events.length - 1)
+        p.done(r)
+      }
+      if (queued.length > 0) schedule()
+      idle()
+    })
+    const stop = (message: string) => {
+      if (stopped !== undefined) return
+      stopped = { ok: false, tag: "JournalError", message }
+      const failure = stopped
+      const lost = [...inFlight.values()].flat().concat(queued)
+      if (!closing) {
+        Runtime.runFork(runtime)(
+          Effect.logError("the journal's writer thread stopped: every later write fails").pipe(
+            Effect.annotateLogs({ reason: message, unanswered: lost.length })
+          )
+        )
+      }
+      inFlight.clear()
+      queued = []
+      for (const p of lost) p.done(failure)
+      idle()
+    }
+    worker.on("error", (error) => stop(`the journal's writer failed: ${error.message}`))
+    worker.on("messageerror", (error) => {
+      stop(`the journal's writer sent an unreadable answer: ${error.message}`)
+      void worker.terminate()
+    })
+    worker.on("exit", (code) => {
+      exited = true
+      stop(`the journal's writer stopped (exit code ${code})`)
+      for (const f of onExit.splice(0)) f()
+    })
+
+    const close = Effect.async<void>((resume) => {
+      const finish = () => {
+        if (exited) return resume(Effect.void)
+        closing = true
+        worker.ref()
+        onExit.push(() => resume(Effect.void))
+        const message: ToWorker = { type: "close" }
+        worker.postMessage(message)
+      }
+      if (scheduled !== undefined) clearImmediate(scheduled)
+      post()
+      if (inFlight.size === 0 && queued.length === 0) return finish()
+      onIdle.push(() => finish())
+      // What waits for a free slot goes out as answers come in.
+      schedule()
+    })
+
+    return {
+      submit: (op, done) => {
+        if (stopped !== undefined) return done(stopped)
+        queued.push({ op, done })
+        schedule()
+      },
+      readHead,
+      close
+    } satisfies Backend
+  })
