@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs"
+import { existsSync, statSync } from "node:fs"
 import { Worker } from "node:worker_threads"
 import { Errors } from "@palyra/core"
 import type Database from "better-sqlite3"
@@ -100,9 +100,35 @@ export const inlineBackend = (
 /** Batches posted and not yet answered, at most: one committing, one on its way. */
 const MAX_IN_FLIGHT = 2
 
-/** The worker script, from sources (under tsx) or built (next to this bundle, or the package's own). */
+/** The sources the worker bundle is built from (tsup.config.ts), to tell whether a build is current. */
+const workerSources = [
+  "./writer-worker.ts",
+  "./writer.ts",
+  "./protocol.ts",
+  "./chain.ts",
+  "../../build/core-canonical.ts",
+  "../../../core/src/domain/Canonical.ts"
+]
+
+/** Whether the built bundle is at least as new as every source it is built from. */
+const isCurrent = (bundle: URL): boolean => {
+  try {
+    const built = statSync(bundle).mtimeMs
+    return workerSources.every((source) => statSync(new URL(source, import.meta.url)).mtimeMs <= built)
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The worker script: built (next to this bundle, or the package's own), or — running from sources
+ * (tests, `tsx`) — the package's built bundle when it is current (a self-contained file that starts
+ * in milliseconds), else the sources under tsx (which load core and effect: a second or two).
+ */
 const workerScript = (): { readonly url: URL; readonly execArgv?: Array<string> } => {
   if (import.meta.url.endsWith(".ts")) {
+    const built = new URL("../../dist/writer-worker.js", import.meta.url)
+    if (isCurrent(built)) return { url: built }
     return {
       url: new URL("./writer-worker.ts", import.meta.url),
       execArgv: [...process.execArgv, "--conditions=@palyra/source", "--import", "tsx"]
