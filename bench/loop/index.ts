@@ -5,6 +5,9 @@
  * with a zero-latency scripted model and the in-memory journal, so every event is journaled
  * (hash-chained) and fanned out. Competitor, in the same process: the same 10-step loop through the
  * AI SDK's own `generateText` with its mock model (`MockLanguageModelV4`) and `isStepCount(10)`.
+ *
+ * Then the in-process CPU cost of a whole turn on the Gateway over the real SQLite journal and real
+ * Cedar (`turn.ts`): `turnCpuUs` (a plain turn) and `toolTurnCpuUs` (a turn with one `time.now` call).
  */
 import { Caller, Gateway, ScriptedModel, Tool } from "@palyra/core"
 import { collect, gatewayLayer } from "@palyra/core/testing"
@@ -13,6 +16,7 @@ import { MockLanguageModelV4 } from "ai/test"
 import { Effect, type Layer, ManagedRuntime, Schema } from "effect"
 import { z } from "zod"
 import { quick, result, round, table } from "../lib/report.js"
+import { measureTurns } from "./turn.js"
 
 const STEPS = 10
 const runs = quick ? 20 : 400
@@ -118,7 +122,18 @@ const main = async () => {
     { system: "AI SDK generateText (mock model)", "µs/step": aiSdkStepUs, "events/run": "-" }
   ])
   console.log(`\nratio ours / AI SDK: ${round(stepOverheadUs / aiSdkStepUs)} (goal ≤ 2)`)
-  result("loop", { stepOverheadUs, aiSdkStepUs, ratio: round(stepOverheadUs / aiSdkStepUs) })
+  const { turnCpuUs, toolTurnCpuUs } = await measureTurns(quick)
+  table("in-process turn on the Gateway (SQLite journal, Cedar), CPU µs per turn (median of rounds)", [
+    { turn: "plain (text answer)", "CPU µs": Math.round(turnCpuUs) },
+    { turn: "one tool call (time.now, then text)", "CPU µs": Math.round(toolTurnCpuUs) }
+  ])
+  result("loop", {
+    stepOverheadUs,
+    aiSdkStepUs,
+    ratio: round(stepOverheadUs / aiSdkStepUs),
+    turnCpuUs: Math.round(turnCpuUs),
+    toolTurnCpuUs: Math.round(toolTurnCpuUs)
+  })
 }
 
 await main()
