@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Duration, Effect, Exit, Layer, Option, Scope, Stream, type Tracer } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, Scope, Stream, type Tracer } from "effect"
 import { type AgentInfo, DEFAULT_AGENT } from "../domain/Agent.js"
 import * as Caller from "../domain/Caller.js"
 import {
@@ -512,16 +512,15 @@ export const make = (
     const startRun: Service["startRun"] = (caller, request) =>
       Effect.gen(function* () {
         const admitted = yield* admit(caller, request)
-        // The caller is an approval channel for this run until it ends or the caller stops listening.
-        const channel = yield* Scope.make()
-        yield* Scope.extend(approvers.register(caller, admitted.session.id), channel)
-        const release = Scope.close(channel, Exit.void)
-        scheduler.onEnd(admitted.run.id, () => Effect.runFork(release))
+        // The caller is an approval channel for this run until it ends or the caller stops listening
+        // (a counter and an idempotent release: no scope or fiber per run).
+        const release = approvers.hold(caller, admitted.session.id)
+        scheduler.onEnd(admitted.run.id, release)
         return {
           ...admitted,
           events: tape
             .subscribe(admitted.session.id, admitted.run.startSeq - 1, { runId: admitted.run.id })
-            .pipe(Stream.ensuring(release))
+            .pipe(Stream.ensuring(Effect.sync(release)))
         }
       })
 

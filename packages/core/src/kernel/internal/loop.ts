@@ -65,6 +65,12 @@ interface RunContext {
   readonly session: Session
   readonly history: Array<TapeEvent>
   view: RunView.RunView
+  /**
+   * Events that commit with the run's next write instead of their own append: a `ModelRequest`
+   * waits for the model's first output (or the run's end), so a model call costs no commit of its
+   * own. Nothing reads them before then: the prompt was built before the request was staged.
+   */
+  staged: Array<NewTapeEvent>
 }
 
 const base = (ctx: RunContext) => ({ sessionId: ctx.session.id, runId: ctx.run.id })
@@ -76,8 +82,20 @@ const observe = (ctx: RunContext, stored: ReadonlyArray<TapeEvent>) => {
   }
 }
 
+/** The staged events (if any) ahead of `events`; the stage is emptied. */
+const withStaged = <A extends NewTapeEvent>(ctx: RunContext, events: ReadonlyArray<A>): ReadonlyArray<NewTapeEvent> => {
+  if (ctx.staged.length === 0) return events
+  const all = [...ctx.staged, ...events]
+  ctx.staged = []
+  return all
+}
+
 const emit = (ctx: RunContext, events: Events, effects?: AppendEffects) =>
-  Effect.map(ctx.deps.tape.append(ctx.session.id, events, effects), (stored) => observe(ctx, stored))
+  Effect.suspend(() =>
+    Effect.map(ctx.deps.tape.append(ctx.session.id, withStaged(ctx, events) as Events, effects), (stored) =>
+      observe(ctx, stored)
+    )
+  )
 
 /** What writing a streamed delta can fail with. */
 type SinkError = Effect.Effect.Error<ReturnType<typeof emit>> | BudgetExceeded
@@ -90,9 +108,15 @@ const transition = (
   effects: Omit<AppendEffects, "runTransition"> = {},
   error?: { readonly code: string; readonly message: string }
 ) =>
-  Effect.map(
-    recordTransition(ctx.deps.tape, base(ctx), ctx.view.state, event, reason, { extra, effects, error }),
-    (stored) => observe(ctx, stored)
+  Effect.suspend(() =>
+    Effect.map(
+      recordTransition(ctx.deps.tape, base(ctx), ctx.view.state, event, reason, {
+        extra: withStaged(ctx, extra),
+        effects,
+        error
+      }),
+      (stored) => observe(ctx, stored)
+    )
   )
 
 // ---- tool calls -------------------------------------------------------------------------------
@@ -533,19 +557,19 @@ const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
   for (let attempt = 0; answer === undefined; attempt++) {
     const model = models[attempt]!
     yield* Effect.annotateCurrentSpan({ turn, model: model.name, agent: agent.id })
-    yield* emit(ctx, [
-      {
-        _tag: "ModelRequest",
-        ...base(ctx),
-        at: yield* now,
-        turn,
-        model: model.name,
-        messages: request.messages.length,
-        estimatedTokens,
-        tools: request.tools.map((t) => t.name),
-        routing
-      }
-    ])
+    // Staged, not appended: it commits with the model's first delta or its answer (one append
+    // fewer per model call); a failover stages the next request behind it.
+    ctx.staged.push({
+      _tag: "ModelRequest",
+      ...base(ctx),
+      at: yield* now,
+      turn,
+      model: model.name,
+      messages: request.messages.length,
+      estimatedTokens,
+      tools: request.tools.map((t) => t.name),
+      routing
+    })
     const received = { count: 0 }
     const outcome = yield* Effect.either(streamAnswer(ctx, model, request, turn, received))
     if (Either.isRight(outcome)) answer = outcome.right
@@ -645,7 +669,8 @@ export const runLoop = (
       run,
       session,
       history,
-      view: RunView.fold(runId, history, run.state)
+      view: RunView.fold(runId, history, run.state),
+      staged: []
     }
     if (Option.isNone(agent)) {
       // The session's agent was removed from the configuration: nothing may answer in its name.
