@@ -66,36 +66,66 @@ interface RunContext {
   readonly history: Array<TapeEvent>
   view: RunView.RunView
   /**
-   * Events that commit with the run's next write instead of their own append: a `ModelRequest`
-   * waits for the model's first output (or the run's end), so a model call costs no commit of its
-   * own. Nothing reads them before then: the prompt was built before the request was staged.
+   * Events that commit with the run's next write instead of their own append (journal first still:
+   * nobody sees them before that commit). A `ModelRequest` waits for the model's first output, and
+   * an answer that proposes tool calls waits for its first call's decision, so a model call costs
+   * no commit of its own. They are folded into `view` when staged (the loop's next step depends on
+   * them) and into `history` when committed (the prompt is built only from committed events).
    */
   staged: Array<NewTapeEvent>
+  /** Tokens the staged events add to the session: they commit with them. */
+  stagedTokens: number
 }
 
 const base = (ctx: RunContext) => ({ sessionId: ctx.session.id, runId: ctx.run.id })
 
-const observe = (ctx: RunContext, stored: ReadonlyArray<TapeEvent>) => {
-  for (const e of stored) {
+/** Fold what was stored into the run's history, and into its view unless it was folded when staged. */
+const observe = (ctx: RunContext, stored: ReadonlyArray<TapeEvent>, stagedCount: number) => {
+  for (let i = 0; i < stored.length; i++) {
+    const e = stored[i]!
     ctx.history.push(e)
-    ctx.view = RunView.step(ctx.view, e)
+    if (i >= stagedCount) ctx.view = RunView.step(ctx.view, e)
+    else if (e._tag === "ToolProposed") {
+      // The view holds the staged proposal: give it the stored event (with its tapeSeq).
+      ctx.view = {
+        ...ctx.view,
+        calls: ctx.view.calls.map((c) => (c.proposed.toolCallId === e.toolCallId ? { ...c, proposed: e } : c))
+      }
+    }
   }
 }
 
-/** The staged events (if any) ahead of `events`; the stage is emptied. */
-const withStaged = <A extends NewTapeEvent>(ctx: RunContext, events: ReadonlyArray<A>): ReadonlyArray<NewTapeEvent> => {
-  if (ctx.staged.length === 0) return events
-  const all = [...ctx.staged, ...events]
-  ctx.staged = []
-  return all
+/** Hold events (and the tokens they add) for the run's next write; the view sees them now. */
+const stage = (ctx: RunContext, events: ReadonlyArray<NewTapeEvent>, addTokens = 0) => {
+  for (const e of events) {
+    ctx.staged.push(e)
+    ctx.view = RunView.step(ctx.view, { ...e, tapeSeq: 0 } as TapeEvent)
+  }
+  ctx.stagedTokens += addTokens
 }
 
-const emit = (ctx: RunContext, events: Events, effects?: AppendEffects) =>
-  Effect.suspend(() =>
-    Effect.map(ctx.deps.tape.append(ctx.session.id, withStaged(ctx, events) as Events, effects), (stored) =>
-      observe(ctx, stored)
+/** Take what is staged: its events go ahead of the write's own, its tokens into its effects. */
+const takeStaged = <E extends AppendEffects>(ctx: RunContext, events: ReadonlyArray<NewTapeEvent>, effects: E) => {
+  const count = ctx.staged.length
+  if (count === 0) return { events, effects, count }
+  const all = [...ctx.staged, ...events]
+  const tokens = ctx.stagedTokens
+  ctx.staged = []
+  ctx.stagedTokens = 0
+  return {
+    events: all,
+    effects: tokens === 0 ? effects : { ...effects, addTokens: (effects.addTokens ?? 0) + tokens },
+    count
+  }
+}
+
+const emit = (ctx: RunContext, events: Events, effects: AppendEffects = {}) =>
+  Effect.suspend(() => {
+    const write = takeStaged(ctx, events, effects)
+    return Effect.map(ctx.deps.tape.append(ctx.session.id, write.events as Events, write.effects), (stored) =>
+      observe(ctx, stored, write.count)
     )
-  )
+  })
 
 /** What writing a streamed delta can fail with. */
 type SinkError = Effect.Effect.Error<ReturnType<typeof emit>> | BudgetExceeded
@@ -108,16 +138,17 @@ const transition = (
   effects: Omit<AppendEffects, "runTransition"> = {},
   error?: { readonly code: string; readonly message: string }
 ) =>
-  Effect.suspend(() =>
-    Effect.map(
+  Effect.suspend(() => {
+    const write = takeStaged(ctx, extra, effects)
+    return Effect.map(
       recordTransition(ctx.deps.tape, base(ctx), ctx.view.state, event, reason, {
-        extra: withStaged(ctx, extra),
-        effects,
+        extra: write.events,
+        effects: write.effects,
         error
       }),
-      (stored) => observe(ctx, stored)
+      (stored) => observe(ctx, stored, write.count)
     )
-  )
+  })
 
 // ---- tool calls -------------------------------------------------------------------------------
 
@@ -559,17 +590,19 @@ const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
     yield* Effect.annotateCurrentSpan({ turn, model: model.name, agent: agent.id })
     // Staged, not appended: it commits with the model's first delta or its answer (one append
     // fewer per model call); a failover stages the next request behind it.
-    ctx.staged.push({
-      _tag: "ModelRequest",
-      ...base(ctx),
-      at: yield* now,
-      turn,
-      model: model.name,
-      messages: request.messages.length,
-      estimatedTokens,
-      tools: request.tools.map((t) => t.name),
-      routing
-    })
+    stage(ctx, [
+      {
+        _tag: "ModelRequest",
+        ...base(ctx),
+        at: yield* now,
+        turn,
+        model: model.name,
+        messages: request.messages.length,
+        estimatedTokens,
+        tools: request.tools.map((t) => t.name),
+        routing
+      }
+    ])
     const received = { count: 0 }
     const outcome = yield* Effect.either(streamAnswer(ctx, model, request, turn, received))
     if (Either.isRight(outcome)) answer = outcome.right
@@ -610,7 +643,8 @@ const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
   if (answer.proposed.length === 0) {
     yield* transition(ctx, "Complete", "final answer", events, { addTokens: inputTokens + outputTokens })
   } else {
-    yield* emit(ctx, events as unknown as Events, { addTokens: inputTokens + outputTokens })
+    // It commits with its first call's decision (and that call's start, when allowed).
+    stage(ctx, events, inputTokens + outputTokens)
   }
   yield* Metrics.recordModelTurn(at - requestedAt)
 })
@@ -670,7 +704,8 @@ export const runLoop = (
       session,
       history,
       view: RunView.fold(runId, history, run.state),
-      staged: []
+      staged: [],
+      stagedTokens: 0
     }
     if (Option.isNone(agent)) {
       // The session's agent was removed from the configuration: nothing may answer in its name.
