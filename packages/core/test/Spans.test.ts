@@ -3,8 +3,9 @@
  * Recorded with a real Effect tracer (the test kit's `recordingTracer`): every span the kernel ends is kept.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Effect, Option, TestClock } from "effect"
 import { Caller, ScriptedModel } from "../src/index.js"
+import { traced } from "../src/kernel/internal/traced.js"
 import { collect, recordingTracer } from "../src/testing.js"
 import { recordingTool, withGateway } from "./helpers.js"
 
@@ -65,6 +66,21 @@ describe("spans", () => {
       assert.deepStrictEqual(
         runs.map((r) => r.traceId),
         [trace("request.A"), trace("request.B")]
+      )
+    })
+  )
+
+  it.effect("the hot path's spans cost nothing without a tracer, and open as usual with one", () =>
+    Effect.gen(function* () {
+      const inner = traced("hot.step", { attributes: { n: 1 } })(Effect.option(Effect.currentSpan))
+      // No tracer installed: no span is made (the step runs as it is).
+      assert.isTrue(Option.isNone(yield* inner))
+      const { tracer, spans } = recordingTracer()
+      const span = yield* inner.pipe(Effect.withTracer(tracer))
+      assert.strictEqual(Option.getOrUndefined(span)?.name, "hot.step")
+      assert.deepStrictEqual(
+        spans.map((s) => [s.name, s.attributes.get("n")]),
+        [["hot.step", 1]]
       )
     })
   )

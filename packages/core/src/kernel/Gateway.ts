@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Duration, Effect, Layer, Option, Scope, Stream, type Tracer } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, type Scope, Stream, type Tracer } from "effect"
 import { type AgentInfo, DEFAULT_AGENT } from "../domain/Agent.js"
 import * as Caller from "../domain/Caller.js"
 import {
@@ -57,6 +57,7 @@ import { loadHistory, runLoop } from "./internal/loop.js"
 import { recover } from "./internal/recovery.js"
 import { makeScheduler } from "./internal/scheduler.js"
 import { makeTape } from "./internal/tape.js"
+import { traced } from "./internal/traced.js"
 import { recordTransition } from "./internal/transition.js"
 import { PromptAssembler } from "./PromptAssembler.js"
 
@@ -396,7 +397,7 @@ export const make = (
             new Conflict({ message: `session ${found.id} is answered by agent ${found.agentId}, not ${agent}` })
           )
 
-    const resolveSession: Service["resolveSession"] = Effect.fn("Gateway.resolveSession")(function* (
+    const resolveSession: Service["resolveSession"] = Effect.fnUntraced(function* (
       caller: Caller.Caller,
       target: SessionTarget
     ) {
@@ -439,7 +440,7 @@ export const make = (
                 )
         )
       )
-    })
+    }, traced("Gateway.resolveSession"))
 
     const updateSession = (current: Session, patch: Partial<Session>) =>
       Effect.gen(function* () {
@@ -466,7 +467,7 @@ export const make = (
         return { attachments: refs }
       })
 
-    const admit = Effect.fn("Gateway.admit")(function* (caller: Caller.Caller, request: MessageRequest) {
+    const admit = Effect.fnUntraced(function* (caller: Caller.Caller, request: MessageRequest) {
       if (request.text.length === 0)
         return yield* new InvalidArgument({ message: "text must not be empty", field: "text" })
       if (request.text.length > maxMessageChars) {
@@ -507,7 +508,7 @@ export const make = (
       if (Option.isSome(span)) parents.set(runId, span.value)
       yield* scheduler.enqueue(target.id, runId)
       return { session: target, run: { ...created, state: "Accepted" as const } }
-    })
+    }, traced("Gateway.admit"))
 
     const startRun: Service["startRun"] = (caller, request) =>
       Effect.gen(function* () {

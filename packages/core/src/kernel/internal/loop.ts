@@ -21,6 +21,7 @@ import * as RunView from "../RunView.js"
 import type { HistoryCache } from "./historyCache.js"
 import { policyRequestFor } from "./policyRequest.js"
 import type { Tape } from "./tape.js"
+import { traced } from "./traced.js"
 import { closeOpenWork, recordTransition } from "./transition.js"
 
 /** @internal */
@@ -176,7 +177,7 @@ const result = (
     ])
   )
 
-const execute = Effect.fn("AgentLoop.execute")(function* (
+const execute = Effect.fnUntraced(function* (
   ctx: RunContext,
   call: CallView,
   tool: AnyTool,
@@ -221,7 +222,7 @@ const execute = Effect.fn("AgentLoop.execute")(function* (
   } else {
     yield* result(ctx, call, "error", `${outcome.left.reason}: ${outcome.left.message}`, durationMs)
   }
-})
+}, traced("AgentLoop.execute"))
 
 const grantUse = (ctx: RunContext, g: ApprovalRecord, at: number) => {
   const exhausted = g.grantMaxUses !== null && g.grantUses >= g.grantMaxUses
@@ -272,7 +273,7 @@ const decide = (
     }
     return { decision, ...grantUse(ctx, used.right, at) }
   }).pipe(
-    Effect.withSpan("AgentLoop.policy", {
+    traced("AgentLoop.policy", {
       attributes: { tool: tool.name, toolCallId: call.proposed.toolCallId },
       captureStackTrace: false
     })
@@ -301,7 +302,7 @@ const awaitApproval = (ctx: RunContext, call: CallView, approvalId: ApprovalId) 
       yield* transition(ctx, "ApprovalResolved", `approval ${decision}`, [resolved])
     else yield* emit(ctx, [resolved])
     return record.status === "approved" ? ("approved" as const) : ("denied" as const)
-  }).pipe(Effect.withSpan("AgentLoop.approvalWait", { attributes: { approvalId }, captureStackTrace: false }))
+  }).pipe(traced("AgentLoop.approvalWait", { attributes: { approvalId }, captureStackTrace: false }))
 
 const requestApproval = (ctx: RunContext, call: CallView, tool: AnyTool) =>
   Effect.gen(function* () {
@@ -376,7 +377,7 @@ const requestApproval = (ctx: RunContext, call: CallView, tool: AnyTool) =>
   })
 
 /** Take one tool call from wherever its tape says it is to its result. */
-const toolCall = Effect.fn("AgentLoop.toolCall")(function* (ctx: RunContext, call: CallView) {
+const toolCall = Effect.fnUntraced(function* (ctx: RunContext, call: CallView) {
   yield* Effect.annotateCurrentSpan({ tool: call.proposed.tool, toolCallId: call.proposed.toolCallId })
   // A tool outside the agent's list is unknown to it: never offered, never run.
   const tool = ctx.agent.allows(call.proposed.tool) ? ctx.deps.tools.get(call.proposed.tool) : Option.none()
@@ -415,7 +416,7 @@ const toolCall = Effect.fn("AgentLoop.toolCall")(function* (ctx: RunContext, cal
   }
   if (call.decided.decision === "allow") return yield* execute(ctx, call, tool.value)
   return yield* approvalThenRun(ctx, call, tool.value)
-})
+}, traced("AgentLoop.toolCall"))
 
 const approvalThenRun = (ctx: RunContext, call: CallView, tool: AnyTool) =>
   Effect.gen(function* () {
@@ -550,7 +551,7 @@ const streamAnswer = (
     return answer
   })
 
-const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
+const modelTurn = Effect.fnUntraced(function* (ctx: RunContext) {
   const { deps, view, agent } = ctx
   const b = agent.budgets
   if (view.turn >= b.maxModelTurns) {
@@ -647,7 +648,7 @@ const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
     stage(ctx, events, inputTokens + outputTokens)
   }
   yield* Metrics.recordModelTurn(at - requestedAt)
-})
+}, traced("AgentLoop.modelTurn"))
 
 // ---- ending -----------------------------------------------------------------------------------
 
@@ -774,7 +775,7 @@ export const runLoop = (
       Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("run loop could not start", cause)
     ),
     Effect.annotateLogs({ runId }),
-    Effect.withSpan("AgentLoop.run", {
+    traced("AgentLoop.run", {
       attributes: { runId },
       captureStackTrace: false,
       ...(parent === undefined ? { root: true } : { parent })
