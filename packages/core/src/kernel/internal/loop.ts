@@ -704,7 +704,7 @@ export const runLoop = (
       run,
       session,
       history,
-      view: RunView.fold(runId, history, run.state),
+      view: RunView.fold(runId, fromSeq(history, run.startSeq), run.state),
       staged: [],
       stagedTokens: 0
     }
@@ -781,6 +781,17 @@ export const runLoop = (
       ...(parent === undefined ? { root: true } : { parent })
     })
   )
+
+/**
+ * The tail of a history from `seq` on: what a run's view is folded from (its events all have a
+ * `tapeSeq` from its `startSeq`), without walking the session's whole history. (A branch's
+ * inherited events may slip in when the run is the branch's first; other runs' events fold to nothing.)
+ */
+const fromSeq = (history: ReadonlyArray<TapeEvent>, seq: number): ReadonlyArray<TapeEvent> => {
+  let i = history.length
+  while (i > 0 && history[i - 1]!.tapeSeq >= seq) i--
+  return i === 0 ? history : history.slice(i)
+}
 
 /** Events that make up a session's prompt history: its parent's (for branches) then its own. @internal */
 export const loadHistory = (journal: JournalService, session: Session): Effect.Effect<Array<TapeEvent>, PalyraError> =>
