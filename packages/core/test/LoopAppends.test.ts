@@ -122,6 +122,26 @@ describe("the loop's appends", () => {
     })
   )
 
+  it.live("a run parked at shutdown writes what it staged: the request is on the tape for the next start", () =>
+    Effect.gen(function* () {
+      const journal = yield* Journal.Journal
+      const model = ScriptedModel.make([{ text: ["late"], delayPerDelta: "1 hour" }])
+      const run = yield* Effect.gen(function* () {
+        const gateway = yield* Gateway.Gateway
+        const { run } = yield* gateway.sendMessage(Caller.user("alice"), { text: "hi" })
+        yield* Effect.sync(() => model.prompts.length).pipe(
+          Effect.repeat({ schedule: Schedule.spaced("5 millis"), until: (n) => n > 0 })
+        )
+        return run
+      }).pipe(Effect.provide(gatewayLayer({ model, journal: Layer.succeed(Journal.Journal, journal) })), Effect.scoped)
+      // The Gateway closed (the run parked InProgress); the journal it wrote to is still open.
+      const tape = yield* journal.readTape(run.sessionId, { afterSeq: 0 })
+      assert.deepStrictEqual(tags(tape).slice(-2), ["RunStateChanged", "ModelRequest"])
+      const parked = yield* journal.getRun(run.id)
+      assert.strictEqual(parked._tag === "Some" ? parked.value.state : undefined, "InProgress")
+    }).pipe(Effect.provide(MemoryJournal.layer()))
+  )
+
   it.effect("a run's stream is an approval channel until the run ends, then no longer", () =>
     Effect.gen(function* () {
       const { tool, calls } = recordingTool("fs.write", "sensitive")

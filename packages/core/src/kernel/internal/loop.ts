@@ -678,6 +678,10 @@ const cancelled = (ctx: RunContext, by: string) =>
     yield* transition(ctx, "Cancel", `cancelled by ${by}`, closing)
   })
 
+/** Write what is staged, if anything (a run parked at shutdown). */
+const parkStaged = (ctx: RunContext): Effect.Effect<void, PalyraError> =>
+  ctx.staged.length === 0 ? Effect.void : Effect.suspend(() => emit(ctx, [] as unknown as Events))
+
 // ---- the loop ---------------------------------------------------------------------------------
 
 /**
@@ -766,7 +770,9 @@ export const runLoop = (
       Effect.onInterrupt(() => {
         const by = cancelledBy()
         return by === undefined
-          ? Effect.void // shutdown: park the run where it is; the next start resumes or marks it
+          ? // shutdown: park the run where it is (what is staged is written first, so the tape has
+            // it as if it had its own append); the next start resumes or marks it
+            parkStaged(ctx).pipe(Effect.catchAllCause((c) => Effect.logError("could not record a staged event", c)))
           : cancelled(ctx, by).pipe(Effect.catchAllCause((c) => Effect.logError("could not record cancellation", c)))
       })
     )
