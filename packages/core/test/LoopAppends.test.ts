@@ -5,8 +5,8 @@
  * visible before it commits, is counted in the session's tokens, and survives a cancellation.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schedule } from "effect"
-import { Caller, Gateway, Journal, MemoryJournal, ScriptedModel, type TapeEvent } from "../src/index.js"
+import { Effect, Layer, Metric, Schedule } from "effect"
+import { Caller, Gateway, Journal, MemoryJournal, Metrics, ScriptedModel, type TapeEvent } from "../src/index.js"
 import { collect, gatewayLayer, tags } from "../src/testing.js"
 import { recordingTool } from "./helpers.js"
 
@@ -57,6 +57,9 @@ describe("the loop's appends", () => {
         { toolCalls: [{ name: "calc", args: { x: 2 } }], usage },
         { text: "4", usage }
       ])
+      // The call's latency is recorded under its tool and outcome (the tagged metric is built once).
+      const latency = Metric.tagged(Metric.tagged(Metrics.toolCallLatency, "tool", "calc"), "outcome", "ok")
+      const recorded = (yield* Metric.value(latency)).count
       const session = yield* Effect.gen(function* () {
         const gateway = yield* Gateway.Gateway
         const { events, session } = yield* gateway.startRun(Caller.user("alice"), { text: "double 2" })
@@ -77,6 +80,7 @@ describe("the loop's appends", () => {
         tape.map((_, i) => i + 1)
       )
       assert.strictEqual(session.tokensUsed, 2 * (usage.inputTokens + usage.outputTokens))
+      assert.strictEqual((yield* Metric.value(latency)).count, recorded + 1)
     })
   )
 
