@@ -5,7 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option, TestClock } from "effect"
 import { Caller, ScriptedModel } from "../src/index.js"
-import { traced } from "../src/kernel/internal/traced.js"
+import { traced } from "../src/ports/internal/traced.js"
 import { collect, recordingTracer } from "../src/testing.js"
 import { recordingTool, withGateway } from "./helpers.js"
 
@@ -40,6 +40,9 @@ describe("spans", () => {
         assert.strictEqual(calls[0]!.attributes.get("tool"), "calc")
         const policy = byName("AgentLoop.policy")[0]!
         assert.strictEqual(policy.parentSpanId, calls[0]!.spanId)
+        const execute = byName("AgentLoop.execute")[0]!
+        assert.strictEqual(execute.parentSpanId, calls[0]!.spanId)
+        assert.strictEqual(byName("ToolRuntime.execute")[0]!.parentSpanId, execute.spanId)
       })
   )
 

@@ -43,6 +43,7 @@ import {
   type Service as CompactorService,
   type Restored
 } from "../ports/Compactor.js"
+import { traced } from "../ports/internal/traced.js"
 import { Journal, requireRun, type VerifyResult } from "../ports/Journal.js"
 import { LiveTape } from "../ports/LiveTape.js"
 import { ModelProvider } from "../ports/ModelProvider.js"
@@ -57,7 +58,6 @@ import { loadHistory, runLoop } from "./internal/loop.js"
 import { recover } from "./internal/recovery.js"
 import { makeScheduler } from "./internal/scheduler.js"
 import { makeTape } from "./internal/tape.js"
-import { traced } from "./internal/traced.js"
 import { recordTransition } from "./internal/transition.js"
 import { PromptAssembler } from "./PromptAssembler.js"
 

@@ -7,6 +7,7 @@ import { type ApprovalRecord, makeApproval, type Run, type Session } from "../..
 import type { Redactor } from "../../domain/Redaction.js"
 import { isTerminal, type Transition } from "../../domain/RunState.js"
 import type { NewTapeEvent, TapeEvent, TapeEventOf } from "../../domain/TapeEvent.js"
+import { traced } from "../../ports/internal/traced.js"
 import { type AppendEffects, type Service as JournalService, requireRun, requireSession } from "../../ports/Journal.js"
 import { type ModelEvent, type ModelRequest, type Service as ModelService, runInto } from "../../ports/ModelProvider.js"
 import type { Decision, Service as PolicyService } from "../../ports/PolicyEngine.js"
@@ -21,7 +22,6 @@ import * as RunView from "../RunView.js"
 import type { HistoryCache } from "./historyCache.js"
 import { policyRequestFor } from "./policyRequest.js"
 import type { Tape } from "./tape.js"
-import { traced } from "./traced.js"
 import { closeOpenWork, recordTransition } from "./transition.js"
 
 /** @internal */
