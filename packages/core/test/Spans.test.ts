@@ -3,8 +3,9 @@
  * Recorded with a real Effect tracer (the test kit's `recordingTracer`): every span the kernel ends is kept.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Effect, Option, TestClock } from "effect"
 import { Caller, ScriptedModel } from "../src/index.js"
+import { traced } from "../src/ports/internal/traced.js"
 import { collect, recordingTracer } from "../src/testing.js"
 import { recordingTool, withGateway } from "./helpers.js"
 
@@ -39,6 +40,9 @@ describe("spans", () => {
         assert.strictEqual(calls[0]!.attributes.get("tool"), "calc")
         const policy = byName("AgentLoop.policy")[0]!
         assert.strictEqual(policy.parentSpanId, calls[0]!.spanId)
+        const execute = byName("AgentLoop.execute")[0]!
+        assert.strictEqual(execute.parentSpanId, calls[0]!.spanId)
+        assert.strictEqual(byName("ToolRuntime.execute")[0]!.parentSpanId, execute.spanId)
       })
   )
 
@@ -65,6 +69,21 @@ describe("spans", () => {
       assert.deepStrictEqual(
         runs.map((r) => r.traceId),
         [trace("request.A"), trace("request.B")]
+      )
+    })
+  )
+
+  it.effect("the hot path's spans cost nothing without a tracer, and open as usual with one", () =>
+    Effect.gen(function* () {
+      const inner = traced("hot.step", { attributes: { n: 1 } })(Effect.option(Effect.currentSpan))
+      // No tracer installed: no span is made (the step runs as it is).
+      assert.isTrue(Option.isNone(yield* inner))
+      const { tracer, spans } = recordingTracer()
+      const span = yield* inner.pipe(Effect.withTracer(tracer))
+      assert.strictEqual(Option.getOrUndefined(span)?.name, "hot.step")
+      assert.deepStrictEqual(
+        spans.map((s) => [s.name, s.attributes.get("n")]),
+        [["hot.step", 1]]
       )
     })
   )

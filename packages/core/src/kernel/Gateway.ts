@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Duration, Effect, Exit, Layer, Option, Scope, Stream, type Tracer } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, type Scope, Stream, type Tracer } from "effect"
 import { type AgentInfo, DEFAULT_AGENT } from "../domain/Agent.js"
 import * as Caller from "../domain/Caller.js"
 import {
@@ -43,6 +43,7 @@ import {
   type Service as CompactorService,
   type Restored
 } from "../ports/Compactor.js"
+import { traced } from "../ports/internal/traced.js"
 import { Journal, requireRun, type VerifyResult } from "../ports/Journal.js"
 import { LiveTape } from "../ports/LiveTape.js"
 import { ModelProvider } from "../ports/ModelProvider.js"
@@ -411,7 +412,7 @@ export const make = (
             new Conflict({ message: `session ${found.id} is answered by agent ${found.agentId}, not ${agent}` })
           )
 
-    const resolveSession: Service["resolveSession"] = Effect.fn("Gateway.resolveSession")(function* (
+    const resolveSession: Service["resolveSession"] = Effect.fnUntraced(function* (
       caller: Caller.Caller,
       target: SessionTarget
     ) {
@@ -454,7 +455,7 @@ export const make = (
                 )
         )
       )
-    })
+    }, traced("Gateway.resolveSession"))
 
     const updateSession = (current: Session, patch: Partial<Session>) =>
       Effect.gen(function* () {
@@ -481,7 +482,7 @@ export const make = (
         return { attachments: refs }
       })
 
-    const admit = Effect.fn("Gateway.admit")(function* (caller: Caller.Caller, request: MessageRequest) {
+    const admit = Effect.fnUntraced(function* (caller: Caller.Caller, request: MessageRequest) {
       if (request.text.length === 0)
         return yield* new InvalidArgument({ message: "text must not be empty", field: "text" })
       if (request.text.length > maxMessageChars) {
@@ -522,21 +523,20 @@ export const make = (
       if (Option.isSome(span)) parents.set(runId, span.value)
       yield* scheduler.enqueue(target.id, runId)
       return { session: target, run: { ...created, state: "Accepted" as const } }
-    })
+    }, traced("Gateway.admit"))
 
     const startRun: Service["startRun"] = (caller, request) =>
       Effect.gen(function* () {
         const admitted = yield* admit(caller, request)
-        // The caller is an approval channel for this run until it ends or the caller stops listening.
-        const channel = yield* Scope.make()
-        yield* Scope.extend(approvers.register(caller, admitted.session.id), channel)
-        const release = Scope.close(channel, Exit.void)
-        scheduler.onEnd(admitted.run.id, () => Effect.runFork(release))
+        // The caller is an approval channel for this run until it ends or the caller stops listening
+        // (a counter and an idempotent release: no scope or fiber per run).
+        const release = approvers.hold(caller, admitted.session.id)
+        scheduler.onEnd(admitted.run.id, release)
         return {
           ...admitted,
           events: tape
             .subscribe(admitted.session.id, admitted.run.startSeq - 1, { runId: admitted.run.id })
-            .pipe(Stream.ensuring(release))
+            .pipe(Stream.ensuring(Effect.sync(release)))
         }
       })
 

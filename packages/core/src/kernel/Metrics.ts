@@ -124,8 +124,19 @@ export const recordToolCall = (
   tool: string,
   outcome: "ok" | "error" | "denied" | "interrupted",
   millis: number
-): Effect.Effect<void> =>
-  Metric.update(Metric.tagged(Metric.tagged(toolCallLatency, "tool", tool), "outcome", outcome), seconds(millis))
+): Effect.Effect<void> => Metric.update(toolCallLatencyOf(tool, outcome), seconds(millis))
+
+// Built once per tool and outcome (bounded: past 1,024 tool names a tag is built per call, as before).
+const toolCallMetrics = new Map<string, Metric.Metric.Histogram<number>>()
+const toolCallLatencyOf = (tool: string, outcome: string): Metric.Metric.Histogram<number> => {
+  const key = `${tool}\u0000${outcome}`
+  let tagged = toolCallMetrics.get(key)
+  if (tagged === undefined) {
+    tagged = Metric.tagged(Metric.tagged(toolCallLatency, "tool", tool), "outcome", outcome)
+    if (toolCallMetrics.size < 1024) toolCallMetrics.set(key, tagged)
+  }
+  return tagged
+}
 
 /** Count one policy decision. @since 0.1.0 @category Recording */
 export const recordPolicyDecision = (outcome: PolicyDecision): Effect.Effect<void> =>

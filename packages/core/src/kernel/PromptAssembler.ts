@@ -11,11 +11,11 @@
  */
 import { Context, Effect, Layer } from "effect"
 import type { PalyraError } from "../domain/Errors.js"
-import type { RunId } from "../domain/Ids.js"
+import type { RunId, SessionId } from "../domain/Ids.js"
 import type { Session } from "../domain/Records.js"
 import type { TapeEvent } from "../domain/TapeEvent.js"
 import { estimateTokens, type ModelRequest, type ToolSpec } from "../ports/ModelProvider.js"
-import { buildMessages } from "./internal/history.js"
+import { buildMessages, emptyFold, foldedMessages, foldMessages, type MessageFold } from "./internal/history.js"
 
 /** What a run hands to the assembler before each model call. @since 0.1.0 @category Models */
 export interface AssembleInput {
@@ -42,6 +42,65 @@ export interface Service {
 /** @since 0.1.0 @category Tags */
 export class PromptAssembler extends Context.Tag("@palyra/core/PromptAssembler")<PromptAssembler, Service>() {}
 
+interface Memo {
+  readonly historyFromSeq: number
+  readonly firstSeq: number
+  /** The tapeSeq of the last event folded. */
+  lastSeq: number
+  readonly fold: MessageFold
+}
+
+/**
+ * The default stage with its own memo: the conversation folded so far per session (the least
+ * recently used dropped past `capacity`), so each model call folds only the events committed since
+ * the session's previous call instead of its whole history. Committed events never change, so a
+ * memo is extended, never invalidated; a history that does not continue it (a reset's new
+ * `historyFromSeq`, another first event, fewer events) starts a new one. Branched sessions (whose
+ * history joins two tapes) are folded whole each time.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const makeFromHistory = (capacity = 128): Service => {
+  const memos = new Map<SessionId, Memo>()
+  const conversation = (session: Session, history: ReadonlyArray<TapeEvent>) => {
+    const first = history[0]
+    const last = history.at(-1)
+    if (session.parentId !== null || first === undefined || last === undefined) return buildMessages(history)
+    let memo = memos.get(session.id)
+    memos.delete(session.id)
+    // Where the memo stops in this history: after the last event it folded (streamed deltas, which
+    // the fold ignores, may be missing from a reloaded history).
+    let from = history.length
+    while (from > 0 && history[from - 1]!.tapeSeq > (memo?.lastSeq ?? Number.POSITIVE_INFINITY)) from--
+    if (
+      memo === undefined ||
+      memo.historyFromSeq !== session.historyFromSeq ||
+      memo.firstSeq !== first.tapeSeq ||
+      last.tapeSeq < memo.lastSeq
+    ) {
+      memo = { historyFromSeq: session.historyFromSeq, firstSeq: first.tapeSeq, lastSeq: 0, fold: emptyFold() }
+      from = 0
+    }
+    for (let i = from; i < history.length; i++) foldMessages(memo.fold, [history[i]!])
+    memo.lastSeq = last.tapeSeq
+    memos.set(session.id, memo)
+    while (memos.size > capacity) memos.delete(memos.keys().next().value!)
+    return foldedMessages(memo.fold)
+  }
+  return {
+    assemble: (input) =>
+      Effect.sync(() => {
+        const request: ModelRequest = {
+          instructions: input.instructions,
+          messages: conversation(input.session, input.history),
+          tools: input.tools
+        }
+        return { request, estimatedTokens: estimateTokens(request) }
+      })
+  }
+}
+
 /** The default stage: the conversation as the tape tells it. @since 0.1.0 @category Constructors */
 export const fromHistory: Service = {
   assemble: (input) =>
@@ -55,5 +114,5 @@ export const fromHistory: Service = {
     })
 }
 
-/** @since 0.1.0 @category Layers */
-export const layer: Layer.Layer<PromptAssembler> = Layer.succeed(PromptAssembler, fromHistory)
+/** The default stage, with a memo of each recent session's conversation (`makeFromHistory`). @since 0.1.0 @category Layers */
+export const layer: Layer.Layer<PromptAssembler> = Layer.sync(PromptAssembler, () => makeFromHistory())

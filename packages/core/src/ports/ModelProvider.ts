@@ -108,12 +108,23 @@ const toolChars = (t: ToolSpec): number => {
   return n
 }
 
+// A conversation's messages are built once and kept by the prompt stage's memo: measure each
+// assistant message's calls once (keyed by the calls array and its length, so a changed one is remeasured).
+const toolCallCharsCache = new WeakMap<object, readonly [number, number]>()
+const toolCallChars = (calls: ReadonlyArray<unknown>): number => {
+  const known = toolCallCharsCache.get(calls)
+  if (known !== undefined && known[0] === calls.length) return known[1]
+  const n = JSON.stringify(calls).length
+  toolCallCharsCache.set(calls, [calls.length, n])
+  return n
+}
+
 /** Rough token estimate (4 characters a token) used for budget checks before a call. @since 0.1.0 @category Utils */
 export const estimateTokens = (request: ModelRequest): number => {
   let chars = request.instructions?.length ?? 0
   for (const m of request.messages) {
     if (m.role === "tool") chars += m.output.length + m.name.length
-    else if (m.role === "assistant") chars += m.text.length + JSON.stringify(m.toolCalls).length
+    else if (m.role === "assistant") chars += m.text.length + toolCallChars(m.toolCalls)
     else chars += m.text.length
   }
   for (const t of request.tools) chars += toolChars(t)

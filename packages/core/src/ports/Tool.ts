@@ -12,6 +12,7 @@ import { InvalidArgument, ToolError } from "../domain/Errors.js"
 import type { RunId, SessionId, ToolCallId } from "../domain/Ids.js"
 import type { Risk } from "../domain/TapeEvent.js"
 import { compile } from "./internal/jsonSchema.js"
+import { traced } from "./internal/traced.js"
 import type { ToolSpec } from "./ModelProvider.js"
 
 /** What a running tool knows about its call. @since 0.1.0 @category Models */
@@ -214,7 +215,7 @@ export const makeRuntime = (tools: ReadonlyArray<AnyTool>): Service => {
             })
         }),
         Effect.map((value) => truncate(renderOutput(value), tool.outputBudget)),
-        Effect.withSpan("ToolRuntime.execute", { attributes: { tool: tool.name }, captureStackTrace: false })
+        traced("ToolRuntime.execute", { attributes: { tool: tool.name }, captureStackTrace: false })
       )
   }
 }

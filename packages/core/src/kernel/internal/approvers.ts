@@ -12,6 +12,11 @@ import type { ApprovalRecord } from "../../domain/Records.js"
 export interface Approvers {
   /** Count `caller` as an approval channel (for `sessionId` only, when given) until the scope closes. */
   readonly register: (caller: Caller.Caller, sessionId?: SessionId) => Effect.Effect<void, never, Scope.Scope>
+  /**
+   * Count `caller` as an approval channel now; the returned function stops counting it (calling it
+   * again does nothing). For a run's own stream, which ends in a callback: no scope to build per run.
+   */
+  readonly hold: (caller: Caller.Caller, sessionId?: SessionId) => () => void
   /** Whether anyone can answer an approval in this session of this principal. */
   readonly has: (sessionId: SessionId, principal: string) => boolean
   /** Announce an approval a run now waits for. */
@@ -48,6 +53,15 @@ export const makeApprovers: Effect.Effect<Approvers> = Effect.gen(function* () {
       Effect.sync(() => change(caller, sessionId, 1)),
       () => Effect.sync(() => change(caller, sessionId, -1))
     )
+  const hold: Approvers["hold"] = (caller, sessionId) => {
+    change(caller, sessionId, 1)
+    let held = true
+    return () => {
+      if (!held) return
+      held = false
+      change(caller, sessionId, -1)
+    }
+  }
 
   const subscribe: Approvers["subscribe"] = (caller) =>
     Effect.gen(function* () {
@@ -58,6 +72,7 @@ export const makeApprovers: Effect.Effect<Approvers> = Effect.gen(function* () {
 
   return {
     register,
+    hold,
     has: (sessionId, principal) =>
       operators > 0 || (sessions.get(sessionId) ?? 0) > 0 || (principals.get(principal) ?? 0) > 0,
     publish: (record) => Effect.asVoid(PubSub.publish(requests, record)),

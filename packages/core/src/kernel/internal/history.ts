@@ -6,41 +6,48 @@ type AssistantMsg = Extract<PromptMessage, { role: "assistant" }> & {
 }
 
 /**
- * Rebuild the conversation the model sees from tape events (in tapeSeq order). A compaction replaces
- * the range it covers with its summary. Every tool call gets a result message: a call whose run ended
- * before it finished gets an explicit "no result" so providers that pair calls and results accept it.
+ * The conversation folded from tape events so far: extended event by event, so a session's prompt
+ * is not rebuilt from its whole history at every model call (see `PromptAssembler`).
  * @internal
  */
-export const buildMessages = (events: Iterable<TapeEvent>): Array<PromptMessage> => {
-  let messages: Array<PromptMessage> = []
+export interface MessageFold {
+  messages: Array<PromptMessage>
   // The tape seq each message came from: a compaction replaces only what it covers (up to its
   // `toSeq`); turns it kept verbatim after that stay.
-  const seqOf = new Map<PromptMessage, number>()
-  let lastAssistant: AssistantMsg | undefined
+  readonly seqOf: Map<PromptMessage, number>
+  lastAssistant: AssistantMsg | undefined
+}
+
+/** @internal */
+export const emptyFold = (): MessageFold => ({ messages: [], seqOf: new Map(), lastAssistant: undefined })
+
+/** Fold more events (in tapeSeq order) into `fold`, in place. @internal */
+export const foldMessages = (fold: MessageFold, events: Iterable<TapeEvent>): MessageFold => {
+  const { seqOf } = fold
   for (const e of events) {
     switch (e._tag) {
       case "CompactionApplied": {
         const summary: PromptMessage = { role: "system", text: `Summary of the earlier conversation:\n${e.summary}` }
-        messages = [summary, ...messages.filter((m) => (seqOf.get(m) ?? 0) > e.toSeq)]
-        if (lastAssistant && !messages.includes(lastAssistant)) lastAssistant = undefined
+        fold.messages = [summary, ...fold.messages.filter((m) => (seqOf.get(m) ?? 0) > e.toSeq)]
+        if (fold.lastAssistant && !fold.messages.includes(fold.lastAssistant)) fold.lastAssistant = undefined
         break
       }
       case "UserMessage": {
         const m: PromptMessage = { role: "user", text: e.text }
-        messages.push(m)
+        fold.messages.push(m)
         seqOf.set(m, e.tapeSeq)
-        lastAssistant = undefined
+        fold.lastAssistant = undefined
         break
       }
       case "AssistantMessage": {
         const m: AssistantMsg = { role: "assistant", text: e.text, toolCalls: [] }
-        messages.push(m)
+        fold.messages.push(m)
         seqOf.set(m, e.tapeSeq)
-        lastAssistant = m
+        fold.lastAssistant = m
         break
       }
       case "ToolProposed":
-        if (lastAssistant) lastAssistant.toolCalls.push({ id: e.toolCallId, name: e.tool, args: e.args })
+        if (fold.lastAssistant) fold.lastAssistant.toolCalls.push({ id: e.toolCallId, name: e.tool, args: e.args })
         break
       case "ToolResult": {
         const m: PromptMessage = {
@@ -50,7 +57,7 @@ export const buildMessages = (events: Iterable<TapeEvent>): Array<PromptMessage>
           output: e.status === "ok" ? e.output : `[${e.status}] ${e.output}`,
           isError: e.status !== "ok"
         }
-        messages.push(m)
+        fold.messages.push(m)
         seqOf.set(m, e.tapeSeq)
         break
       }
@@ -58,8 +65,20 @@ export const buildMessages = (events: Iterable<TapeEvent>): Array<PromptMessage>
         break
     }
   }
-  return pairToolResults(messages)
+  return fold
 }
+
+/** The messages of a fold as the model gets them: every tool call followed by its result. @internal */
+export const foldedMessages = (fold: MessageFold): Array<PromptMessage> => pairToolResults(fold.messages)
+
+/**
+ * Rebuild the conversation the model sees from tape events (in tapeSeq order). A compaction replaces
+ * the range it covers with its summary. Every tool call gets a result message: a call whose run ended
+ * before it finished gets an explicit "no result" so providers that pair calls and results accept it.
+ * @internal
+ */
+export const buildMessages = (events: Iterable<TapeEvent>): Array<PromptMessage> =>
+  foldedMessages(foldMessages(emptyFold(), events))
 
 const pairToolResults = (messages: Array<PromptMessage>): Array<PromptMessage> => {
   const out: Array<PromptMessage> = []

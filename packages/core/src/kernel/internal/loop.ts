@@ -7,6 +7,7 @@ import { type ApprovalRecord, makeApproval, type Run, type Session } from "../..
 import type { Redactor } from "../../domain/Redaction.js"
 import { isTerminal, type Transition } from "../../domain/RunState.js"
 import type { NewTapeEvent, TapeEvent, TapeEventOf } from "../../domain/TapeEvent.js"
+import { traced } from "../../ports/internal/traced.js"
 import { type AppendEffects, type Service as JournalService, requireRun, requireSession } from "../../ports/Journal.js"
 import { type ModelEvent, type ModelRequest, type Service as ModelService, runInto } from "../../ports/ModelProvider.js"
 import type { Decision, Service as PolicyService } from "../../ports/PolicyEngine.js"
@@ -65,19 +66,67 @@ interface RunContext {
   readonly session: Session
   readonly history: Array<TapeEvent>
   view: RunView.RunView
+  /**
+   * Events that commit with the run's next write instead of their own append (journal first still:
+   * nobody sees them before that commit). A `ModelRequest` waits for the model's first output, and
+   * an answer that proposes tool calls waits for its first call's decision, so a model call costs
+   * no commit of its own. They are folded into `view` when staged (the loop's next step depends on
+   * them) and into `history` when committed (the prompt is built only from committed events).
+   */
+  staged: Array<NewTapeEvent>
+  /** Tokens the staged events add to the session: they commit with them. */
+  stagedTokens: number
 }
 
 const base = (ctx: RunContext) => ({ sessionId: ctx.session.id, runId: ctx.run.id })
 
-const observe = (ctx: RunContext, stored: ReadonlyArray<TapeEvent>) => {
-  for (const e of stored) {
+/** Fold what was stored into the run's history, and into its view unless it was folded when staged. */
+const observe = (ctx: RunContext, stored: ReadonlyArray<TapeEvent>, stagedCount: number) => {
+  for (let i = 0; i < stored.length; i++) {
+    const e = stored[i]!
     ctx.history.push(e)
-    ctx.view = RunView.step(ctx.view, e)
+    if (i >= stagedCount) ctx.view = RunView.step(ctx.view, e)
+    else if (e._tag === "ToolProposed") {
+      // The view holds the staged proposal: give it the stored event (with its tapeSeq).
+      ctx.view = {
+        ...ctx.view,
+        calls: ctx.view.calls.map((c) => (c.proposed.toolCallId === e.toolCallId ? { ...c, proposed: e } : c))
+      }
+    }
   }
 }
 
-const emit = (ctx: RunContext, events: Events, effects?: AppendEffects) =>
-  Effect.map(ctx.deps.tape.append(ctx.session.id, events, effects), (stored) => observe(ctx, stored))
+/** Hold events (and the tokens they add) for the run's next write; the view sees them now. */
+const stage = (ctx: RunContext, events: ReadonlyArray<NewTapeEvent>, addTokens = 0) => {
+  for (const e of events) {
+    ctx.staged.push(e)
+    ctx.view = RunView.step(ctx.view, { ...e, tapeSeq: 0 } as TapeEvent)
+  }
+  ctx.stagedTokens += addTokens
+}
+
+/** Take what is staged: its events go ahead of the write's own, its tokens into its effects. */
+const takeStaged = <E extends AppendEffects>(ctx: RunContext, events: ReadonlyArray<NewTapeEvent>, effects: E) => {
+  const count = ctx.staged.length
+  if (count === 0) return { events, effects, count }
+  const all = [...ctx.staged, ...events]
+  const tokens = ctx.stagedTokens
+  ctx.staged = []
+  ctx.stagedTokens = 0
+  return {
+    events: all,
+    effects: tokens === 0 ? effects : { ...effects, addTokens: (effects.addTokens ?? 0) + tokens },
+    count
+  }
+}
+
+const emit = (ctx: RunContext, events: Events, effects: AppendEffects = {}) =>
+  Effect.suspend(() => {
+    const write = takeStaged(ctx, events, effects)
+    return Effect.map(ctx.deps.tape.append(ctx.session.id, write.events as Events, write.effects), (stored) =>
+      observe(ctx, stored, write.count)
+    )
+  })
 
 /** What writing a streamed delta can fail with. */
 type SinkError = Effect.Effect.Error<ReturnType<typeof emit>> | BudgetExceeded
@@ -90,10 +139,17 @@ const transition = (
   effects: Omit<AppendEffects, "runTransition"> = {},
   error?: { readonly code: string; readonly message: string }
 ) =>
-  Effect.map(
-    recordTransition(ctx.deps.tape, base(ctx), ctx.view.state, event, reason, { extra, effects, error }),
-    (stored) => observe(ctx, stored)
-  )
+  Effect.suspend(() => {
+    const write = takeStaged(ctx, extra, effects)
+    return Effect.map(
+      recordTransition(ctx.deps.tape, base(ctx), ctx.view.state, event, reason, {
+        extra: write.events,
+        effects: write.effects,
+        error
+      }),
+      (stored) => observe(ctx, stored, write.count)
+    )
+  })
 
 // ---- tool calls -------------------------------------------------------------------------------
 
@@ -121,7 +177,7 @@ const result = (
     ])
   )
 
-const execute = Effect.fn("AgentLoop.execute")(function* (
+const execute = Effect.fnUntraced(function* (
   ctx: RunContext,
   call: CallView,
   tool: AnyTool,
@@ -166,7 +222,7 @@ const execute = Effect.fn("AgentLoop.execute")(function* (
   } else {
     yield* result(ctx, call, "error", `${outcome.left.reason}: ${outcome.left.message}`, durationMs)
   }
-})
+}, traced("AgentLoop.execute"))
 
 const grantUse = (ctx: RunContext, g: ApprovalRecord, at: number) => {
   const exhausted = g.grantMaxUses !== null && g.grantUses >= g.grantMaxUses
@@ -217,7 +273,7 @@ const decide = (
     }
     return { decision, ...grantUse(ctx, used.right, at) }
   }).pipe(
-    Effect.withSpan("AgentLoop.policy", {
+    traced("AgentLoop.policy", {
       attributes: { tool: tool.name, toolCallId: call.proposed.toolCallId },
       captureStackTrace: false
     })
@@ -246,7 +302,7 @@ const awaitApproval = (ctx: RunContext, call: CallView, approvalId: ApprovalId) 
       yield* transition(ctx, "ApprovalResolved", `approval ${decision}`, [resolved])
     else yield* emit(ctx, [resolved])
     return record.status === "approved" ? ("approved" as const) : ("denied" as const)
-  }).pipe(Effect.withSpan("AgentLoop.approvalWait", { attributes: { approvalId }, captureStackTrace: false }))
+  }).pipe(traced("AgentLoop.approvalWait", { attributes: { approvalId }, captureStackTrace: false }))
 
 const requestApproval = (ctx: RunContext, call: CallView, tool: AnyTool) =>
   Effect.gen(function* () {
@@ -321,7 +377,7 @@ const requestApproval = (ctx: RunContext, call: CallView, tool: AnyTool) =>
   })
 
 /** Take one tool call from wherever its tape says it is to its result. */
-const toolCall = Effect.fn("AgentLoop.toolCall")(function* (ctx: RunContext, call: CallView) {
+const toolCall = Effect.fnUntraced(function* (ctx: RunContext, call: CallView) {
   yield* Effect.annotateCurrentSpan({ tool: call.proposed.tool, toolCallId: call.proposed.toolCallId })
   // A tool outside the agent's list is unknown to it: never offered, never run.
   const tool = ctx.agent.allows(call.proposed.tool) ? ctx.deps.tools.get(call.proposed.tool) : Option.none()
@@ -360,7 +416,7 @@ const toolCall = Effect.fn("AgentLoop.toolCall")(function* (ctx: RunContext, cal
   }
   if (call.decided.decision === "allow") return yield* execute(ctx, call, tool.value)
   return yield* approvalThenRun(ctx, call, tool.value)
-})
+}, traced("AgentLoop.toolCall"))
 
 const approvalThenRun = (ctx: RunContext, call: CallView, tool: AnyTool) =>
   Effect.gen(function* () {
@@ -495,7 +551,7 @@ const streamAnswer = (
     return answer
   })
 
-const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
+const modelTurn = Effect.fnUntraced(function* (ctx: RunContext) {
   const { deps, view, agent } = ctx
   const b = agent.budgets
   if (view.turn >= b.maxModelTurns) {
@@ -533,7 +589,9 @@ const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
   for (let attempt = 0; answer === undefined; attempt++) {
     const model = models[attempt]!
     yield* Effect.annotateCurrentSpan({ turn, model: model.name, agent: agent.id })
-    yield* emit(ctx, [
+    // Staged, not appended: it commits with the model's first delta or its answer (one append
+    // fewer per model call); a failover stages the next request behind it.
+    stage(ctx, [
       {
         _tag: "ModelRequest",
         ...base(ctx),
@@ -586,10 +644,11 @@ const modelTurn = Effect.fn("AgentLoop.modelTurn")(function* (ctx: RunContext) {
   if (answer.proposed.length === 0) {
     yield* transition(ctx, "Complete", "final answer", events, { addTokens: inputTokens + outputTokens })
   } else {
-    yield* emit(ctx, events as unknown as Events, { addTokens: inputTokens + outputTokens })
+    // It commits with its first call's decision (and that call's start, when allowed).
+    stage(ctx, events, inputTokens + outputTokens)
   }
   yield* Metrics.recordModelTurn(at - requestedAt)
-})
+}, traced("AgentLoop.modelTurn"))
 
 // ---- ending -----------------------------------------------------------------------------------
 
@@ -619,6 +678,10 @@ const cancelled = (ctx: RunContext, by: string) =>
     yield* transition(ctx, "Cancel", `cancelled by ${by}`, closing)
   })
 
+/** Write what is staged, if anything (a run parked at shutdown). */
+const parkStaged = (ctx: RunContext): Effect.Effect<void, PalyraError> =>
+  ctx.staged.length === 0 ? Effect.void : Effect.suspend(() => emit(ctx, [] as unknown as Events))
+
 // ---- the loop ---------------------------------------------------------------------------------
 
 /**
@@ -645,7 +708,9 @@ export const runLoop = (
       run,
       session,
       history,
-      view: RunView.fold(runId, history, run.state)
+      view: RunView.fold(runId, fromSeq(history, run.startSeq), run.state),
+      staged: [],
+      stagedTokens: 0
     }
     if (Option.isNone(agent)) {
       // The session's agent was removed from the configuration: nothing may answer in its name.
@@ -705,7 +770,9 @@ export const runLoop = (
       Effect.onInterrupt(() => {
         const by = cancelledBy()
         return by === undefined
-          ? Effect.void // shutdown: park the run where it is; the next start resumes or marks it
+          ? // shutdown: park the run where it is (what is staged is written first, so the tape has
+            // it as if it had its own append); the next start resumes or marks it
+            parkStaged(ctx).pipe(Effect.catchAllCause((c) => Effect.logError("could not record a staged event", c)))
           : cancelled(ctx, by).pipe(Effect.catchAllCause((c) => Effect.logError("could not record cancellation", c)))
       })
     )
@@ -714,12 +781,23 @@ export const runLoop = (
       Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("run loop could not start", cause)
     ),
     Effect.annotateLogs({ runId }),
-    Effect.withSpan("AgentLoop.run", {
+    traced("AgentLoop.run", {
       attributes: { runId },
       captureStackTrace: false,
       ...(parent === undefined ? { root: true } : { parent })
     })
   )
+
+/**
+ * The tail of a history from `seq` on: what a run's view is folded from (its events all have a
+ * `tapeSeq` from its `startSeq`), without walking the session's whole history. (A branch's
+ * inherited events may slip in when the run is the branch's first; other runs' events fold to nothing.)
+ */
+const fromSeq = (history: ReadonlyArray<TapeEvent>, seq: number): ReadonlyArray<TapeEvent> => {
+  let i = history.length
+  while (i > 0 && history[i - 1]!.tapeSeq >= seq) i--
+  return i === 0 ? history : history.slice(i)
+}
 
 /** Events that make up a session's prompt history: its parent's (for branches) then its own. @internal */
 export const loadHistory = (journal: JournalService, session: Session): Effect.Effect<Array<TapeEvent>, PalyraError> =>

@@ -50,6 +50,8 @@ export const makeScheduler = (
         const hooks = endHooks.get(runId) ?? []
         endHooks.delete(runId)
         for (const f of hooks) f()
+        // Nobody waits for this run and no after-run hook is configured: nothing needs its record.
+        if (!endWaiters.has(runId) && runHooks === none) return
         const run = yield* journal.getRun(runId).pipe(Effect.option, Effect.map(Option.flatten))
         if (Option.isSome(run) && isTerminal(run.value.state)) {
           const waiters = endWaiters.get(runId) ?? []
