@@ -5,6 +5,7 @@ import type { RunId, SessionId } from "../../domain/Ids.js"
 import { isRunEnd, type NewTapeEvent, type TapeEvent } from "../../domain/TapeEvent.js"
 import type { AppendEffects, Service as JournalService } from "../../ports/Journal.js"
 import { makeHubs, type Subscriber } from "./hub.js"
+import { makeKeyedLock } from "./sessionLock.js"
 
 /** @internal */
 export interface Tape {
@@ -39,32 +40,14 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
   Effect.sync(() => {
     const limit = Math.max(1, options.bufferLimit ?? 4096)
     const hubs = makeHubs(limit)
-    const locks = new Map<SessionId, { readonly semaphore: Effect.Semaphore; users: number }>()
-
     // Appends of one session are serialized with their publication, so live subscribers receive
     // events in tapeSeq order. Different sessions append concurrently.
-    const withSessionLock = <A, E, R>(sessionId: SessionId, effect: Effect.Effect<A, E, R>) =>
-      Effect.acquireUseRelease(
-        Effect.sync(() => {
-          let entry = locks.get(sessionId)
-          if (entry === undefined) {
-            entry = { semaphore: Effect.unsafeMakeSemaphore(1), users: 0 }
-            locks.set(sessionId, entry)
-          }
-          entry.users++
-          return entry
-        }),
-        (entry) => entry.semaphore.withPermits(1)(effect),
-        (entry) =>
-          Effect.sync(() => {
-            if (--entry.users === 0) locks.delete(sessionId)
-          })
-      )
+    const locks = makeKeyedLock<SessionId>()
 
     // Journal first: only committed events are published, each event object once for every
     // subscriber (transports memoize their encoding of it, so it is encoded once per wire format).
     const append: Tape["append"] = (sessionId, events, effects) =>
-      withSessionLock(
+      locks.withLock(
         sessionId,
         Effect.tap(journal.append(sessionId, events, effects), (stored) =>
           Effect.sync(() => hubs.publish(sessionId, stored))
