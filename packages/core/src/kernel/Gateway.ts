@@ -51,6 +51,7 @@ import { ToolRuntime } from "../ports/Tool.js"
 import * as Agents from "./Agents.js"
 import { Approvals } from "./Approvals.js"
 import * as Attachments from "./Attachments.js"
+import type { Follower } from "./Follower.js"
 import { makeApprovers } from "./internal/approvers.js"
 import { makeHistoryCache } from "./internal/historyCache.js"
 import { loadHistory, runLoop } from "./internal/loop.js"
@@ -250,6 +251,16 @@ export interface Service {
     afterSeq: number,
     options?: SubscribeOptions
   ) => Stream.Stream<TapeEvent, GatewayError>
+  /**
+   * `subscribe` as a plain `Follower` (take/onReady callbacks, no Effect step per event), open until
+   * the scope closes: for transports' streaming hot paths. Same authorization and events.
+   */
+  readonly follow: (
+    caller: Caller.Caller,
+    sessionId: SessionId,
+    afterSeq: number,
+    options?: SubscribeOptions
+  ) => Effect.Effect<Follower, GatewayError, Scope.Scope>
   readonly readTape: (
     caller: Caller.Caller,
     sessionId: SessionId,
@@ -686,6 +697,12 @@ export const make = (
             return tape.subscribe(sessionId, afterSeq)
           })
         ),
+      follow: (caller, sessionId, afterSeq, o) =>
+        Effect.gen(function* () {
+          yield* session(caller, sessionId)
+          if (o?.approver) yield* approvers.register(caller, sessionId)
+          return yield* tape.follow(sessionId, afterSeq)
+        }),
       readTape: (caller, sessionId, o) =>
         Effect.zipRight(
           session(caller, sessionId),
