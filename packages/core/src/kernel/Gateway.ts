@@ -139,6 +139,8 @@ export interface StartedRun {
   readonly run: Run
   /** This run's events, from its admission to its end. */
   readonly events: Stream.Stream<TapeEvent, JournalError | StreamLagged>
+  /** `events` as a plain `Follower`, open until the scope closes (for transports' hot paths). */
+  readonly follow: Effect.Effect<Follower, never, Scope.Scope>
 }
 
 /** @since 0.1.0 @category Models */
@@ -532,7 +534,11 @@ export const make = (
           ...admitted,
           events: tape
             .subscribe(admitted.session.id, admitted.run.startSeq - 1, { runId: admitted.run.id })
-            .pipe(Stream.ensuring(release))
+            .pipe(Stream.ensuring(release)),
+          follow: Effect.zipLeft(
+            tape.follow(admitted.session.id, admitted.run.startSeq - 1, { runId: admitted.run.id }),
+            Effect.addFinalizer(() => release)
+          )
         }
       })
 
