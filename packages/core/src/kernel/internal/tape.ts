@@ -151,6 +151,7 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
       const onReady = (wake: (() => void) | undefined) => {
         if (replaying && reading && wake !== undefined) {
           waiting = wake
+          current.wake = undefined
           return
         }
         waiting = undefined
