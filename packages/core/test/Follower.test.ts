@@ -7,6 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, type Layer } from "effect"
 import { Caller, Follower, Gateway, Journal, ScriptedModel, type TapeEvent } from "../src/index.js"
 import { gapFree, gatewayLayer } from "../src/testing.js"
+import { pendingApproval, recordingTool, withGateway } from "./helpers.js"
 
 const alice = Caller.user("alice")
 
@@ -98,5 +99,41 @@ describe("Gateway.follow", () => {
         })
       )
     }).pipe(Effect.provide(layer(8)))
+  )
+
+  it.live("StartedRun.follow is the run's approval channel while open; closing it releases the channel", () =>
+    Effect.gen(function* () {
+      const { tool, calls } = recordingTool("fs.write", "sensitive")
+      // Two paced deltas, then a call that needs approval.
+      const model = ScriptedModel.make((request) =>
+        request.messages.at(-1)?.role === "tool"
+          ? { text: "done" }
+          : { text: ["a ", "b "], delayPerDelta: "30 millis", toolCalls: [{ name: "fs.write", args: { x: 1 } }] }
+      )
+      yield* withGateway({ model, tools: [tool] }, (gateway) =>
+        Effect.gen(function* () {
+          const op = Caller.operator("op")
+          // Open: the call waits for an approval.
+          const kept = yield* gateway.startRun(alice, { text: "write" })
+          yield* Effect.scoped(
+            Effect.gen(function* () {
+              yield* kept.follow
+              const pending = yield* pendingApproval(gateway, kept.run.id)
+              assert.strictEqual((yield* gateway.getRun(op, kept.run.id)).state, "WaitingForApproval")
+              yield* gateway.resolveApproval(alice, { approvalId: pending.id, decision: "deny" })
+              yield* gateway.awaitRun(op, kept.run.id)
+            })
+          )
+          // Closed before the call: nobody can answer, so it is denied at once (fail closed).
+          const dropped = yield* gateway.startRun(alice, { text: "write", sessionId: kept.session.id })
+          yield* Effect.scoped(dropped.follow)
+          assert.strictEqual((yield* gateway.awaitRun(op, dropped.run.id)).state, "Done")
+          const tape = yield* gateway.readTape(op, kept.session.id, { afterSeq: 0 })
+          const results = tape.filter((e) => e.runId === dropped.run.id && e._tag === "ToolResult")
+          assert.match((results[0] as TapeEvent.TapeEvent & { output: string }).output, /no approval channel/)
+          assert.deepStrictEqual(calls, [])
+        })
+      )
+    })
   )
 })
