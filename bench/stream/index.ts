@@ -147,10 +147,11 @@ const main = async () => {
   const DELTAS = quick ? 5 : 20
   const paced = (streams: number, wire: "grpc" | "sse" = "grpc") =>
     measure({ streams, deltas: DELTAS, paceMs: PACE, wire })
-  // BENCH_STREAM_PROFILE=1: only the unpaced gRPC run, larger, for `node --cpu-prof` on this process.
+  // BENCH_STREAM_PROFILE=1: only the unpaced gRPC run (=sse: SSE), larger, for `node --cpu-prof` on this process.
   if (process.env.BENCH_STREAM_PROFILE) {
-    await measure({ streams: 20, deltas: 20, paceMs: 0, wire: "grpc" })
-    const f = await measure({ streams: 200, deltas: 200, paceMs: 0, wire: "grpc" })
+    const wire = process.env.BENCH_STREAM_PROFILE === "sse" ? "sse" : "grpc"
+    await measure({ streams: 20, deltas: 20, paceMs: 0, wire })
+    const f = await measure({ streams: 200, deltas: 200, paceMs: 0, wire })
     console.log(JSON.stringify(f))
     client.close()
     await runtime.runPromise(Scope.close(scope, Exit.void))

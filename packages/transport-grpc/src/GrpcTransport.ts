@@ -26,21 +26,8 @@ import {
 import { connectNodeAdapter, createGrpcTransport } from "@connectrpc/connect-node"
 import * as HttpHeaders from "@effect/platform/Headers"
 import * as HttpTraceContext from "@effect/platform/HttpTraceContext"
-import { Auth, type Caller as CallerT, Errors, Gateway, Ids, Metrics, TapeEvent } from "@palyra/core"
-import {
-  Cause,
-  Chunk,
-  Effect,
-  Exit,
-  Fiber,
-  Layer,
-  Option,
-  Runtime,
-  type Schema,
-  type Scope,
-  Stream,
-  type Tracer
-} from "effect"
+import { Auth, type Caller as CallerT, Errors, Follower, Gateway, Ids, Metrics, TapeEvent } from "@palyra/core"
+import { Cause, Effect, Exit, Layer, Metric, Option, Runtime, type Schema, Scope, type Tracer } from "effect"
 import { Health, HealthCheckResponse_ServingStatus, HealthCheckResponseSchema } from "./gen/grpc/health/v1/health_pb.js"
 import * as pb from "./gen/palyra/v1/gateway_pb.js"
 import { backgroundRoutes } from "./internal/background.js"
@@ -415,32 +402,22 @@ async function* runStream(
     wakeLoop()
   })()
 
-  // The session's events are pulled by one fiber, a chunk at a time, into `ready`; the generator
-  // hands them to Connect one by one. The fiber takes the next chunk only once the generator has
-  // taken this one, so a client that does not read holds up nothing but its own stream (and the
-  // hub cuts it off when it falls too far behind). One wake-up promise per wait, not per event.
-  let ready: ReadonlyArray<TapeEvent.TapeEvent> = []
-  let taken = 0
-  let more: (() => void) | undefined
-  let ended: Exit.Exit<void, unknown> | undefined
-  const consumer = Runtime.runFork(runtime)(
-    Effect.flatMap(Gateway.Gateway, (g) =>
-      g.subscribe(ctx.values.get(callerKey)!, sessionId as Ids.SessionId, afterSeq, { approver: true }).pipe(
-        Metrics.trackOpenStream("grpc"),
-        Stream.runForEachChunk((chunk) =>
-          Effect.async<void>((resume) => {
-            ready = Chunk.toReadonlyArray(chunk)
-            taken = 0
-            more = () => resume(Effect.void)
-            wakeLoop()
-          })
-        )
-      )
+  // The session's events come from a follower (plain take/onReady callbacks, no fiber or stream
+  // stage per event): the generator takes everything ready at once and hands it to Connect event by
+  // event, then waits for one wake-up. A client that does not read holds up nothing but its own
+  // stream (the hub cuts it off when it falls too far behind).
+  const scope = Effect.runSync(Scope.make())
+  const follower = await run(ctx, (g, caller) =>
+    Scope.extend(
+      Effect.zipRight(
+        Effect.acquireRelease(Metric.modify(openGrpcStreams, 1), () => Metric.modify(openGrpcStreams, -1)),
+        g.follow(caller, sessionId as Ids.SessionId, afterSeq, { approver: true })
+      ),
+      scope
     )
-  )
-  consumer.addObserver((exit) => {
-    ended = exit
-    wakeLoop()
+  ).catch(async (error: unknown) => {
+    await Runtime.runPromise(runtime)(Scope.close(scope, Exit.void))
+    throw error
   })
   let aborted = false
   const onAbort = () => {
@@ -448,37 +425,38 @@ async function* runStream(
     wakeLoop()
   }
   ctx.signal.addEventListener("abort", onAbort, { once: true })
+  const wait = () =>
+    new Promise<void>((r) => {
+      wakeLoop = r
+      follower.onReady(r)
+    })
   try {
     while (true) {
       if (failure) throw failure instanceof ConnectError ? failure : ConnectError.from(failure)
       // The client finished sending and the last run it started has ended: the stream is complete.
       if (clientDone && (lastRun === undefined || lastRunEnded)) return
       if (aborted) return
-      if (taken < ready.length) {
-        const event = ready[taken++]!
-        if (taken === ready.length) {
-          const next = more
-          more = undefined
-          next?.()
-        }
-        yield eventResponse(event)
-        if (lastRun !== undefined && event.runId === lastRun && TapeEvent.isRunEnd(event)) lastRunEnded = true
+      const ready = follower.take()
+      if (ready === undefined) {
+        await wait()
         continue
       }
-      if (ended !== undefined) {
-        if (Exit.isFailure(ended)) throw toConnectError(ended.cause)
-        return
+      if (ready === Follower.Done) return
+      if (Follower.isFailed(ready)) throw toConnectError(Cause.fail(ready.failure))
+      for (const event of ready) {
+        yield eventResponse(event)
+        if (lastRun !== undefined && event.runId === lastRun && TapeEvent.isRunEnd(event)) lastRunEnded = true
       }
-      await new Promise<void>((r) => {
-        wakeLoop = r
-      })
     }
   } finally {
     ctx.signal.removeEventListener("abort", onAbort)
-    await Runtime.runPromise(runtime)(Fiber.interrupt(consumer))
+    follower.onReady(undefined)
+    await Runtime.runPromise(runtime)(Scope.close(scope, Exit.void))
     void pump
   }
 }
+
+const openGrpcStreams = Metric.tagged(Metrics.openStreams, "transport", "grpc")
 
 // A live event is the same object for every subscriber of its session: build its response once.
 const responses = new WeakMap<TapeEvent.TapeEvent, pb.RunStreamResponse>()

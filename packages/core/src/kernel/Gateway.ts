@@ -52,6 +52,7 @@ import { ToolRuntime } from "../ports/Tool.js"
 import * as Agents from "./Agents.js"
 import { Approvals } from "./Approvals.js"
 import * as Attachments from "./Attachments.js"
+import type { Follower } from "./Follower.js"
 import { makeApprovers } from "./internal/approvers.js"
 import { makeHistoryCache } from "./internal/historyCache.js"
 import { loadHistory, runLoop } from "./internal/loop.js"
@@ -139,6 +140,8 @@ export interface StartedRun {
   readonly run: Run
   /** This run's events, from its admission to its end. */
   readonly events: Stream.Stream<TapeEvent, JournalError | StreamLagged>
+  /** `events` as a plain `Follower`, open until the scope closes (for transports' hot paths). */
+  readonly follow: Effect.Effect<Follower, never, Scope.Scope>
 }
 
 /** @since 0.1.0 @category Models */
@@ -259,6 +262,16 @@ export interface Service {
     afterSeq: number,
     options?: SubscribeOptions
   ) => Stream.Stream<TapeEvent, GatewayError>
+  /**
+   * `subscribe` as a plain `Follower` (take/onReady callbacks, no Effect step per event), open until
+   * the scope closes: for transports' streaming hot paths. Same authorization and events.
+   */
+  readonly follow: (
+    caller: Caller.Caller,
+    sessionId: SessionId,
+    afterSeq: number,
+    options?: SubscribeOptions
+  ) => Effect.Effect<Follower, GatewayError, Scope.Scope>
   readonly readTape: (
     caller: Caller.Caller,
     sessionId: SessionId,
@@ -536,7 +549,11 @@ export const make = (
           ...admitted,
           events: tape
             .subscribe(admitted.session.id, admitted.run.startSeq - 1, { runId: admitted.run.id })
-            .pipe(Stream.ensuring(Effect.sync(release)))
+            .pipe(Stream.ensuring(Effect.sync(release))),
+          follow: Effect.zipLeft(
+            tape.follow(admitted.session.id, admitted.run.startSeq - 1, { runId: admitted.run.id }),
+            Effect.addFinalizer(() => Effect.sync(release))
+          )
         }
       })
 
@@ -698,6 +715,12 @@ export const make = (
             return tape.subscribe(sessionId, afterSeq)
           })
         ),
+      follow: (caller, sessionId, afterSeq, o) =>
+        Effect.gen(function* () {
+          yield* session(caller, sessionId)
+          if (o?.approver) yield* approvers.register(caller, sessionId)
+          return yield* tape.follow(sessionId, afterSeq)
+        }),
       readTape: (caller, sessionId, o) =>
         Effect.zipRight(
           session(caller, sessionId),

@@ -16,22 +16,23 @@
  * What it then does is the route's handler: the body is read under the same size limit and decoded
  * by the same steps and `MessagePayload` Schema (a malformed body is a typed `InvalidArgument`,
  * 400); `Gateway.startRun` with the caller decides ownership and everything else; failures are
- * `{ code, message }` with the status from core's error table; the events are the same SSE frames
- * (`tapeFrames`, the lagged-client `error` event), with keep-alive comments, written with socket
- * backpressure (a full socket stops the pull, so a stalled client is cut off by the tape's own
- * bound), ended cleanly at shutdown, interrupted when the client goes away.
+ * `{ code, message }` with the status from core's error table; the events are the same SSE body
+ * the app's route sends (`tapeBody`: a follower's frames, the lagged-client `error` event,
+ * keep-alive comments), piped with socket backpressure (a full socket stops the pull, so a stalled
+ * client is cut off by the tape's own bound), ended cleanly at shutdown, closed when the client goes away.
  *
- * Plain callbacks by design (a timer and the socket's `drain`), one fiber per request.
+ * Plain callbacks by design (the body is fed by a follower and piped by Node), one fiber per request.
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
+import { pipeline } from "node:stream"
 import * as Headers from "@effect/platform/Headers"
 import * as HttpTraceContext from "@effect/platform/HttpTraceContext"
-import { Auth, type Caller, Errors, Gateway, Metrics } from "@palyra/core"
-import { Cause, type Chunk, Effect, Exit, type Fiber, FiberId, Option, Runtime, Stream } from "effect"
+import { Auth, type Caller, Errors, type Follower, Gateway } from "@palyra/core"
+import { Cause, Effect, Exit, type Fiber, FiberId, Option, Runtime, type Scope } from "effect"
 import { MessagePayload, toApiError } from "../Api.js"
-import * as Sse from "../Sse.js"
 import { decodeJsonBytes, isJsonType, readNodeBody } from "./body.js"
-import { type HandlerOptions, lagged, tapeFrames } from "./common.js"
+import type { HandlerOptions } from "./common.js"
+import { tapeBody } from "./tapeBody.js"
 
 /** The one request target served here. */
 const TARGET = "/v1/runs?stream=true"
@@ -43,9 +44,6 @@ const SSE_HEADERS = {
   connection: "keep-alive"
 } as const
 
-const CONNECTED = Sse.comment("connected")
-const KEEP_ALIVE = Sse.comment("keep-alive")
-
 const parentOf = (req: IncomingMessage) => {
   const parent = HttpTraceContext.fromHeaders(Headers.fromInput(req.headers as Record<string, string>))
   return Option.isSome(parent) ? { parent: parent.value } : {}
@@ -54,6 +52,8 @@ const parentOf = (req: IncomingMessage) => {
 /** Where the stream of a request stands, for the callbacks around it. */
 interface Open {
   readonly res: ServerResponse
+  /** The SSE body is being piped (from then on the body ends the response). */
+  streaming?: boolean
   fiber?: Fiber.RuntimeFiber<void, never>
 }
 
@@ -72,8 +72,6 @@ export const make = (
     const runtime = yield* Effect.runtime<never>()
     const runFork = Runtime.runFork(runtime)
     const authenticate = Auth.makeAuthenticator(tokens)
-    const track = Metrics.trackOpenStream("http")
-    const heartbeat = options.heartbeatSeconds * 1000
     const open = new Set<Open>()
     let stopping = false
 
@@ -99,46 +97,18 @@ export const make = (
       res.end(JSON.stringify(body))
     }
 
-    /** Write the events as SSE frames until the run ends; resolves when the last byte is handed to the socket. */
-    const pump = (o: Open, events: Stream.Stream<Uint8Array, unknown>) =>
-      Effect.suspend(() => {
-        const { res } = o
-        res.writeHead(200, SSE_HEADERS)
-        res.write(CONNECTED)
-        // A keep-alive comment whenever nothing was written for `heartbeatSeconds`.
-        const timer = setInterval(() => res.write(KEEP_ALIVE), heartbeat)
-        timer.unref()
-        let drained: (() => void) | undefined
-        const onDrain = () => {
-          const resume = drained
-          drained = undefined
-          resume?.()
-        }
-        res.on("drain", onDrain)
-        const write = (chunk: Chunk.Chunk<Uint8Array>): Effect.Effect<void> => {
-          let full = false
-          for (const bytes of chunk) full = !res.write(bytes) || full
-          timer.refresh()
-          if (!full) return Effect.void
-          return Effect.async<void>((resume) => {
-            drained = () => resume(Effect.void)
-            return Effect.sync(() => {
-              drained = undefined
-            })
-          })
-        }
-        return Stream.runForEachChunk(events, write).pipe(
-          Effect.catchAllCause((cause) =>
-            Effect.logError("event stream failed", cause).pipe(Effect.zipRight(Effect.sync(() => res.destroy())))
-          ),
-          Effect.ensuring(
-            Effect.sync(() => {
-              clearInterval(timer)
-              res.off("drain", onDrain)
-              if (!res.destroyed && !res.writableEnded) res.end()
-            })
-          )
-        )
+    /**
+     * Write the run's events as SSE frames until it ends (the same body the app's route sends:
+     * `tapeBody`, fed by a follower, piped with the socket's backpressure); resolves when the body
+     * has ended or the client has gone. Interrupted (server shutdown), the body ends cleanly.
+     */
+    const pump = (o: Open, follow: Effect.Effect<Follower.Follower, unknown, Scope.Scope>) =>
+      Effect.async<void>((resume) => {
+        o.res.writeHead(200, SSE_HEADERS)
+        o.streaming = true
+        const { body, end } = tapeBody(options, follow)
+        pipeline(body, o.res, () => resume(Effect.void))
+        return Effect.sync(end)
       })
 
     const handle = (o: Open, req: IncomingMessage, caller: Caller.Caller) =>
@@ -165,8 +135,7 @@ export const make = (
             yield* Effect.logError("request failed", failure.value)
           return refuse(o.res, failure.value)
         }
-        const frames = Stream.mapChunks(outcome.value.events, tapeFrames).pipe(Stream.catchSome(lagged))
-        yield* pump(o, track(frames))
+        yield* pump(o, outcome.value.follow)
       }).pipe(
         Effect.catchAllCause((cause) =>
           Effect.logError("request failed", cause).pipe(
@@ -180,6 +149,8 @@ export const make = (
         ),
         Effect.onInterrupt(() =>
           Effect.sync(() => {
+            // A streaming response is ended by its body (the pump's interruption ends it cleanly).
+            if (o.streaming) return
             if (o.res.headersSent) {
               if (!o.res.writableEnded && !o.res.destroyed) o.res.end()
             } else if (!o.res.destroyed) o.res.destroy()

@@ -21,12 +21,13 @@ import {
 import { backgroundHandlers } from "./background.js"
 import { readJson } from "./body.js"
 import { chatCompletions } from "./chat.js"
-import { answer, eventStream, type HandlerOptions } from "./common.js"
+import { answer, type HandlerOptions } from "./common.js"
 import { approvalEvents, auth, runList } from "./consoleHandlers.js"
 import type { CookieSessions } from "./cookieSession.js"
 import { readMessage } from "./multipart.js"
 import { openAiError } from "./openaiErrors.js"
 import { pairing } from "./pairing.js"
+import { tapeResponse } from "./tapeBody.js"
 
 const runs = (options: HandlerOptions) =>
   HttpApiBuilder.group(Api, "runs", (handlers) =>
@@ -48,7 +49,7 @@ const runs = (options: HandlerOptions) =>
               }
               if (urlParams.stream === true) {
                 const started = yield* gateway.startRun(caller, request)
-                return eventStream(options, started.events)
+                return tapeResponse(options, started.follow)
               }
               const { session, run } = yield* gateway.sendMessage(caller, request)
               return { runId: run.id, sessionId: session.id, state: run.state }
@@ -151,7 +152,7 @@ const sessions = (options: HandlerOptions) =>
               // Fail before the response starts when the session is not the caller's.
               yield* gateway.getSession(caller, path.id)
               const afterSeq = headers["last-event-id"] ?? urlParams.after ?? 0
-              return eventStream(options, gateway.subscribe(caller, path.id, afterSeq, { approver: true }))
+              return tapeResponse(options, gateway.follow(caller, path.id, afterSeq, { approver: true }))
             })
           )
         )

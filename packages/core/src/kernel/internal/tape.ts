@@ -1,10 +1,12 @@
-import { Chunk, Effect, Option, Stream } from "effect"
+import { Cause, Chunk, Effect, Exit, Option, type Scope, Stream } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import { type JournalError, StreamLagged } from "../../domain/Errors.js"
 import type { RunId, SessionId } from "../../domain/Ids.js"
 import { isRunEnd, type NewTapeEvent, type TapeEvent } from "../../domain/TapeEvent.js"
 import type { AppendEffects, Service as JournalService } from "../../ports/Journal.js"
+import { Done, type Failed, type Follower, isFailed } from "../Follower.js"
 import { makeHubs, type Subscriber } from "./hub.js"
+import { makeKeyedLock } from "./sessionLock.js"
 
 /** @internal */
 export interface Tape {
@@ -24,6 +26,12 @@ export interface Tape {
     afterSeq: number,
     options?: { readonly runId?: RunId | undefined }
   ) => Stream.Stream<TapeEvent, JournalError | StreamLagged>
+  /** `subscribe` as a plain follower, open until the scope closes (for transports' hot paths). */
+  readonly follow: (
+    sessionId: SessionId,
+    afterSeq: number,
+    options?: { readonly runId?: RunId | undefined }
+  ) => Effect.Effect<Follower, never, Scope.Scope>
 }
 
 /** @internal */
@@ -39,106 +47,160 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
   Effect.sync(() => {
     const limit = Math.max(1, options.bufferLimit ?? 4096)
     const hubs = makeHubs(limit)
-    const locks = new Map<SessionId, { readonly semaphore: Effect.Semaphore; users: number }>()
-
     // Appends of one session are serialized with their publication, so live subscribers receive
     // events in tapeSeq order. Different sessions append concurrently.
-    const withSessionLock = <A, E, R>(sessionId: SessionId, effect: Effect.Effect<A, E, R>) =>
-      Effect.acquireUseRelease(
-        Effect.sync(() => {
-          let entry = locks.get(sessionId)
-          if (entry === undefined) {
-            entry = { semaphore: Effect.unsafeMakeSemaphore(1), users: 0 }
-            locks.set(sessionId, entry)
-          }
-          entry.users++
-          return entry
-        }),
-        (entry) => entry.semaphore.withPermits(1)(effect),
-        (entry) =>
-          Effect.sync(() => {
-            if (--entry.users === 0) locks.delete(sessionId)
-          })
-      )
+    const locks = makeKeyedLock<SessionId>()
 
     // Journal first: only committed events are published, each event object once for every
     // subscriber (transports memoize their encoding of it, so it is encoded once per wire format).
     const append: Tape["append"] = (sessionId, events, effects) =>
-      withSessionLock(
+      locks.withLock(
         sessionId,
         Effect.tap(journal.append(sessionId, events, effects), (stored) =>
           Effect.sync(() => hubs.publish(sessionId, stored))
         )
       )
 
-    // One stage per subscriber: replay pages, then whatever the hub has buffered for it, filtered and
-    // deduplicated inline. (Composing Stream operators costs a channel per stage per element.)
+    // A follower: replay pages, then whatever the hub has buffered for it, filtered and deduplicated
+    // inline, behind a plain take/onReady interface (no Effect step per event).
+    const open = (
+      sessionId: SessionId,
+      afterSeq: number,
+      options: { readonly runId?: RunId | undefined } = {}
+    ): Follower => {
+      // Attach to live events first, then read the journal: every event is in one or the other.
+      let current: Subscriber = hubs.attach(sessionId)
+      const runId = options.runId
+      let last = afterSeq
+      let replaying = true
+      let ended = false
+      let closed = false
+      let failure: JournalError | StreamLagged | undefined
+      // A read that died (a defect, not a typed failure): `take` rethrows it.
+      let defect: { readonly value: unknown } | undefined
+      // Replay: the page read last (not yet taken), whether a read is under way, who waits for it.
+      let page: ReadonlyArray<TapeEvent> | undefined
+      let reading = false
+      let waiting: (() => void) | undefined
+      const accept = (events: Iterable<TapeEvent>): ReadonlyArray<TapeEvent> => {
+        const out: Array<TapeEvent> = []
+        for (const e of events) {
+          if (ended || e.tapeSeq <= last) continue
+          last = e.tapeSeq
+          if (runId !== undefined) {
+            if (e.runId !== runId) continue
+            if (isRunEnd(e)) ended = true
+          }
+          out.push(e)
+        }
+        return out
+      }
+      const read = () => {
+        reading = true
+        const fiber = Effect.runFork(journal.readTape(sessionId, { afterSeq: last, limit: REPLAY_PAGE }))
+        fiber.addObserver((exit) => {
+          reading = false
+          if (closed) return
+          if (Exit.isSuccess(exit)) page = exit.value
+          else {
+            const error = Cause.failureOption(exit.cause)
+            if (Option.isSome(error)) failure = error.value
+            else defect = { value: Cause.squash(exit.cause) }
+          }
+          const w = waiting
+          waiting = undefined
+          w?.()
+        })
+      }
+      const take = (): ReadonlyArray<TapeEvent> | typeof Done | Failed | undefined => {
+        for (;;) {
+          if (ended || closed) return Done
+          if (defect !== undefined) throw defect.value
+          if (failure !== undefined) return { failure }
+          if (current.lagged) {
+            if (!replaying) {
+              failure = new StreamLagged({ sessionId, lastSeq: last, limit })
+              return { failure }
+            }
+            // Behind while still replaying: the journal has every event; attach again and read on.
+            current = hubs.attach(sessionId)
+          }
+          if (replaying) {
+            if (page === undefined) {
+              if (!reading) read()
+              if (page === undefined) {
+                if (failure !== undefined || defect !== undefined) continue
+                return undefined
+              }
+            }
+            const read_ = page
+            page = undefined
+            if (read_.length < REPLAY_PAGE) replaying = false
+            const out = accept(read_)
+            if (out.length > 0 || ended) return out.length > 0 ? out : Done
+            continue
+          }
+          if (current.buffer.length === 0) return undefined
+          const buffered = current.buffer
+          current.buffer = []
+          const out = accept(buffered)
+          if (out.length > 0) return out
+          if (ended) return Done
+        }
+      }
+      const onReady = (wake: (() => void) | undefined) => {
+        if (replaying && reading && wake !== undefined) {
+          waiting = wake
+          current.wake = undefined
+          return
+        }
+        waiting = undefined
+        current.wake = wake
+        const ready =
+          current.buffer.length > 0 || current.lagged || replaying || failure !== undefined || defect !== undefined
+        if (wake !== undefined && ready) {
+          current.wake = undefined
+          wake()
+        }
+      }
+      const close = () => {
+        closed = true
+        waiting = undefined
+        current.wake = undefined
+        hubs.detach(sessionId, current)
+      }
+      return { take, onReady, close }
+    }
+
+    const follow: Tape["follow"] = (sessionId, afterSeq, options) =>
+      Effect.acquireRelease(
+        Effect.sync(() => open(sessionId, afterSeq, options)),
+        (f) => Effect.sync(f.close)
+      )
+
+    // The Effect form: one stage per subscriber over the same follower. (Composing Stream operators
+    // costs a channel per stage per element.)
     const subscribe: Tape["subscribe"] = (sessionId, afterSeq, options = {}) =>
       Stream.unwrapScoped(
-        Effect.gen(function* () {
-          // Attach to live events first, then read the journal: every event is in one or the other.
-          let current: Subscriber = hubs.attach(sessionId)
-          yield* Effect.addFinalizer(() =>
-            Effect.sync(() => {
-              current.wake = undefined
-              hubs.detach(sessionId, current)
-            })
-          )
-          const runId = options.runId
-          let last = afterSeq
-          let replaying = true
-          let ended = false
-          const accept = (events: Iterable<TapeEvent>): Chunk.Chunk<TapeEvent> => {
-            const out: Array<TapeEvent> = []
-            for (const e of events) {
-              if (ended || e.tapeSeq <= last) continue
-              last = e.tapeSeq
-              if (runId !== undefined) {
-                if (e.runId !== runId) continue
-                if (isRunEnd(e)) ended = true
-              }
-              out.push(e)
-            }
-            return Chunk.unsafeFromArray(out)
-          }
-          const take = () => {
-            const buffered = current.buffer
-            current.buffer = []
-            return accept(buffered)
-          }
+        Effect.map(follow(sessionId, afterSeq, options), (f) => {
           const pull: Effect.Effect<
             Chunk.Chunk<TapeEvent>,
             Option.Option<JournalError | StreamLagged>
           > = Effect.suspend(() => {
-            if (ended) return Effect.fail(Option.none())
-            if (current.lagged) {
-              if (!replaying) {
-                return Effect.fail(Option.some(new StreamLagged({ sessionId, lastSeq: last, limit })))
-              }
-              // Behind while still replaying: the journal has every event; attach again and read on.
-              current = hubs.attach(sessionId)
-            }
-            if (replaying) {
-              return journal.readTape(sessionId, { afterSeq: last, limit: REPLAY_PAGE }).pipe(
-                Effect.mapError(Option.some),
-                Effect.map((page) => {
-                  if (page.length < REPLAY_PAGE) replaying = false
-                  return accept(page)
-                })
-              )
-            }
-            if (current.buffer.length > 0) return Effect.succeed(take())
-            return Effect.async<Chunk.Chunk<TapeEvent>, Option.Option<JournalError | StreamLagged>>((resume) => {
-              const waiting = current
-              waiting.wake = () => resume(pull)
-              return Effect.sync(() => {
-                waiting.wake = undefined
+            const r = f.take()
+            if (r === undefined) {
+              return Effect.async<Chunk.Chunk<TapeEvent>, Option.Option<JournalError | StreamLagged>>((resume) => {
+                f.onReady(() => resume(pull))
+                return Effect.sync(() => f.onReady(undefined))
               })
-            })
+            }
+            if (r === Done) return Effect.fail(Option.none())
+            if (isFailed(r)) return Effect.fail(Option.some(r.failure))
+            return Effect.succeed(Chunk.unsafeFromArray(r as Array<TapeEvent>))
           })
           return Stream.repeatEffectChunkOption(pull)
         })
       )
 
-    return { append, subscribe }
+    return { append, subscribe, follow }
   })

@@ -1,0 +1,46 @@
+/**
+ * `Follower`: a session's tape (replay, then live) behind plain callbacks, for transports' hot paths.
+ * It delivers exactly what `Gateway.subscribe` streams — same order, same replay/live seam, same
+ * cut-off of a subscriber that falls behind — without an Effect step per event: a live event costs
+ * one push into the follower's bounded buffer and one `wake` per batch.
+ *
+ * ```ts
+ * for (;;) {
+ *   const r = follower.take()
+ *   if (r === Follower.Done) break
+ *   if (Follower.isFailed(r)) throw r.failure
+ *   if (r === undefined) await new Promise<void>((wake) => follower.onReady(wake))
+ *   else for (const event of r) send(event)
+ * }
+ * ```
+ *
+ * @since 0.1.0
+ */
+import type { JournalError, StreamLagged } from "../domain/Errors.js"
+import type { TapeEvent } from "../domain/TapeEvent.js"
+
+/** `take`: the stream ended (its run ended, or it was closed). @since 0.1.0 @category Models */
+export const Done: unique symbol = Symbol.for("@palyra/core/Follower/Done")
+
+/** `take`: the stream failed (and stays failed). @since 0.1.0 @category Models */
+export interface Failed {
+  readonly failure: JournalError | StreamLagged
+}
+
+/** @since 0.1.0 @category Guards */
+export const isFailed = (u: unknown): u is Failed => typeof u === "object" && u !== null && "failure" in u
+
+/**
+ * `take` returns what is ready now: events in tapeSeq order, `Done`, a `Failed`, or `undefined` when
+ * nothing is ready yet. `onReady(wake)` calls `wake` once when `take` may have something (at once
+ * if it already may), `onReady(undefined)` disarms it. `close` detaches (the scope that opened the
+ * follower also does).
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export interface Follower {
+  readonly take: () => ReadonlyArray<TapeEvent> | typeof Done | Failed | undefined
+  readonly onReady: (wake: (() => void) | undefined) => void
+  readonly close: () => void
+}

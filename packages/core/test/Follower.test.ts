@@ -1,0 +1,139 @@
+/**
+ * `Gateway.follow`: the session's tape behind plain take/onReady callbacks. Authorized in core like
+ * `subscribe`; replay then live without gap or duplicate; a follower that does not take is cut off
+ * with a resumable `StreamLagged`; closing detaches it.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, type Layer } from "effect"
+import { Caller, Follower, Gateway, Journal, ScriptedModel, type TapeEvent } from "../src/index.js"
+import { gapFree, gatewayLayer } from "../src/testing.js"
+import { pendingApproval, recordingTool, withGateway } from "./helpers.js"
+
+const alice = Caller.user("alice")
+
+/** Take until `until` holds for an event, waiting with `onReady` between takes. */
+const drain = (f: Follower.Follower, until: (e: TapeEvent.TapeEvent) => boolean) =>
+  Effect.promise(async () => {
+    const seen: Array<TapeEvent.TapeEvent> = []
+    for (;;) {
+      const r = f.take()
+      if (r === undefined) {
+        await new Promise<void>((wake) => f.onReady(wake))
+        continue
+      }
+      if (r === Follower.Done || Follower.isFailed(r)) return { seen, end: r }
+      for (const e of r) seen.push(e)
+      if (r.some(until)) return { seen, end: undefined }
+    }
+  }).pipe(Effect.timeout("5 seconds"))
+
+const layer = (liveBufferEvents?: number) =>
+  gatewayLayer({
+    model: ScriptedModel.make(() => ({ text: Array.from({ length: 20 }, (_, i) => `w${i} `) })),
+    coalesceChars: 1,
+    ...(liveBufferEvents === undefined ? {} : { liveBufferEvents })
+  }) as Layer.Layer<Gateway.Gateway | Journal.Journal>
+
+describe("Gateway.follow", () => {
+  it.live("another principal's session is NotFound", () =>
+    Effect.gen(function* () {
+      const gateway = yield* Gateway.Gateway
+      const { session, run } = yield* gateway.sendMessage(alice, { text: "hi" })
+      yield* gateway.awaitRun(alice, run.id)
+      const refused = yield* Effect.flip(Effect.scoped(gateway.follow(Caller.user("bob"), session.id, 0)))
+      assert.strictEqual(refused._tag, "NotFound")
+    }).pipe(Effect.provide(layer()))
+  )
+
+  it.live("replays the journal, then follows live: gap-free and equal to the stored tape", () =>
+    Effect.gen(function* () {
+      const gateway = yield* Gateway.Gateway
+      const journal = yield* Journal.Journal
+      const first = yield* gateway.sendMessage(alice, { text: "one" })
+      yield* gateway.awaitRun(alice, first.run.id)
+      const seen = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const f = yield* gateway.follow(alice, first.session.id, 0)
+          const second = yield* gateway.sendMessage(alice, { text: "two", sessionId: first.session.id })
+          const { seen, end } = yield* drain(
+            f,
+            (e) => e.runId === second.run.id && e._tag === "RunStateChanged" && e.to === "Done"
+          )
+          assert.strictEqual(end, undefined)
+          return seen
+        })
+      )
+      assert.strictEqual(gapFree(seen), undefined)
+      const stored = yield* journal.readTape(first.session.id, { afterSeq: 0 })
+      assert.deepStrictEqual(
+        seen.map((e) => e.tapeSeq),
+        stored.map((e) => e.tapeSeq)
+      )
+    }).pipe(Effect.provide(layer()))
+  )
+
+  it.live("a follower that does not take is cut off with StreamLagged after its last seq; close ends it", () =>
+    Effect.gen(function* () {
+      const gateway = yield* Gateway.Gateway
+      const first = yield* gateway.sendMessage(alice, { text: "one" })
+      yield* gateway.awaitRun(alice, first.run.id)
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          const f = yield* gateway.follow(alice, first.session.id, 0)
+          // Replay to the end of the stored tape, then stop taking while a run streams 20+ events.
+          let last = 0
+          for (;;) {
+            const r = f.take()
+            if (r === undefined) break
+            assert.ok(Array.isArray(r))
+            last = (r as ReadonlyArray<TapeEvent.TapeEvent>).at(-1)?.tapeSeq ?? last
+          }
+          const second = yield* gateway.sendMessage(alice, { text: "two", sessionId: first.session.id })
+          yield* gateway.awaitRun(alice, second.run.id)
+          const r = f.take()
+          assert.ok(Follower.isFailed(r))
+          assert.strictEqual(r.failure._tag, "StreamLagged")
+          assert.strictEqual(r.failure._tag === "StreamLagged" && r.failure.lastSeq, last)
+          f.close()
+          assert.strictEqual(f.take(), Follower.Done)
+        })
+      )
+    }).pipe(Effect.provide(layer(8)))
+  )
+
+  it.live("StartedRun.follow is the run's approval channel while open; closing it releases the channel", () =>
+    Effect.gen(function* () {
+      const { tool, calls } = recordingTool("fs.write", "sensitive")
+      // Two paced deltas, then a call that needs approval.
+      const model = ScriptedModel.make((request) =>
+        request.messages.at(-1)?.role === "tool"
+          ? { text: "done" }
+          : { text: ["a ", "b "], delayPerDelta: "30 millis", toolCalls: [{ name: "fs.write", args: { x: 1 } }] }
+      )
+      yield* withGateway({ model, tools: [tool] }, (gateway) =>
+        Effect.gen(function* () {
+          const op = Caller.operator("op")
+          // Open: the call waits for an approval.
+          const kept = yield* gateway.startRun(alice, { text: "write" })
+          yield* Effect.scoped(
+            Effect.gen(function* () {
+              yield* kept.follow
+              const pending = yield* pendingApproval(gateway, kept.run.id)
+              assert.strictEqual((yield* gateway.getRun(op, kept.run.id)).state, "WaitingForApproval")
+              yield* gateway.resolveApproval(alice, { approvalId: pending.id, decision: "deny" })
+              yield* gateway.awaitRun(op, kept.run.id)
+            })
+          )
+          // Closed before the call: nobody can answer, so it is denied at once (fail closed).
+          const dropped = yield* gateway.startRun(alice, { text: "write", sessionId: kept.session.id })
+          yield* Effect.scoped(dropped.follow)
+          assert.strictEqual((yield* gateway.awaitRun(op, dropped.run.id)).state, "Done")
+          const tape = yield* gateway.readTape(op, kept.session.id, { afterSeq: 0 })
+          const results = tape.filter((e) => e.runId === dropped.run.id && e._tag === "ToolResult")
+          assert.match((results[0] as TapeEvent.TapeEvent & { output: string }).output, /no approval channel/)
+          assert.deepStrictEqual(calls, [])
+        })
+      )
+    })
+  )
+})

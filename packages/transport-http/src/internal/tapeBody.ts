@@ -1,0 +1,141 @@
+/**
+ * A session's tape as a server-sent event response whose body is a Node `Readable` fed by a core
+ * `Follower`: the platform pipes it to the socket (`HttpServerResponse.raw`), so an event costs a
+ * take, one shared frame (built once per event for every stream) and one push — no fiber, queue or
+ * Effect `Stream` stage per event (those were most of the CPU a delivered event cost). Everything
+ * ready is sent as one write. Node's stream backpressure holds the follower's events in its bounded
+ * buffer while the socket is full; the hub cuts a client off that falls too far behind, and it gets
+ * a last `error` event (code `unavailable`, `lastSeq` to resume after).
+ */
+import { Readable } from "node:stream"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import { Errors, Follower, Metrics, type TapeEvent } from "@palyra/core"
+import { Effect, Exit, Fiber, Metric, Scope } from "effect"
+import { toApiError } from "../Api.js"
+import * as Sse from "../Sse.js"
+import type { HandlerOptions } from "./common.js"
+
+const openStreams = Metric.tagged(Metrics.openStreams, "transport", "http")
+
+const tapeFrame = (event: TapeEvent.TapeEvent): Uint8Array =>
+  Sse.encodeOnce(event, () => ({ id: String(event.tapeSeq), event: event._tag, data: JSON.stringify(event) }))
+
+const frames = (events: ReadonlyArray<TapeEvent.TapeEvent>): Uint8Array =>
+  events.length === 1 ? tapeFrame(events[0]!) : Buffer.concat(events.map(tapeFrame))
+
+/**
+ * The body: `follow` is opened when the body is first read (so nothing is held for a response that
+ * is never sent) and closed when the body ends or is destroyed (client gone, server shutting down).
+ * Keep-alive comments go out whenever nothing was sent for `heartbeatSeconds`; at shutdown — or
+ * when `end` is called — the body ends cleanly after what it already holds.
+ *
+ * @internal
+ */
+export const tapeBody = (
+  options: HandlerOptions,
+  follow: Effect.Effect<Follower.Follower, unknown, Scope.Scope>
+): { readonly body: Readable; readonly end: () => void } => {
+  const heartbeat = options.heartbeatSeconds * 1000
+  let follower: Follower.Follower | undefined
+  let scope: Scope.CloseableScope | undefined
+  let shutdown: Fiber.RuntimeFiber<void> | undefined
+  let timer: ReturnType<typeof setTimeout> | undefined
+  let wanted = false
+  let ended = false
+  let lastPush = 0
+
+  const push = (bytes: Uint8Array) => {
+    lastPush = Date.now()
+    wanted = body.push(bytes)
+  }
+  const end = () => {
+    if (ended) return
+    ended = true
+    wanted = false
+    body.push(null)
+  }
+  const beat = () => {
+    timer = undefined
+    if (ended) return
+    const idle = Date.now() - lastPush
+    if (idle >= heartbeat) {
+      if (wanted) push(Sse.comment("keep-alive"))
+      timer = setTimeout(beat, heartbeat)
+    } else timer = setTimeout(beat, heartbeat - idle)
+  }
+  const wake = () => {
+    if (wanted) pump()
+  }
+  // Take everything ready while the body wants more; when nothing is ready, wait for one wake-up.
+  const pump = () => {
+    const f = follower
+    if (f === undefined || ended) return
+    while (wanted) {
+      const ready = f.take()
+      if (ready === undefined) return f.onReady(wake)
+      if (ready === Follower.Done) return end()
+      if (Follower.isFailed(ready)) {
+        const error = ready.failure
+        if (!(error instanceof Errors.StreamLagged)) return body.destroy(error)
+        push(Sse.encode({ event: "error", data: JSON.stringify({ ...toApiError(error), lastSeq: error.lastSeq }) }))
+        return end()
+      }
+      if (ready.length > 0) push(frames(ready))
+    }
+  }
+  const open = () => {
+    const opened = Effect.runSync(Scope.make())
+    scope = opened
+    Effect.runSync(Metric.modify(openStreams, 1))
+    shutdown = Effect.runFork(
+      Effect.zipRight(
+        options.shutdown,
+        Effect.sync(() => end())
+      )
+    )
+    Effect.runFork(Scope.extend(follow, opened)).addObserver((exit) => {
+      if (body.destroyed) return
+      if (Exit.isFailure(exit)) return body.destroy(new Error("the tape stream could not start", { cause: exit.cause }))
+      follower = exit.value
+      push(Sse.comment("connected"))
+      timer = setTimeout(beat, heartbeat)
+      pump()
+    })
+  }
+
+  const body = new Readable({
+    read() {
+      wanted = true
+      if (scope === undefined) open()
+      else pump()
+    },
+    destroy(error, callback) {
+      ended = true
+      if (timer !== undefined) clearTimeout(timer)
+      follower?.onReady(undefined)
+      follower?.close()
+      if (shutdown !== undefined) Effect.runFork(Fiber.interrupt(shutdown))
+      if (scope !== undefined) {
+        Effect.runFork(Scope.close(scope, Exit.void))
+        Effect.runSync(Metric.modify(openStreams, -1))
+      }
+      callback(error)
+    }
+  })
+
+  return { body, end }
+}
+
+/**
+ * The response whose body is `tapeBody`.
+ *
+ * @internal
+ */
+export const tapeResponse = (
+  options: HandlerOptions,
+  follow: Effect.Effect<Follower.Follower, unknown, Scope.Scope>
+): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.raw(tapeBody(options, follow).body, {
+    contentType: "text/event-stream",
+    headers: { "cache-control": "no-cache", "x-accel-buffering": "no", connection: "keep-alive" }
+  })
