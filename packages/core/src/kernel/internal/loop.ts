@@ -120,13 +120,19 @@ const takeStaged = <E extends AppendEffects>(ctx: RunContext, events: ReadonlyAr
   }
 }
 
+// A write and what the run learns from it are one step that an interruption (cancel, the
+// wall-clock budget, shutdown) cannot split: a committed write the run did not observe would leave
+// its view behind the tape (its cancellation recorded from a stale state), and staged events taken
+// for a write that never happened would be lost. Interruption takes effect after the write.
 const emit = (ctx: RunContext, events: Events, effects: AppendEffects = {}) =>
-  Effect.suspend(() => {
-    const write = takeStaged(ctx, events, effects)
-    return Effect.map(ctx.deps.tape.append(ctx.session.id, write.events as Events, write.effects), (stored) =>
-      observe(ctx, stored, write.count)
-    )
-  })
+  Effect.uninterruptible(
+    Effect.suspend(() => {
+      const write = takeStaged(ctx, events, effects)
+      return Effect.map(ctx.deps.tape.append(ctx.session.id, write.events as Events, write.effects), (stored) =>
+        observe(ctx, stored, write.count)
+      )
+    })
+  )
 
 /** What writing a streamed delta can fail with. */
 type SinkError = Effect.Effect.Error<ReturnType<typeof emit>> | BudgetExceeded
@@ -139,17 +145,19 @@ const transition = (
   effects: Omit<AppendEffects, "runTransition"> = {},
   error?: { readonly code: string; readonly message: string }
 ) =>
-  Effect.suspend(() => {
-    const write = takeStaged(ctx, extra, effects)
-    return Effect.map(
-      recordTransition(ctx.deps.tape, base(ctx), ctx.view.state, event, reason, {
-        extra: write.events,
-        effects: write.effects,
-        error
-      }),
-      (stored) => observe(ctx, stored, write.count)
-    )
-  })
+  Effect.uninterruptible(
+    Effect.suspend(() => {
+      const write = takeStaged(ctx, extra, effects)
+      return Effect.map(
+        recordTransition(ctx.deps.tape, base(ctx), ctx.view.state, event, reason, {
+          extra: write.events,
+          effects: write.effects,
+          error
+        }),
+        (stored) => observe(ctx, stored, write.count)
+      )
+    })
+  )
 
 // ---- tool calls -------------------------------------------------------------------------------
 
