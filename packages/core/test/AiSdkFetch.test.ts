@@ -104,4 +104,34 @@ describe("Fetch.make", () => {
     assert.isUndefined(Fetch.make({ http_proxy: "http://proxy:3128" }))
     assert.isFunction(Fetch.make({ HTTP_PROXY: "" }))
   })
+
+  it("a compressed answer whose connection drops mid-body fails the read (it does not hang)", async () => {
+    const gz = gzipSync(Buffer.from(`data: ${"x".repeat(100_000)}\n\n`))
+    const dropping = createServer((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream", "content-encoding": "gzip" })
+      res.write(gz.subarray(0, gz.length >> 1))
+      setTimeout(() => res.socket?.destroy(), 50)
+    })
+    await new Promise<void>((resolve) => dropping.listen(0, "127.0.0.1", resolve))
+    try {
+      const fast = Fetch.make({})
+      assert.isDefined(fast)
+      const url = `http://127.0.0.1:${(dropping.address() as AddressInfo).port}/`
+      const answer = await fast!(url, { method: "POST", body: "{}" })
+      const reader = answer.body!.getReader()
+      const outcome = await new Promise<string>((resolve) => {
+        const timer = setTimeout(() => resolve("still pending"), 10_000)
+        const pump = (): Promise<void> =>
+          reader.read().then(
+            (next) => (next.done ? resolve("ended") : pump()),
+            () => resolve("failed")
+          )
+        void pump().finally(() => clearTimeout(timer))
+      })
+      assert.strictEqual(outcome, "failed")
+    } finally {
+      dropping.closeAllConnections()
+      dropping.close()
+    }
+  })
 })

@@ -16,7 +16,7 @@
  *
  * @since 0.1.0
  */
-import { Readable } from "node:stream"
+import { pipeline, Readable, type Transform } from "node:stream"
 import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib"
 import { Agent, type Dispatcher, interceptors, request } from "undici"
 
@@ -39,15 +39,18 @@ const headersOf = (init: RequestInit["headers"]): Record<string, string> => {
   return out
 }
 
+/** Joined with `pipeline`, so a failure on either side (a connection dropped mid-body) fails the other. */
+const through = (body: Readable, decoder: Transform): Readable => pipeline(body, decoder, () => {})
+
 const decoded = (body: Readable, encoding: string | undefined): Readable => {
   switch (encoding?.trim().toLowerCase()) {
     case "gzip":
     case "x-gzip":
-      return body.pipe(createGunzip())
+      return through(body, createGunzip())
     case "deflate":
-      return body.pipe(createInflate())
+      return through(body, createInflate())
     case "br":
-      return body.pipe(createBrotliDecompress())
+      return through(body, createBrotliDecompress())
     default:
       return body
   }
