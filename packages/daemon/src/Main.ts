@@ -9,7 +9,7 @@ import { randomBytes } from "node:crypto"
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { ChannelConfig } from "@palyra/channels/config"
-import { type Auth, Journal, Metrics, PolicyEngine } from "@palyra/core"
+import { type Auth, Errors, Journal, Metrics, PolicyEngine } from "@palyra/core"
 import { CedarPolicy } from "@palyra/core/cedar"
 import { ContextEngine } from "@palyra/core/context"
 import { Models } from "@palyra/core/models"
@@ -19,8 +19,10 @@ import { GrpcTransport } from "@palyra/transport-grpc"
 import { HttpTransport } from "@palyra/transport-http"
 import {
   Context,
+  Deferred,
   Duration,
   Effect,
+  Exit,
   FiberRef,
   FiberRefs,
   HashMap,
@@ -134,6 +136,14 @@ export const run = (
     mkdirSync(config.dataDir, { recursive: true, mode: 0o700 })
     mkdirSync(config.workspaceDir, { recursive: true })
     const admin = yield* ensureAdminToken(config)
+    // If the journal's writer thread dies every write fails from then on: stop (with an error, so a
+    // supervisor restarts the daemon) instead of answering every request with 500.
+    const writerStopped = yield* Deferred.make<never, Errors.JournalError>()
+    const onWriterStopped = (reason: string) =>
+      Deferred.unsafeDone(
+        writerStopped,
+        Exit.fail(new Errors.JournalError({ method: "writer", message: `the journal's writer stopped: ${reason}` }))
+      )
     const model = yield* Models.fromSpecs(config.models, env)
     const policies = config.policiesDir
       ? yield* CedarPolicy.readPolicyDirectory(config.policiesDir)
@@ -225,7 +235,11 @@ export const run = (
         keyFile: config.anchorKeyFile,
         witnessFile: config.anchorWitnessFile,
         every: Duration.seconds(config.anchor.every_seconds)
-      }).pipe(Layer.provideMerge(SqliteJournal.layer({ filename: join(config.dataDir, "journal.db"), redaction }))),
+      }).pipe(
+        Layer.provideMerge(
+          SqliteJournal.layer({ filename: join(config.dataDir, "journal.db"), redaction, onWriterStopped })
+        )
+      ),
       // Streamed model text is redacted with the same rules as what the journal stores.
       redaction,
       policy: Layer.succeed(PolicyEngine.PolicyEngine, engine),
@@ -292,7 +306,7 @@ export const run = (
         })
       )
       onReady({ url, grpcUrl: grpc.url, token: admin.token, generated: admin.generated, tokenFile: admin.file })
-      return yield* Effect.never
+      return yield* Deferred.await(writerStopped)
     }).pipe(Effect.provide(afterRun.layer.pipe(Layer.provideMerge(kernel))))
     // The tracer wraps everything, so its final flush runs after the servers and runs have stopped.
   }).pipe(Effect.scoped, Effect.provide(telemetryLayer(config)))

@@ -121,6 +121,12 @@ export interface Options {
   readonly writer?: WriterMode | undefined
   /** Called with the writer's worker once it is started (tests: to crash it). @internal */
   readonly onWorker?: ((worker: Worker) => void) | undefined
+  /**
+   * Called once if the writer thread stops unexpectedly (not when the journal closes): from then on
+   * every write fails with `JournalError`, so a long-running process should stop (and let its
+   * supervisor restart it) rather than keep answering. palyrad exits with an error.
+   */
+  readonly onWriterStopped?: ((reason: string) => void) | undefined
 }
 
 /**

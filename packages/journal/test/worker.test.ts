@@ -101,11 +101,13 @@ describe("the writer in a worker thread", () => {
       Effect.gen(function* () {
         const filename = join(dir, "crash.db")
         const started = yield* Deferred.make<Worker>()
+        const stopped: Array<string> = []
         const scope = yield* Scope.make()
         const j = yield* SqliteJournal.make({
           filename,
           writer: "worker",
-          onWorker: (worker) => Deferred.unsafeDone(started, Exit.succeed(worker))
+          onWorker: (worker) => Deferred.unsafeDone(started, Exit.succeed(worker)),
+          onWriterStopped: (reason) => stopped.push(reason)
         }).pipe(Scope.extend(scope))
         const worker = yield* Deferred.await(started)
         for (let s = 0; s < 4; s++) yield* j.createSession(Records.makeSession({ id: sid(s), principal: "p" }))
@@ -136,11 +138,17 @@ describe("the writer in a worker thread", () => {
         expect(yield* Effect.flip(j.createSession(Records.makeSession({ id: sid(9), principal: "p" })))).toBeInstanceOf(
           Errors.JournalError
         )
+        // The owner was told, once.
+        expect(stopped).toHaveLength(1)
+        expect(stopped[0]).toMatch(/writer stopped/)
         yield* Scope.close(scope, Exit.void)
 
         // Reopened: every acknowledged append is there, in order, and the chains verify.
         const reopened = yield* Scope.make()
-        const again = yield* SqliteJournal.make({ filename }).pipe(Scope.extend(reopened))
+        const quietlyClosed: Array<string> = []
+        const again = yield* SqliteJournal.make({ filename, onWriterStopped: (r) => quietlyClosed.push(r) }).pipe(
+          Scope.extend(reopened)
+        )
         for (let s = 0; s < 4; s++) {
           const acked = outcomes[s]!.filter(Either.isRight).flatMap((r) => r.right.map((e) => e.tapeSeq))
           const tape = (yield* again.readTape(sid(s), { afterSeq: 0 })).map((e) => e.tapeSeq)
@@ -151,6 +159,8 @@ describe("the writer in a worker thread", () => {
         // And it writes again.
         expect((yield* again.append(sid(0), [delta(sid(0), 10_000)])).length).toBe(1)
         yield* Scope.close(reopened, Exit.void)
+        // A journal that closes normally stops its writer without calling it a failure.
+        expect(quietlyClosed).toEqual([])
       }),
     60_000
   )

@@ -157,6 +157,7 @@ export const workerBackend = (
     readonly synchronous?: "NORMAL" | "FULL" | undefined
     readonly busyTimeoutMs?: number | undefined
     readonly onWorker?: ((worker: Worker) => void) | undefined
+    readonly onWriterStopped?: ((reason: string) => void) | undefined
   },
   maxBatch: number,
   st: { readonly sessionExists: Database.Statement; readonly maxSeq: Database.Statement },
@@ -258,6 +259,7 @@ export const workerBackend = (
             Effect.annotateLogs({ reason: message, unanswered: lost.length })
           )
         )
+        options.onWriterStopped?.(message)
       }
       inFlight.clear()
       queued = []
