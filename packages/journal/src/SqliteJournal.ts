@@ -647,14 +647,16 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
         ),
       updateSession: (s) =>
         Effect.flatMap(
-          Effect.suspend(() =>
-            write("updateSession", {
+          Effect.suspend(() => {
+            // Only the redacted key is written (and sent to the writer): the raw key lives on as its digest.
+            const display = text(s.key)
+            return write("updateSession", {
               op: "updateSession",
               id: s.id,
               params: {
-                key: s.key,
+                keyAsIs: display === s.key ? 1 : 0,
                 digest: s.key === null ? null : sessionKeyDigest(s.principal, s.key),
-                display: text(s.key),
+                display,
                 channel: text(s.channel),
                 title: text(s.title),
                 resetGeneration: s.resetGeneration,
@@ -664,7 +666,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
                 id: s.id
               }
             })
-          ),
+          }),
           (r) => (r.changes === 0 ? Effect.fail(new Errors.NotFound({ entity: "session", id: s.id })) : Effect.void)
         ) as Effect.Effect<void, Errors.NotFound | Errors.JournalError>,
       listSessions: (f) =>

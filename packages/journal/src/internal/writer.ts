@@ -63,8 +63,9 @@ export const makeWriter = (db: Database.Database, maxBatch: number): Writer => {
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)`
     ),
     // A session read back carries its redacted key: writing that same text back keeps the digest.
+    // (`@keyAsIs` says the key needed no redaction; the key itself never crosses to this thread.)
     updateSession: db.prepare(
-      `UPDATE sessions SET key_digest = CASE WHEN @key IS NULL THEN NULL WHEN key IS @key THEN key_digest ELSE @digest END,
+      `UPDATE sessions SET key_digest = CASE WHEN @display IS NULL THEN NULL WHEN @keyAsIs = 1 AND key IS @display THEN key_digest ELSE @digest END,
           key = @display, channel = @channel, title = @title, reset_generation = @resetGeneration,
           history_from_seq = @historyFromSeq, archived = @archived, updated_at = @updatedAt WHERE id = @id`
     ),
