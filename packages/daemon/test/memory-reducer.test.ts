@@ -45,6 +45,26 @@ it("collects once after work followed by a quiet window, and not again while idl
   }
 })
 
+it("does not collect while the live heap is above its limit (the pause grows with the heap)", async () => {
+  let calls = 0
+  const fiber = Effect.runFork(
+    MemoryReducer.run({
+      intervalMs: 200,
+      idleUtilization: 0.2,
+      minActiveMs: 150,
+      maxHeapBytes: 1,
+      gc: () => void calls++
+    })
+  )
+  try {
+    await work(600)
+    await sleep(900) // work, then quiet windows: with any heap above the limit, still none
+    expect(calls).toBe(0)
+  } finally {
+    await Effect.runPromise(Fiber.interrupt(fiber))
+  }
+})
+
 it("V8's memory-reducing collection is available in a plain node process and returns memory an ordinary one keeps", () => {
   // A child process without --expose-gc, like palyrad: a burst of allocation (some of it surviving
   // a while, as a burst of requests does), then RSS after an ordinary full collection (the control)
