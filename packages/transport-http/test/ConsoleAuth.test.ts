@@ -203,7 +203,7 @@ describe("console sign-in", () => {
     expect(await live(bobs[981] ?? "")).toBe(true)
     expect(await live(bobs[980] ?? "")).toBe(false)
     expect(await live(bobs[0] ?? "")).toBe(false)
-  })
+  }, 120_000) // a thousand sign-ins: ~3 s alone, over 30 s on a loaded 2-core machine
 
   it("refuses new sign-ins at the global cap instead of evicting anyone", async () => {
     const first = await signIn(tiny.base, "alice-token")
