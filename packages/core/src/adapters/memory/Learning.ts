@@ -3,8 +3,8 @@
  * background queue (`enqueueReflection(runId)`, at most one per run) — unless the extractor is the
  * deterministic one and finds nothing in the run (no explicit statement, fewer than two successful
  * tool calls): then nothing is queued or noted, which keeps a plain turn free of the task's writes
- * (enqueue, claim, note, complete: about a fifth of a short turn's daemon CPU). Its handler reads the run's tape and asks for
- * candidates to remember — facts, preferences and procedures (a sequence of tool calls that
+ * (enqueue, claim, note, complete: about a fifth of a short turn's daemon CPU). The task's handler
+ * reads the run's tape and asks for candidates to remember — facts, preferences and procedures (a sequence of tool calls that
  * succeeded) — each with a confidence in **basis points** (0–10,000):
  *
  * - from the model (`extractor: "model"`, a reflection prompt through `ModelProvider`; its answer is
