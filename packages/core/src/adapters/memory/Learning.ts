@@ -4,8 +4,8 @@
  * deterministic one and finds nothing in the run (no explicit statement, fewer than two successful
  * tool calls): then nothing is queued or noted, which keeps a plain turn free of the task's writes
  * (enqueue, claim, note, complete: about a fifth of a short turn's daemon CPU). The task's handler
- * reads the run's tape and asks for candidates to remember — facts, preferences and procedures (a sequence of tool calls that
- * succeeded) — each with a confidence in **basis points** (0–10,000):
+ * reads the run's tape and asks for candidates to remember — facts, preferences and procedures (a
+ * sequence of tool calls that succeeded) — each with a confidence in **basis points** (0–10,000):
  *
  * - from the model (`extractor: "model"`, a reflection prompt through `ModelProvider`; its answer is
  *   untrusted and parsed with a schema, anything malformed is dropped; a model that fails falls
