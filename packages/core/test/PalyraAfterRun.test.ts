@@ -60,6 +60,36 @@ describe("createPalyra({ memory, learning, watchdog })", () => {
     }
   })
 
+  it("a run the deterministic extractor finds nothing in gets no reflection task and no note; the next one does", async () => {
+    const palyra = createPalyra({
+      model: scriptedModel(() => ({ text: "Hi." })),
+      memory: {},
+      learning: true,
+      tasks: { pollInterval: "20 millis" }
+    })
+    try {
+      const plain = await palyra.run("Hello there, how are you today?", { principal: "alice", sessionKey: "p1" })
+      const said = await palyra.run("Remember that the build runs on Tuesdays.", {
+        principal: "alice",
+        sessionKey: "p2"
+      })
+      const reflections = await waitFor(
+        () => palyra.tasks({ kind: "memory.reflect" }),
+        (tasks) => tasks.some((t) => t.state === "succeeded")
+      )
+      // Only the second run was queued (the task's payload names its run).
+      expect(reflections.map((t) => [t.payload, t.state])).toEqual([[{ runId: said.runId }, "succeeded"]])
+      const plainTape = await palyra.readTape(plain.sessionId)
+      expect(plainTape.filter((e) => e._tag === "SessionNote" && e.author === "learning")).toEqual([])
+      const saidTape = await palyra.readTape(said.sessionId)
+      expect(
+        saidTape.some((e) => e._tag === "SessionNote" && e.author === "learning" && e.text.startsWith("reflected"))
+      ).toBe(true)
+    } finally {
+      await palyra.close()
+    }
+  })
+
   it("without them, the after-run methods answer NotFound (feature)", async () => {
     const palyra = createPalyra({ model: scriptedModel([{ text: "hi" }]) })
     try {

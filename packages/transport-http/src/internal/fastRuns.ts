@@ -108,6 +108,25 @@ export const make = (
         o.streaming = true
         const { body, end } = tapeBody(options, follow)
         pipeline(body, o.res, () => resume(Effect.void))
+        // One socket write per event-loop turn: the socket is corked at a turn's first frame and
+        // uncorked when the turn's I/O callbacks are done (`setImmediate`), so the frames of commits
+        // delivered in one turn — and the chunked terminator of the body's end — leave as one
+        // `writev` instead of one each. The socket itself is corked, not the response: a response
+        // ended while corked drops what it holds. Stream accounting is unchanged while corked (a
+        // full socket still stops the pull); a late uncork on a reused socket only flushes early.
+        const socket = o.res.socket
+        let corked = false
+        const uncork = () => {
+          corked = false
+          socket?.uncork()
+        }
+        if (socket !== null)
+          body.prependListener("data", () => {
+            if (corked) return
+            corked = true
+            socket.cork()
+            setImmediate(uncork)
+          })
         return Effect.sync(end)
       })
 

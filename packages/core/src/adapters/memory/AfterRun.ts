@@ -13,8 +13,9 @@
  * - `memory` (needs `store`): the prompt assembler (the context engine, or the default) is wrapped
  *   with `Memory.injecting`, and `memory.search` / `memory.save` join the tools (under policy:
  *   `memory.save` is `sensitive`, so the default policies ask for approval).
- * - `learning` (needs `store` and `queue`): every run that ends enqueues one reflection
- *   (`Learning.enqueueReflection`, through the kernel's `RunHooks`), which the worker runs.
+ * - `learning` (needs `store` and `queue`): a run that ends enqueues one reflection
+ *   (`Learning.afterRun`, through the kernel's `RunHooks`; none for a run the deterministic
+ *   extractor finds nothing in), which the worker runs.
  * - `queue`: the worker runs the handlers (`memory.reflect`, `memory.purge`) for the layer's lifetime.
  * - `watchdog`: the watchdog loop in its mode (`off`, `observe`, `auto`), watching this process's
  *   tool process groups (`Processes.shared`) too.
@@ -156,7 +157,7 @@ export const make = (options: Options): AfterRun => {
                 Deferred.await(learningReady),
                 Option.match({
                   onNone: () => Effect.void,
-                  onSome: (learning) => Effect.asVoid(learning.enqueueReflection(run.id))
+                  onSome: (learning) => Effect.asVoid(learning.afterRun(run))
                 })
               )
             : Effect.void

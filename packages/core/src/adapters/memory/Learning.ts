@@ -1,8 +1,11 @@
 /**
- * Learning from finished runs. When a run ends, `enqueueReflection(runId)` puts one reflection task
- * on the background queue (at most one per run). Its handler reads the run's tape and asks for
- * candidates to remember — facts, preferences and procedures (a sequence of tool calls that
- * succeeded) — each with a confidence in **basis points** (0–10,000):
+ * Learning from finished runs. When a run ends, `afterRun(run)` puts one reflection task on the
+ * background queue (`enqueueReflection(runId)`, at most one per run) — unless the extractor is the
+ * deterministic one and finds nothing in the run (no explicit statement, fewer than two successful
+ * tool calls): then nothing is queued or noted, which keeps a plain turn free of the task's writes
+ * (enqueue, claim, note, complete: about a fifth of a short turn's daemon CPU). The task's handler
+ * reads the run's tape and asks for candidates to remember — facts, preferences and procedures (a
+ * sequence of tool calls that succeeded) — each with a confidence in **basis points** (0–10,000):
  *
  * - from the model (`extractor: "model"`, a reflection prompt through `ModelProvider`; its answer is
  *   untrusted and parsed with a schema, anything malformed is dropped; a model that fails falls
@@ -22,7 +25,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, type Duration, Effect, Either, Layer, Option, Schema } from "effect"
+import { Clock, Context, type Duration, Effect, Either, Layer, Metric, Option, Schema } from "effect"
 import * as Caller from "../../domain/Caller.js"
 import { Conflict, InvalidArgument, type JournalError, NotFound, type PayloadTooLarge } from "../../domain/Errors.js"
 import type { RunId, SessionId } from "../../domain/Ids.js"
@@ -108,6 +111,11 @@ export interface Options {
 export interface Service {
   /** Queue one reflection for a run (again for the same run: the same task). Call when a run ends. */
   readonly enqueueReflection: (runId: RunId) => Effect.Effect<Task, InvalidArgument | PayloadTooLarge | JournalError>
+  /**
+   * At a run's end: its reflection queued (`Some`), or `None` when the deterministic extractor finds
+   * nothing in the run's tape (a model or custom extractor always gets the task).
+   */
+  readonly afterRun: (run: Run) => Effect.Effect<Option.Option<Task>, InvalidArgument | PayloadTooLarge | JournalError>
   /** Reflect on a run now (what the task handler does). */
   readonly reflect: (runId: RunId) => Effect.Effect<Reflection, JournalError | NotFound | Conflict>
   /** Handlers for `TaskQueue.worker` (`memory.reflect`). */
@@ -131,6 +139,17 @@ export interface Service {
 
 /** @since 0.1.0 @category Models */
 export type LearningError = NotFound | Conflict | InvalidArgument | JournalError
+
+/**
+ * Runs that ended without a reflection task: the deterministic extractor found nothing in them.
+ *
+ * @since 0.1.0
+ * @category Metrics
+ */
+export const reflectionsSkipped = Metric.counter("palyra_learning_reflections_skipped", {
+  description: "finished runs not queued for reflection: the deterministic extractor found nothing in them",
+  incremental: true
+})
 
 /** @since 0.1.0 @category Tags */
 export class Learning extends Context.Tag("@palyra/core/Learning")<Learning, Service>() {}
@@ -209,43 +228,47 @@ const sentences = (text: string) =>
  * @category Extractors
  */
 export const deterministic = (input: ReflectionInput): Effect.Effect<ReadonlyArray<Proposal>> =>
-  Effect.sync(() => {
-    const out: Array<Proposal> = []
+  Effect.sync(() => deterministicProposals(input.run, input.events))
+
+/** The deterministic extractor as a plain function (also the cheap check at a run's end). */
+const deterministicProposals = (run: Run, events: ReadonlyArray<TapeEvent>): ReadonlyArray<Proposal> => {
+  const input = { run, events }
+  const out: Array<Proposal> = []
+  for (const e of input.events) {
+    if (e._tag !== "UserMessage") continue
+    for (const s of sentences(e.text)) {
+      for (const rule of RULES) {
+        const m = rule.pattern.exec(s)
+        if (m === null) continue
+        const bps = HEDGE.test(s) ? Math.max(0, rule.bps - 3_000) : rule.bps
+        out.push({ kind: rule.kind, text: rule.text(m), confidenceBps: bps, sourceSeq: e.tapeSeq })
+        break
+      }
+    }
+  }
+  if (input.run.state === "Done") {
+    const names = new Map<string, string>()
+    const ok: Array<string> = []
+    let failed = false
     for (const e of input.events) {
-      if (e._tag !== "UserMessage") continue
-      for (const s of sentences(e.text)) {
-        for (const rule of RULES) {
-          const m = rule.pattern.exec(s)
-          if (m === null) continue
-          const bps = HEDGE.test(s) ? Math.max(0, rule.bps - 3_000) : rule.bps
-          out.push({ kind: rule.kind, text: rule.text(m), confidenceBps: bps, sourceSeq: e.tapeSeq })
-          break
-        }
+      if (e._tag === "ToolProposed") names.set(e.toolCallId, e.tool)
+      if (e._tag === "ToolResult") {
+        if (e.status === "ok") ok.push(names.get(e.toolCallId) ?? e.tool)
+        else failed = true
       }
     }
-    if (input.run.state === "Done") {
-      const names = new Map<string, string>()
-      const ok: Array<string> = []
-      let failed = false
-      for (const e of input.events) {
-        if (e._tag === "ToolProposed") names.set(e.toolCallId, e.tool)
-        if (e._tag === "ToolResult") {
-          if (e.status === "ok") ok.push(names.get(e.toolCallId) ?? e.tool)
-          else failed = true
-        }
-      }
-      if (ok.length >= 2) {
-        const ask = input.run.input.replace(/\s+/g, " ").trim()
-        out.push({
-          kind: "procedure",
-          text: `For a request like "${ask.length > 120 ? `${ask.slice(0, 120)}…` : ask}": call ${ok.join(", then ")}`,
-          confidenceBps: failed ? 6_000 : 7_000,
-          sourceSeq: input.run.startSeq
-        })
-      }
+    if (ok.length >= 2) {
+      const ask = input.run.input.replace(/\s+/g, " ").trim()
+      out.push({
+        kind: "procedure",
+        text: `For a request like "${ask.length > 120 ? `${ask.slice(0, 120)}…` : ask}": call ${ok.join(", then ")}`,
+        confidenceBps: failed ? 6_000 : 7_000,
+        sourceSeq: input.run.startSeq
+      })
     }
-    return out
-  })
+  }
+  return out
+}
 
 // =============================================================================================
 // The model extractor
@@ -504,14 +527,35 @@ export const make = (options: Options): Effect.Effect<Service, InvalidArgument> 
         return result
       })
 
+    const enqueueReflection: Service["enqueueReflection"] = (runId) =>
+      queue.enqueue({
+        kind: REFLECT,
+        payload: { runId },
+        dedupeKey: `${REFLECT}:${runId}`,
+        maxAttempts: options.maxAttempts ?? 3
+      })
+
+    // The deterministic extractor's verdict is known from one read of the run's tape, so a run it
+    // would find nothing in costs no task (its reflection would only note "0 candidate(s)").
+    const afterRun: Service["afterRun"] = (run) =>
+      (mode === "deterministic"
+        ? Effect.map(
+            journal.readTape(run.sessionId, { afterSeq: Math.max(0, run.startSeq - 1), runId: run.id }),
+            (events) => deterministicProposals(run, events).length > 0
+          )
+        : Effect.succeed(true)
+      ).pipe(
+        Effect.flatMap((worth) =>
+          worth
+            ? Effect.asSome(enqueueReflection(run.id))
+            : Effect.as(Metric.increment(reflectionsSkipped), Option.none<Task>())
+        ),
+        Effect.withSpan("Learning.afterRun", { attributes: { runId: run.id } })
+      )
+
     return {
-      enqueueReflection: (runId) =>
-        queue.enqueue({
-          kind: REFLECT,
-          payload: { runId },
-          dedupeKey: `${REFLECT}:${runId}`,
-          maxAttempts: options.maxAttempts ?? 3
-        }),
+      enqueueReflection,
+      afterRun,
       reflect,
       handlers: { [REFLECT]: handler },
       list: (caller, filter = {}) =>
