@@ -33,14 +33,14 @@ import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest } f
 import type { TapeEvent } from "@palyra/core"
 import * as pb from "../gen/palyra/v1/gateway_pb.js"
 
-/** What the RunStream logic yields: the bound session's id first, then batches of tape events. */
+/** What the RunStream logic yields: the bound session's id first, then batches of tape events. @since 0.1.0 @category Models */
 export type Item = string | ReadonlyArray<TapeEvent.TapeEvent>
 
 const method = pb.GatewayService.method.runStream
 const path = `/${pb.GatewayService.typeName}/${method.name}`
 const grpcContentType = /^application\/grpc(?:\+proto)?(?:;.*)?$/i
 
-/** A request this path serves: `RunStream` with the gRPC protocol's binary codec. */
+/** A request this path serves: `RunStream` with the gRPC protocol's binary codec. @since 0.1.0 @category Guards */
 export const handles = (req: Http2ServerRequest): boolean =>
   req.url === path && req.method === "POST" && grpcContentType.test(req.headers["content-type"] ?? "")
 
@@ -75,7 +75,7 @@ export const eventEnvelope = (
   return bytes
 }
 
-/** The options of {@link makeHandler}. */
+/** The options of {@link makeHandler}. @since 0.1.0 @category Models */
 export interface HandlerOptions {
   readonly readMaxBytes: number
   readonly shutdownSignal: AbortSignal
@@ -147,13 +147,18 @@ const respond = async (
 ) => {
   let error: ConnectError | undefined
   let drained: (() => void) | undefined
-  const onDrain = () => drained?.()
+  const onDrain = () => {
+    const d = drained
+    drained = undefined
+    d?.()
+  }
+  // One listener each for the whole call (a stream that fills its window often adds none).
   res.on("drain", onDrain)
+  ctx.signal.addEventListener("abort", onDrain, { once: true })
   const whenWritable = () =>
     new Promise<void>((resolve) => {
-      drained = resolve
       if (ctx.signal.aborted) resolve()
-      else ctx.signal.addEventListener("abort", () => resolve(), { once: true })
+      else drained = resolve
     })
   try {
     const refused = options.authenticate(authorization, ctx)
@@ -176,6 +181,7 @@ const respond = async (
     error = e instanceof ConnectError ? e : new ConnectError("internal error", Code.Internal, undefined, undefined, e)
   } finally {
     res.off("drain", onDrain)
+    ctx.signal.removeEventListener("abort", onDrain)
     ctx.abort()
   }
   if (res.destroyed) return
