@@ -8,7 +8,7 @@ import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
 import { createClient, type Interceptor } from "@connectrpc/connect"
-import { createGrpcTransport } from "@connectrpc/connect-node"
+import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node"
 import * as grpc from "@grpc/grpc-js"
 import * as protoLoader from "@grpc/proto-loader"
 import { type Gateway, type Ids, Journal, ScriptedModel } from "@palyra/core"
@@ -332,4 +332,25 @@ describe("gRPC RunStream through its own HTTP/2 handler", () => {
       h2.close()
     }
   }, 60_000)
+
+  it("RunStream over the Connect protocol (HTTP/2) still takes connect-es's route: the same events, gap-free", async () => {
+    const g = createClient(
+      Proto.GatewayService,
+      createConnectTransport({ baseUrl: url, httpVersion: "2", interceptors: [auth] })
+    )
+    async function* requests() {
+      yield create(Proto.RunStreamRequestSchema, {
+        action: { case: "start", value: { target: { sessionKey: "connect-protocol" }, text: "long 200" } }
+      })
+    }
+    const seqs: Array<number> = []
+    let last: Proto.RunStreamResponse | undefined
+    for await (const r of g.runStream(requests())) {
+      if (r.payload.case === "event") seqs.push(Number(r.payload.value.tapeSeq))
+      last = r
+    }
+    expect(seqs.length).toBeGreaterThan(200)
+    expect(seqs).toEqual(seqs.map((_, i) => i + 1))
+    expect(last?.payload.case === "event" && last.payload.value.kind.case).toBe("runStateChanged")
+  })
 })
