@@ -11,7 +11,7 @@
  * @since 0.1.0
  */
 
-import { createServer, type Http2Server } from "node:http2"
+import { createServer, type Http2Server, type Http2ServerRequest, type Http2ServerResponse } from "node:http2"
 import type { AddressInfo } from "node:net"
 import { create } from "@bufbuild/protobuf"
 import {
@@ -43,6 +43,7 @@ import {
   toPbSession
 } from "./internal/convert.js"
 import { pairingRoutes } from "./internal/pairing.js"
+import * as RunStreamWire from "./internal/runStreamWire.js"
 
 /** @since 0.1.0 @category Models */
 export type TokenGrant = Auth.TokenGrant
@@ -321,11 +322,10 @@ const resolve = (g: Gateway.Service, caller: Caller, d: pb.ApprovalDecision) =>
     })
   })
 
-/**
- * RunStream: bind to a session (start or resume), then stream its events while handling the
- * client's further requests. Ends when the client cancels, or after the client half-closed once the
- * last run it started has ended.
- */
+/** A Gateway call on the request's runtime, context and span. */
+type Call = <A>(f: (g: Gateway.Service, c: Caller) => Effect.Effect<A, unknown, Gateway.Gateway>) => Promise<A>
+
+/** RunStream over connect-es (gRPC-Web, Connect, JSON): the shared logic, one message per event. */
 async function* runStream(
   runtime: Runtime.Runtime<Gateway.Gateway>,
   requests: AsyncIterable<pb.RunStreamRequest>,
@@ -335,6 +335,25 @@ async function* runStream(
     f: (g: Gateway.Service, c: Caller) => Effect.Effect<A, unknown, Gateway.Gateway>
   ) => Promise<A>
 ): AsyncGenerator<pb.RunStreamResponse> {
+  for await (const item of runStreamItems(runtime, requests, ctx.signal, (f) => run(ctx, f))) {
+    if (typeof item === "string")
+      yield create(pb.RunStreamResponseSchema, { payload: { case: "sessionId", value: item } })
+    else for (const event of item) yield eventResponse(event)
+  }
+}
+
+/**
+ * RunStream: bind to a session (start or resume), then stream its events while handling the
+ * client's further requests. Ends when the client cancels, or after the client half-closed once the
+ * last run it started has ended. Yields the session's id, then each batch of ready events (the
+ * gRPC path writes a batch at once, `internal/runStreamWire.ts`; connect-es gets them one by one).
+ */
+async function* runStreamItems(
+  runtime: Runtime.Runtime<Gateway.Gateway>,
+  requests: AsyncIterable<pb.RunStreamRequest>,
+  signal: AbortSignal,
+  call: Call
+): AsyncGenerator<RunStreamWire.Item> {
   const iterator = requests[Symbol.asyncIterator]()
   const first = await iterator.next()
   if (first.done) return
@@ -344,7 +363,7 @@ async function* runStream(
   let sessionId: string
   let afterSeq: number
   if (action.case === "start") {
-    const started = await run(ctx, (g, caller) =>
+    const started = await call((g, caller) =>
       Effect.gen(function* () {
         // startRun (not sendMessage): this stream is the run's approval channel from the first event.
         return yield* g.startRun(caller, {
@@ -359,7 +378,7 @@ async function* runStream(
     afterSeq = started.run.startSeq - 1
   } else if (action.case === "resume") {
     const resumed = action.value
-    const session = await run(ctx, (g, caller) =>
+    const session = await call((g, caller) =>
       Effect.flatMap(sessionIdOf(resumed.sessionId), (id) => g.getSession(caller, id))
     )
     sessionId = session.id
@@ -367,7 +386,7 @@ async function* runStream(
   } else {
     throw new ConnectError("the first message of RunStream must be start or resume", Code.InvalidArgument)
   }
-  yield create(pb.RunStreamResponseSchema, { payload: { case: "sessionId", value: sessionId } })
+  yield sessionId
 
   // Handle the client's further requests while events flow.
   let clientDone = false
@@ -380,17 +399,17 @@ async function* runStream(
         if (next.done) break
         const a = next.value.action
         if (a.case === "message") {
-          const sent = await run(ctx, (g, caller) =>
+          const sent = await call((g, caller) =>
             g.startRun(caller, { text: a.value, sessionId: sessionId as Ids.SessionId })
           )
           lastRun = sent.run.id
           lastRunEnded = false
         } else if (a.case === "approval") {
           const decision = a.value
-          await run(ctx, (g, caller) => resolve(g, caller, decision))
+          await call((g, caller) => resolve(g, caller, decision))
         } else if (a.case === "cancel") {
           const target = a.value.runId
-          await run(ctx, (g, caller) => Effect.flatMap(runIdOf(target), (id) => g.cancelRun(caller, id)))
+          await call((g, caller) => Effect.flatMap(runIdOf(target), (id) => g.cancelRun(caller, id)))
         } else if (a.case !== undefined) {
           throw new ConnectError(`${a.case} is only allowed as the first message`, Code.InvalidArgument)
         }
@@ -403,11 +422,11 @@ async function* runStream(
   })()
 
   // The session's events come from a follower (plain take/onReady callbacks, no fiber or stream
-  // stage per event): the generator takes everything ready at once and hands it to Connect event by
-  // event, then waits for one wake-up. A client that does not read holds up nothing but its own
-  // stream (the hub cuts it off when it falls too far behind).
+  // stage per event): the generator yields everything ready at once, then waits for one wake-up.
+  // A client that does not read holds up nothing but its own stream (the hub cuts it off when it
+  // falls too far behind).
   const scope = Effect.runSync(Scope.make())
-  const follower = await run(ctx, (g, caller) =>
+  const follower = await call((g, caller) =>
     Scope.extend(
       Effect.zipRight(
         Effect.acquireRelease(Metric.modify(openGrpcStreams, 1), () => Metric.modify(openGrpcStreams, -1)),
@@ -424,7 +443,7 @@ async function* runStream(
     aborted = true
     wakeLoop()
   }
-  ctx.signal.addEventListener("abort", onAbort, { once: true })
+  signal.addEventListener("abort", onAbort, { once: true })
   const wait = () =>
     new Promise<void>((r) => {
       wakeLoop = r
@@ -435,7 +454,7 @@ async function* runStream(
       if (failure) throw failure instanceof ConnectError ? failure : ConnectError.from(failure)
       // The client finished sending and the last run it started has ended: the stream is complete.
       if (clientDone && (lastRun === undefined || lastRunEnded)) return
-      if (aborted) return
+      if (aborted || signal.aborted) return
       const ready = follower.take()
       if (ready === undefined) {
         await wait()
@@ -443,13 +462,12 @@ async function* runStream(
       }
       if (ready === Follower.Done) return
       if (Follower.isFailed(ready)) throw toConnectError(Cause.fail(ready.failure))
-      for (const event of ready) {
-        yield eventResponse(event)
-        if (lastRun !== undefined && event.runId === lastRun && TapeEvent.isRunEnd(event)) lastRunEnded = true
-      }
+      yield ready
+      if (lastRun !== undefined && !lastRunEnded)
+        for (const event of ready) if (event.runId === lastRun && TapeEvent.isRunEnd(event)) lastRunEnded = true
     }
   } finally {
-    ctx.signal.removeEventListener("abort", onAbort)
+    signal.removeEventListener("abort", onAbort)
     follower.onReady(undefined)
     await Runtime.runPromise(runtime)(Scope.close(scope, Exit.void))
     void pump
@@ -467,6 +485,36 @@ const eventResponse = (event: TapeEvent.TapeEvent): pb.RunStreamResponse => {
     responses.set(event, response)
   }
   return response
+}
+
+/** gRPC RunStream's own handler: the same auth, runtime, span and logic as the connect-es route. */
+const grpcRunStreamHandler = (runtime: Runtime.Runtime<Gateway.Gateway>, options: Options, shutdown: AbortSignal) => {
+  const authenticate = Auth.makeAuthenticator(options.tokens)
+  const call =
+    (ctx: HandlerContext): Call =>
+    async (f) => {
+      const caller = ctx.values.get(callerKey)
+      if (!caller) throw new ConnectError("unauthenticated", Code.Unauthenticated)
+      const exit = await Runtime.runPromiseExit(runtime)(
+        Effect.flatMap(Gateway.Gateway, (g) => f(g, caller)).pipe(withServerSpan(ctx)),
+        { signal: ctx.signal }
+      )
+      if (Exit.isSuccess(exit)) return exit.value
+      throw toConnectError(exit.cause)
+    }
+  return RunStreamWire.makeHandler({
+    readMaxBytes: options.maxMessageBytes ?? 1024 * 1024,
+    shutdownSignal: shutdown,
+    authenticate: (authorization, ctx) => {
+      const result = authenticate(authorization)
+      if ("refused" in result) return new ConnectError(result.refused, Code.Unauthenticated)
+      ctx.values.set(callerKey, result.caller)
+      return undefined
+    },
+    items: (requests, ctx) => runStreamItems(runtime, requests, ctx.signal, call(ctx)),
+    // The envelope is memoized per event (RunStreamWire.eventEnvelope): the message itself need not be.
+    response: (event) => create(pb.RunStreamResponseSchema, { payload: { case: "event", value: toPbEvent(event) } })
+  })
 }
 
 /** @since 0.1.0 @category Models */
@@ -493,12 +541,17 @@ export const serve = (
   Effect.gen(function* () {
     const runtime = yield* Effect.runtime<Gateway.Gateway>()
     const shutdown = new AbortController()
-    const handler = connectNodeAdapter({
+    const connectHandler = connectNodeAdapter({
       routes: routes(runtime),
       interceptors: [authInterceptor(options.tokens)],
       readMaxBytes: options.maxMessageBytes ?? 1024 * 1024,
       shutdownSignal: shutdown.signal
     })
+    // gRPC RunStream writes its responses itself (one encode per event, one write per batch);
+    // everything else, RunStream over gRPC-Web / Connect included, is connect-es's.
+    const runStreamHandler = grpcRunStreamHandler(runtime, options, shutdown.signal)
+    const handler = (req: Http2ServerRequest, res: Http2ServerResponse) =>
+      RunStreamWire.handles(req) ? runStreamHandler(req, res) : connectHandler(req, res)
     const host = options.host ?? "127.0.0.1"
     const server: Http2Server = yield* Effect.acquireRelease(
       Effect.async<Http2Server, Errors.InvalidArgument>((resume) => {

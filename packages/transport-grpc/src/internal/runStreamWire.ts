@@ -1,0 +1,192 @@
+/**
+ * `RunStream` over the gRPC protocol (HTTP/2, `application/grpc[+proto]`) without connect-es's
+ * per-message response pipeline.
+ *
+ * Connect serves a streaming response through a chain of async-iterable stages (serialize, envelope,
+ * compress check, join, catch) and a `write` promise per message; for a stream of small tape events
+ * that chain was the largest cost of delivery. Here the request side, the headers, the deadline and
+ * the trailers are still connect-es's own functions (`createHandlerContext`, `parseTimeout`,
+ * `compressionNegotiate`, the envelope splitter/parser, `setTrailerStatus`), and only the response
+ * body is ours: each event's length-prefixed protobuf envelope is encoded once (a memo per event
+ * object, shared by every stream of its session) and every batch of ready events is one socket write.
+ * Node's stream backpressure stops the taking while the client is not reading (the hub then cuts it
+ * off with the resumable error, as before). gRPC-Web, Connect and JSON requests stay on connect-es.
+ *
+ * @since 0.1.0
+ */
+
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2"
+import { create, toBinary } from "@bufbuild/protobuf"
+import { Code, ConnectError, createContextValues, createHandlerContext, type HandlerContext } from "@connectrpc/connect"
+import {
+  compressionNegotiate,
+  createMethodSerializationLookup,
+  getAbortSignalReason,
+  pipe,
+  transformDecompressEnvelope,
+  transformParseEnvelope,
+  transformPrepend,
+  transformSplitEnvelope
+} from "@connectrpc/connect/protocol"
+import { headerAcceptEncoding, headerEncoding, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc"
+import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest } from "@connectrpc/connect-node"
+import type { TapeEvent } from "@palyra/core"
+import * as pb from "../gen/palyra/v1/gateway_pb.js"
+
+/** What the RunStream logic yields: the bound session's id first, then batches of tape events. @since 0.1.0 @category Models */
+export type Item = string | ReadonlyArray<TapeEvent.TapeEvent>
+
+const method = pb.GatewayService.method.runStream
+const path = `/${pb.GatewayService.typeName}/${method.name}`
+const grpcContentType = /^application\/grpc(?:\+proto)?(?:;.*)?$/i
+
+/** A request this path serves: `RunStream` with the gRPC protocol's binary codec. @since 0.1.0 @category Guards */
+export const handles = (req: Http2ServerRequest): boolean =>
+  req.url === path && req.method === "POST" && grpcContentType.test(req.headers["content-type"] ?? "")
+
+/** A message as one gRPC envelope: flags byte 0 (uncompressed), 4-byte big-endian length, the bytes. */
+const envelope = (message: pb.RunStreamResponse): Buffer => {
+  const bytes = toBinary(pb.RunStreamResponseSchema, message)
+  const out = Buffer.allocUnsafe(5 + bytes.length)
+  out[0] = 0
+  out.writeUInt32BE(bytes.length, 1)
+  out.set(bytes, 5)
+  return out
+}
+
+// A live event is the same object for every subscriber of its session: its envelope is built once.
+const envelopes = new WeakMap<TapeEvent.TapeEvent, Buffer>()
+
+/**
+ * An event's `RunStreamResponse` envelope, encoded once per event object and shared by every stream.
+ *
+ * @since 0.1.0
+ * @category Encoding
+ */
+export const eventEnvelope = (
+  event: TapeEvent.TapeEvent,
+  response: (e: TapeEvent.TapeEvent) => pb.RunStreamResponse
+) => {
+  let bytes = envelopes.get(event)
+  if (bytes === undefined) {
+    bytes = envelope(response(event))
+    envelopes.set(event, bytes)
+  }
+  return bytes
+}
+
+/** The options of {@link makeHandler}. @since 0.1.0 @category Models */
+export interface HandlerOptions {
+  readonly readMaxBytes: number
+  readonly shutdownSignal: AbortSignal
+  /** Authenticates the request's `authorization` header into the context values, or refuses it. */
+  readonly authenticate: (authorization: string | null, ctx: HandlerContext) => ConnectError | undefined
+  /** The RunStream logic, shared with the connect-es route. */
+  readonly items: (requests: AsyncIterable<pb.RunStreamRequest>, ctx: HandlerContext) => AsyncGenerator<Item>
+  /** A tape event as its response message (memoized by the caller). */
+  readonly response: (event: TapeEvent.TapeEvent) => pb.RunStreamResponse
+}
+
+/**
+ * A Node `http2` request handler for gRPC `RunStream` requests (see {@link handles}).
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const makeHandler = (options: HandlerOptions) => {
+  const serialization = createMethodSerializationLookup(method, undefined, undefined, {
+    readMaxBytes: options.readMaxBytes,
+    writeMaxBytes: 0xffffffff
+  })
+  const acceptCompression = [compressionGzip, compressionBrotli]
+  return (req: Http2ServerRequest, res: Http2ServerResponse): void => {
+    const contextValues = createContextValues()
+    const universal = universalRequestFromNodeRequest(req, res, undefined, contextValues)
+    const timeout = parseTimeout(universal.header.get("grpc-timeout"), Number.MAX_SAFE_INTEGER)
+    const ctx = createHandlerContext({
+      service: pb.GatewayService,
+      method,
+      protocolName: "grpc",
+      requestMethod: "POST",
+      url: universal.url,
+      ...(timeout.timeoutMs === undefined ? {} : { timeoutMs: timeout.timeoutMs }),
+      shutdownSignal: options.shutdownSignal,
+      requestSignal: universal.signal,
+      requestHeader: universal.header,
+      contextValues
+    })
+    const compression = compressionNegotiate(
+      acceptCompression,
+      universal.header.get(headerEncoding),
+      universal.header.get(headerAcceptEncoding),
+      headerAcceptEncoding
+    )
+    const requests = pipe(
+      universal.body as AsyncIterable<Uint8Array>,
+      transformPrepend<Uint8Array>(() => {
+        if (compression.error) throw compression.error
+        if (timeout.error) throw timeout.error
+        return undefined
+      }),
+      transformSplitEnvelope(options.readMaxBytes),
+      transformDecompressEnvelope(compression.request, options.readMaxBytes),
+      transformParseEnvelope(serialization.getI(true))
+    )
+    res.writeHead(200, { "content-type": "application/grpc+proto" })
+    void respond(options, ctx, requests, res, universal.header.get("authorization"))
+  }
+}
+
+/** Run the RunStream logic and write what it yields; the status goes in the trailers. */
+const respond = async (
+  options: HandlerOptions,
+  ctx: ReturnType<typeof createHandlerContext>,
+  requests: AsyncIterable<pb.RunStreamRequest>,
+  res: Http2ServerResponse,
+  authorization: string | null
+) => {
+  let error: ConnectError | undefined
+  let drained: (() => void) | undefined
+  const onDrain = () => {
+    const d = drained
+    drained = undefined
+    d?.()
+  }
+  // One listener each for the whole call (a stream that fills its window often adds none).
+  res.on("drain", onDrain)
+  ctx.signal.addEventListener("abort", onDrain, { once: true })
+  const whenWritable = () =>
+    new Promise<void>((resolve) => {
+      if (ctx.signal.aborted) resolve()
+      else drained = resolve
+    })
+  try {
+    const refused = options.authenticate(authorization, ctx)
+    if (refused) throw refused
+    for await (const item of options.items(requests, ctx)) {
+      if (res.destroyed) break
+      let ok: boolean
+      if (typeof item === "string") {
+        ok = res.write(envelope(create(pb.RunStreamResponseSchema, { payload: { case: "sessionId", value: item } })))
+      } else if (item.length === 1) {
+        ok = res.write(eventEnvelope(item[0]!, options.response))
+      } else {
+        ok = res.write(Buffer.concat(item.map((e) => eventEnvelope(e, options.response))))
+      }
+      // Backpressure: take nothing more until the socket drained (or the call ended).
+      if (!ok && !res.destroyed) await whenWritable()
+    }
+    if (ctx.signal.aborted) error = ConnectError.from(getAbortSignalReason(ctx.signal), Code.Canceled)
+  } catch (e) {
+    error = e instanceof ConnectError ? e : new ConnectError("internal error", Code.Internal, undefined, undefined, e)
+  } finally {
+    res.off("drain", onDrain)
+    ctx.signal.removeEventListener("abort", onDrain)
+    ctx.abort()
+  }
+  if (res.destroyed) return
+  const trailers = new Headers({ "grpc-status": "0" })
+  setTrailerStatus(trailers, error)
+  res.addTrailers(Object.fromEntries(trailers))
+  res.end()
+}
