@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Either, Exit, Fiber, FiberRef, Schema, TestClock } from "effect"
+import { Deferred, type Duration, Effect, Either, Exit, Fiber, FiberRef, Schema, TestClock } from "effect"
 import { Errors, Tool } from "../src/index.js"
 
 // The tool runtime's timeout runs a tool synchronously first and races only one that suspends
@@ -13,7 +13,10 @@ const context = {
   note: () => Effect.void
 }
 
-const toolOf = (execute: () => Effect.Effect<unknown, Errors.ToolError>, timeout = "1 second") =>
+const toolOf = (
+  execute: () => Effect.Effect<unknown, Errors.ToolError>,
+  timeout: Duration.DurationInput = "1 second"
+) =>
   Tool.make("t.op", {
     description: "test",
     parameters: Schema.Struct({}),
