@@ -79,16 +79,12 @@ interface RunContext {
    * of looking the `Clock` service up again (the same clock: a `TestClock` still drives it).
    */
   readonly clock: Clock.Clock
-  /** Whether a tracer reads spans: per-step span annotations are skipped when none does. */
+  /** Whether a tracer reads spans: per-step span annotations (a span look-up each) are skipped when none does. */
   readonly tracing: boolean
 }
 
 /** The run clock's time now, in milliseconds (a plain read, no Effect step). */
 const nowOf = (ctx: RunContext): number => ctx.clock.unsafeCurrentTimeMillis()
-
-/** Annotate the current span, only when a tracer reads it (otherwise the look-up alone costs steps). */
-const annotate = (ctx: RunContext, values: Record<string, unknown>): Effect.Effect<void> =>
-  ctx.tracing ? Effect.annotateCurrentSpan(values) : Effect.void
 
 const base = (ctx: RunContext) => ({ sessionId: ctx.session.id, runId: ctx.run.id })
 
@@ -398,7 +394,7 @@ const requestApproval = (ctx: RunContext, call: CallView, tool: AnyTool) =>
 
 /** Take one tool call from wherever its tape says it is to its result. */
 const toolCall = Effect.fnUntraced(function* (ctx: RunContext, call: CallView) {
-  yield* annotate(ctx, { tool: call.proposed.tool, toolCallId: call.proposed.toolCallId })
+  if (ctx.tracing) yield* Effect.annotateCurrentSpan({ tool: call.proposed.tool, toolCallId: call.proposed.toolCallId })
   // A tool outside the agent's list is unknown to it: never offered, never run.
   const tool = ctx.agent.allows(call.proposed.tool) ? ctx.deps.tools.get(call.proposed.tool) : Option.none()
   if (Option.isNone(tool)) return yield* result(ctx, call, "error", `unknown tool: ${call.proposed.tool}`)
@@ -608,7 +604,7 @@ const modelTurn = Effect.fnUntraced(function* (ctx: RunContext) {
   let routing = plan
   for (let attempt = 0; answer === undefined; attempt++) {
     const model = models[attempt]!
-    yield* annotate(ctx, { turn, model: model.name, agent: agent.id })
+    if (ctx.tracing) yield* Effect.annotateCurrentSpan({ turn, model: model.name, agent: agent.id })
     // Staged, not appended: it commits with the model's first delta or its answer (one append
     // fewer per model call); a failover stages the next request behind it.
     stage(ctx, [
