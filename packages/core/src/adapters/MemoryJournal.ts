@@ -43,7 +43,9 @@ export const make = (options: MemoryOptions = {}): Effect.Effect<Service> =>
           let seq = tape.length === 0 ? 0 : tape[tape.length - 1]!.tapeSeq
           const staged = events.map((e) => ({ ...e, tapeSeq: ++seq }) as TapeEvent)
           for (const e of staged) {
-            const size = Buffer.byteLength(JSON.stringify(e))
+            // A UTF-16 unit is at most 3 UTF-8 bytes: count bytes only when that bound is over the limit.
+            const json = JSON.stringify(e)
+            const size = json.length * 3 <= maxEventBytes ? json.length : Buffer.byteLength(json)
             if (size > maxEventBytes) {
               return Effect.fail(new PayloadTooLarge({ what: `${e._tag} event`, size, limit: maxEventBytes }))
             }

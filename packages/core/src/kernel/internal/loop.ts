@@ -83,6 +83,15 @@ interface RunContext {
   readonly tracing: boolean
 }
 
+/**
+ * `traced` for the per-step spans, decided once per run: without a tracer the effect runs as it is
+ * (no tracer look-up per call).
+ */
+const spanned =
+  (ctx: RunContext, name: string, options?: Tracer.SpanOptions) =>
+  <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    ctx.tracing ? Effect.withSpan(self, name, options) : self
+
 /** The run clock's time now, in milliseconds (a plain read, no Effect step). */
 const nowOf = (ctx: RunContext): number => ctx.clock.unsafeCurrentTimeMillis()
 
@@ -193,7 +202,10 @@ const result = (
     ])
   )
 
-const execute = Effect.fnUntraced(function* (
+const execute = (ctx: RunContext, call: CallView, tool: AnyTool, prefix: ReadonlyArray<NewTapeEvent> = []) =>
+  spanned(ctx, "AgentLoop.execute")(executeSteps(ctx, call, tool, prefix))
+
+const executeSteps = Effect.fnUntraced(function* (
   ctx: RunContext,
   call: CallView,
   tool: AnyTool,
@@ -238,7 +250,7 @@ const execute = Effect.fnUntraced(function* (
   } else {
     yield* result(ctx, call, "error", `${outcome.left.reason}: ${outcome.left.message}`, durationMs)
   }
-}, traced("AgentLoop.execute"))
+})
 
 const grantUse = (ctx: RunContext, g: ApprovalRecord, at: number) => {
   const exhausted = g.grantMaxUses !== null && g.grantUses >= g.grantMaxUses
@@ -289,7 +301,7 @@ const decide = (
     }
     return { decision, ...grantUse(ctx, used.right, at) }
   }).pipe(
-    traced("AgentLoop.policy", {
+    spanned(ctx, "AgentLoop.policy", {
       attributes: { tool: tool.name, toolCallId: call.proposed.toolCallId },
       captureStackTrace: false
     })
@@ -393,7 +405,9 @@ const requestApproval = (ctx: RunContext, call: CallView, tool: AnyTool) =>
   })
 
 /** Take one tool call from wherever its tape says it is to its result. */
-const toolCall = Effect.fnUntraced(function* (ctx: RunContext, call: CallView) {
+const toolCall = (ctx: RunContext, call: CallView) => spanned(ctx, "AgentLoop.toolCall")(toolCallSteps(ctx, call))
+
+const toolCallSteps = Effect.fnUntraced(function* (ctx: RunContext, call: CallView) {
   if (ctx.tracing) yield* Effect.annotateCurrentSpan({ tool: call.proposed.tool, toolCallId: call.proposed.toolCallId })
   // A tool outside the agent's list is unknown to it: never offered, never run.
   const tool = ctx.agent.allows(call.proposed.tool) ? ctx.deps.tools.get(call.proposed.tool) : Option.none()
@@ -432,7 +446,7 @@ const toolCall = Effect.fnUntraced(function* (ctx: RunContext, call: CallView) {
   }
   if (call.decided.decision === "allow") return yield* execute(ctx, call, tool.value)
   return yield* approvalThenRun(ctx, call, tool.value)
-}, traced("AgentLoop.toolCall"))
+})
 
 const approvalThenRun = (ctx: RunContext, call: CallView, tool: AnyTool) =>
   Effect.gen(function* () {
@@ -567,7 +581,9 @@ const streamAnswer = (
     return answer
   })
 
-const modelTurn = Effect.fnUntraced(function* (ctx: RunContext) {
+const modelTurn = (ctx: RunContext) => spanned(ctx, "AgentLoop.modelTurn")(modelTurnSteps(ctx))
+
+const modelTurnSteps = Effect.fnUntraced(function* (ctx: RunContext) {
   const { deps, view, agent } = ctx
   const b = agent.budgets
   if (view.turn >= b.maxModelTurns) {
@@ -664,7 +680,7 @@ const modelTurn = Effect.fnUntraced(function* (ctx: RunContext) {
     stage(ctx, events, inputTokens + outputTokens)
   }
   yield* Metrics.recordModelTurn(at - requestedAt)
-}, traced("AgentLoop.modelTurn"))
+})
 
 // ---- ending -----------------------------------------------------------------------------------
 
