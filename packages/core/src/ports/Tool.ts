@@ -12,6 +12,7 @@ import { InvalidArgument, ToolError } from "../domain/Errors.js"
 import type { RunId, SessionId, ToolCallId } from "../domain/Ids.js"
 import type { Risk } from "../domain/TapeEvent.js"
 import { compile } from "./internal/jsonSchema.js"
+import { timeoutFail } from "./internal/timeout.js"
 import { traced } from "./internal/traced.js"
 import type { ToolSpec } from "./ModelProvider.js"
 
@@ -205,7 +206,7 @@ export const makeRuntime = (tools: ReadonlyArray<AnyTool>): Service => {
     execute: (tool, args, context) =>
       tool.decode(args).pipe(
         Effect.flatMap((decoded) => tool.execute(decoded, context)),
-        Effect.timeoutFail({
+        timeoutFail({
           duration: tool.timeout,
           onTimeout: () =>
             new ToolError({

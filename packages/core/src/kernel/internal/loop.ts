@@ -1,4 +1,4 @@
-import { Cause, Clock, Duration, Effect, Either, Option, type Tracer } from "effect"
+import { Cause, type Clock, Duration, Effect, Either, Option, type Tracer } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import { digest } from "../../domain/Canonical.js"
 import { BudgetExceeded, Conflict, isPalyraError, type PalyraError } from "../../domain/Errors.js"
@@ -7,7 +7,7 @@ import { type ApprovalRecord, makeApproval, type Run, type Session } from "../..
 import type { Redactor } from "../../domain/Redaction.js"
 import { isTerminal, type Transition } from "../../domain/RunState.js"
 import type { NewTapeEvent, TapeEvent, TapeEventOf } from "../../domain/TapeEvent.js"
-import { traced } from "../../ports/internal/traced.js"
+import { isTracing, traced } from "../../ports/internal/traced.js"
 import { type AppendEffects, type Service as JournalService, requireRun, requireSession } from "../../ports/Journal.js"
 import { type ModelEvent, type ModelRequest, type Service as ModelService, runInto } from "../../ports/ModelProvider.js"
 import type { Decision, Service as PolicyService } from "../../ports/PolicyEngine.js"
@@ -51,8 +51,6 @@ export interface LoopDeps {
 type CallView = RunView.CallView
 type Events = NonEmptyReadonlyArray<NewTapeEvent>
 
-const now = Clock.currentTimeMillis
-
 /**
  * One run in progress: its dependencies, its session's prompt history, and its `RunView` — the
  * fold of what it wrote. Every write goes through `emit`, which keeps both up to date; every state
@@ -76,7 +74,26 @@ interface RunContext {
   staged: Array<NewTapeEvent>
   /** Tokens the staged events add to the session: they commit with them. */
   stagedTokens: number
+  /**
+   * The run's clock, read once at its start: each step reads the time synchronously from it instead
+   * of looking the `Clock` service up again (the same clock: a `TestClock` still drives it).
+   */
+  readonly clock: Clock.Clock
+  /** Whether a tracer reads spans: per-step span annotations (a span look-up each) are skipped when none does. */
+  readonly tracing: boolean
 }
+
+/**
+ * `traced` for the per-step spans, decided once per run: without a tracer the effect runs as it is
+ * (no tracer look-up per call).
+ */
+const spanned =
+  (ctx: RunContext, name: string, options?: Tracer.SpanOptions) =>
+  <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    ctx.tracing ? Effect.withSpan(self, name, options) : self
+
+/** The run clock's time now, in milliseconds (a plain read, no Effect step). */
+const nowOf = (ctx: RunContext): number => ctx.clock.unsafeCurrentTimeMillis()
 
 const base = (ctx: RunContext) => ({ sessionId: ctx.session.id, runId: ctx.run.id })
 
@@ -169,12 +186,12 @@ const result = (
   durationMs = 0,
   truncated = false
 ): Effect.Effect<void, PalyraError> =>
-  Effect.flatMap(now, (at) =>
+  Effect.suspend(() =>
     emit(ctx, [
       {
         _tag: "ToolResult",
         ...base(ctx),
-        at,
+        at: nowOf(ctx),
         toolCallId: call.proposed.toolCallId,
         tool: call.proposed.tool,
         status,
@@ -185,7 +202,10 @@ const result = (
     ])
   )
 
-const execute = Effect.fnUntraced(function* (
+const execute = (ctx: RunContext, call: CallView, tool: AnyTool, prefix: ReadonlyArray<NewTapeEvent> = []) =>
+  spanned(ctx, "AgentLoop.execute")(executeSteps(ctx, call, tool, prefix))
+
+const executeSteps = Effect.fnUntraced(function* (
   ctx: RunContext,
   call: CallView,
   tool: AnyTool,
@@ -199,7 +219,7 @@ const execute = Effect.fnUntraced(function* (
       used: ctx.view.toolCallsStarted
     })
   }
-  const startedAt = yield* now
+  const startedAt = nowOf(ctx)
   yield* emit(ctx, [
     ...prefix,
     {
@@ -218,19 +238,19 @@ const execute = Effect.fnUntraced(function* (
       toolCallId: call.proposed.toolCallId,
       principal: ctx.run.principal,
       note: (text) =>
-        Effect.flatMap(now, (at) =>
-          emit(ctx, [{ _tag: "SessionNote", ...base(ctx), at, author: `tool:${tool.name}`, text }])
+        Effect.suspend(() =>
+          emit(ctx, [{ _tag: "SessionNote", ...base(ctx), at: nowOf(ctx), author: `tool:${tool.name}`, text }])
         ).pipe(Effect.orDie)
     })
     .pipe(Effect.either)
-  const durationMs = (yield* now) - startedAt
+  const durationMs = nowOf(ctx) - startedAt
   yield* Metrics.recordToolCall(tool.name, outcome._tag === "Right" ? "ok" : "error", durationMs)
   if (outcome._tag === "Right") {
     yield* result(ctx, call, "ok", outcome.right.output, durationMs, outcome.right.truncated)
   } else {
     yield* result(ctx, call, "error", `${outcome.left.reason}: ${outcome.left.message}`, durationMs)
   }
-}, traced("AgentLoop.execute"))
+})
 
 const grantUse = (ctx: RunContext, g: ApprovalRecord, at: number) => {
   const exhausted = g.grantMaxUses !== null && g.grantUses >= g.grantMaxUses
@@ -267,7 +287,7 @@ const decide = (
     yield* Metrics.recordPolicyDecision(decision.decision)
     const grantId = decision.decision === "allow" ? decision.policyIds.find((id) => id.startsWith("grant:")) : undefined
     if (grantId === undefined) return { decision, extra: [], exhausted: false }
-    const at = yield* now
+    const at = nowOf(ctx)
     const used = yield* deps.journal.useGrant(grantId.slice("grant:".length) as ApprovalId, at).pipe(Effect.either)
     if (used._tag === "Left") {
       // Revoked, expired or used up since the engine last heard: refresh and decide again.
@@ -281,7 +301,7 @@ const decide = (
     }
     return { decision, ...grantUse(ctx, used.right, at) }
   }).pipe(
-    traced("AgentLoop.policy", {
+    spanned(ctx, "AgentLoop.policy", {
       attributes: { tool: tool.name, toolCallId: call.proposed.toolCallId },
       captureStackTrace: false
     })
@@ -298,7 +318,7 @@ const awaitApproval = (ctx: RunContext, call: CallView, approvalId: ApprovalId) 
     const resolved: NewTapeEvent = {
       _tag: "ApprovalResolved",
       ...base(ctx),
-      at: yield* now,
+      at: nowOf(ctx),
       approvalId,
       toolCallId: call.proposed.toolCallId,
       decision,
@@ -321,7 +341,7 @@ const requestApproval = (ctx: RunContext, call: CallView, tool: AnyTool) =>
       tool: tool.name,
       argsDigest: call.proposed.argsDigest
     })
-    const at = yield* now
+    const at = nowOf(ctx)
     const usable = Option.isSome(grant)
       ? yield* deps.journal.useGrant(grant.value.id, at).pipe(Effect.option)
       : Option.none<ApprovalRecord>()
@@ -385,8 +405,10 @@ const requestApproval = (ctx: RunContext, call: CallView, tool: AnyTool) =>
   })
 
 /** Take one tool call from wherever its tape says it is to its result. */
-const toolCall = Effect.fnUntraced(function* (ctx: RunContext, call: CallView) {
-  yield* Effect.annotateCurrentSpan({ tool: call.proposed.tool, toolCallId: call.proposed.toolCallId })
+const toolCall = (ctx: RunContext, call: CallView) => spanned(ctx, "AgentLoop.toolCall")(toolCallSteps(ctx, call))
+
+const toolCallSteps = Effect.fnUntraced(function* (ctx: RunContext, call: CallView) {
+  if (ctx.tracing) yield* Effect.annotateCurrentSpan({ tool: call.proposed.tool, toolCallId: call.proposed.toolCallId })
   // A tool outside the agent's list is unknown to it: never offered, never run.
   const tool = ctx.agent.allows(call.proposed.tool) ? ctx.deps.tools.get(call.proposed.tool) : Option.none()
   if (Option.isNone(tool)) return yield* result(ctx, call, "error", `unknown tool: ${call.proposed.tool}`)
@@ -400,7 +422,7 @@ const toolCall = Effect.fnUntraced(function* (ctx: RunContext, call: CallView) {
     const decided: NewTapeEvent = {
       _tag: "PolicyDecided",
       ...base(ctx),
-      at: yield* now,
+      at: nowOf(ctx),
       toolCallId: call.proposed.toolCallId,
       tool: tool.value.name,
       decision: decision.decision,
@@ -424,7 +446,7 @@ const toolCall = Effect.fnUntraced(function* (ctx: RunContext, call: CallView) {
   }
   if (call.decided.decision === "allow") return yield* execute(ctx, call, tool.value)
   return yield* approvalThenRun(ctx, call, tool.value)
-}, traced("AgentLoop.toolCall"))
+})
 
 const approvalThenRun = (ctx: RunContext, call: CallView, tool: AnyTool) =>
   Effect.gen(function* () {
@@ -501,7 +523,7 @@ const streamAnswer = (
         : Effect.void
     )
     // The clock is read once from the context; each delta then reads it synchronously.
-    const clock = yield* Effect.clock
+    const clock = ctx.clock
     // Write what is buffered as one delta (counted against the turn's event budget).
     const flushAt = (at: number): Effect.Effect<void, SinkError> => {
       if (buffer.length === 0) return Effect.void
@@ -559,7 +581,9 @@ const streamAnswer = (
     return answer
   })
 
-const modelTurn = Effect.fnUntraced(function* (ctx: RunContext) {
+const modelTurn = (ctx: RunContext) => spanned(ctx, "AgentLoop.modelTurn")(modelTurnSteps(ctx))
+
+const modelTurnSteps = Effect.fnUntraced(function* (ctx: RunContext) {
   const { deps, view, agent } = ctx
   const b = agent.budgets
   if (view.turn >= b.maxModelTurns) {
@@ -588,7 +612,7 @@ const modelTurn = Effect.fnUntraced(function* (ctx: RunContext) {
     })
   }
   const turn = view.turn + 1
-  const requestedAt = yield* now
+  const requestedAt = nowOf(ctx)
   // Which model answers, and why, goes on the tape with each request; a model that fails before
   // sending anything hands the call to the next candidate, with a request of its own.
   const { models, plan } = route(agent, current.tokensUsed)
@@ -596,14 +620,14 @@ const modelTurn = Effect.fnUntraced(function* (ctx: RunContext) {
   let routing = plan
   for (let attempt = 0; answer === undefined; attempt++) {
     const model = models[attempt]!
-    yield* Effect.annotateCurrentSpan({ turn, model: model.name, agent: agent.id })
+    if (ctx.tracing) yield* Effect.annotateCurrentSpan({ turn, model: model.name, agent: agent.id })
     // Staged, not appended: it commits with the model's first delta or its answer (one append
     // fewer per model call); a failover stages the next request behind it.
     stage(ctx, [
       {
         _tag: "ModelRequest",
         ...base(ctx),
-        at: yield* now,
+        at: nowOf(ctx),
         turn,
         model: model.name,
         messages: request.messages.length,
@@ -626,7 +650,7 @@ const modelTurn = Effect.fnUntraced(function* (ctx: RunContext) {
       }
     }
   }
-  const at = yield* now
+  const at = nowOf(ctx)
   const events: Array<NewTapeEvent> = [
     { _tag: "AssistantMessage", ...base(ctx), at, turn, text: answer.text, finishReason: answer.finishReason }
   ]
@@ -656,7 +680,7 @@ const modelTurn = Effect.fnUntraced(function* (ctx: RunContext) {
     stage(ctx, events, inputTokens + outputTokens)
   }
   yield* Metrics.recordModelTurn(at - requestedAt)
-}, traced("AgentLoop.modelTurn"))
+})
 
 // ---- ending -----------------------------------------------------------------------------------
 
@@ -673,7 +697,7 @@ const fail = (ctx: RunContext, error: PalyraError | Error) =>
       "interrupted",
       `the run failed (${code})`
     )
-    const runError: NewTapeEvent = { _tag: "RunError", ...base(ctx), at: yield* now, code, message }
+    const runError: NewTapeEvent = { _tag: "RunError", ...base(ctx), at: nowOf(ctx), code, message }
     yield* transition(ctx, "Fail", `${code}: ${message}`, [...closing, runError], {}, { code, message })
   })
 
@@ -710,6 +734,8 @@ export const runLoop = (
     const session = yield* requireSession(deps.journal, run.sessionId)
     const history = yield* deps.history?.load(session) ?? loadHistory(deps.journal, session)
     const agent = deps.agents.get(session.agentId)
+    const clock = yield* Effect.clock
+    const tracer = yield* Effect.tracer
     const ctx: RunContext = {
       deps,
       agent: Option.getOrElse(agent, () => deps.agents.list[0]!),
@@ -718,7 +744,9 @@ export const runLoop = (
       history,
       view: RunView.fold(runId, fromSeq(history, run.startSeq), run.state),
       staged: [],
-      stagedTokens: 0
+      stagedTokens: 0,
+      clock,
+      tracing: isTracing(tracer)
     }
     if (Option.isNone(agent)) {
       // The session's agent was removed from the configuration: nothing may answer in its name.
@@ -734,7 +762,7 @@ export const runLoop = (
               {
                 _tag: "UserMessage",
                 ...base(ctx),
-                at: yield* now,
+                at: nowOf(ctx),
                 text: run.input,
                 ...acceptedWith(ctx.history, runId)
               }
@@ -755,9 +783,9 @@ export const runLoop = (
       }
     })
 
-    const startedAt = yield* now
+    const startedAt = nowOf(ctx)
     yield* body.pipe(
-      Effect.ensuring(Effect.flatMap(now, (end) => Metrics.recordRunDuration(end - startedAt))),
+      Effect.ensuring(Effect.suspend(() => Metrics.recordRunDuration(nowOf(ctx) - startedAt))),
       Effect.timeoutFail({
         duration: ctx.agent.budgets.wallClock,
         onTimeout: () =>

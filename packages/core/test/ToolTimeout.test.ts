@@ -1,0 +1,97 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, type Duration, Effect, Either, Exit, Fiber, FiberRef, Schema, TestClock } from "effect"
+import { Errors, Tool } from "../src/index.js"
+
+// The tool runtime's timeout runs a tool synchronously first and races only one that suspends
+// (ports/internal/timeout.ts): these pin that both paths keep `Effect.timeoutFail`'s behaviour.
+
+const context = {
+  sessionId: "01KA0000000000000000000SES" as never,
+  runId: "01KA0000000000000000000RUN" as never,
+  toolCallId: "01KA00000000000000000000TC" as never,
+  principal: "test",
+  note: () => Effect.void
+}
+
+const toolOf = (
+  execute: () => Effect.Effect<unknown, Errors.ToolError>,
+  timeout: Duration.DurationInput = "1 second"
+) =>
+  Tool.make("t.op", {
+    description: "test",
+    parameters: Schema.Struct({}),
+    risk: "low",
+    timeout,
+    execute
+  })
+
+const run = (tool: Tool.AnyTool) => Tool.makeRuntime([tool]).execute(tool, {}, context)
+
+describe("a tool call's timeout", () => {
+  it.effect("a tool that finishes without suspending answers, with the caller's fiber refs", () =>
+    Effect.gen(function* () {
+      const ref = FiberRef.unsafeMake("unset")
+      const tool = toolOf(() => FiberRef.get(ref).pipe(Effect.map((v) => `seen ${v}`)))
+      const outcome = yield* run(tool).pipe(Effect.locally(ref, "set by the caller"))
+      assert.strictEqual(outcome.output, "seen set by the caller")
+    })
+  )
+
+  it.effect("a typed failure and a defect pass through unchanged (sync and after suspending)", () =>
+    Effect.gen(function* () {
+      const failure = new Errors.ToolError({ tool: "t.op", reason: "failed", message: "no" })
+      const failed = yield* Effect.either(run(toolOf(() => Effect.fail(failure))))
+      assert.deepStrictEqual(failed, Either.left(failure))
+      const later = run(toolOf(() => Effect.sleep("10 millis").pipe(Effect.zipRight(Effect.fail(failure)))))
+      const fiber = yield* Effect.fork(Effect.either(later))
+      yield* TestClock.adjust("10 millis")
+      assert.deepStrictEqual(yield* Fiber.join(fiber), Either.left(failure))
+      const died = yield* Effect.exit(run(toolOf(() => Effect.die("boom"))))
+      assert.strictEqual(Exit.isFailure(died) ? died.cause._tag : "Success", "Die", "a defect stays a defect")
+    })
+  )
+
+  it.effect("a tool that suspends and finishes before its deadline answers", () =>
+    Effect.gen(function* () {
+      const tool = toolOf(() => Effect.sleep("900 millis").pipe(Effect.as("done")))
+      const fiber = yield* Effect.fork(run(tool))
+      yield* TestClock.adjust("900 millis")
+      assert.strictEqual((yield* Fiber.join(fiber)).output, "done")
+    })
+  )
+
+  it.effect("a tool that suspends past its deadline fails with `timeout` and is interrupted", () =>
+    Effect.gen(function* () {
+      let interrupted = false
+      const tool = toolOf(() =>
+        Effect.sleep("1 minute").pipe(Effect.onInterrupt(() => Effect.sync(() => (interrupted = true))))
+      )
+      const fiber = yield* Effect.fork(Effect.either(run(tool)))
+      yield* TestClock.adjust("999 millis")
+      assert.isNull(yield* Fiber.poll(fiber).pipe(Effect.map((o) => (o._tag === "Some" ? "done" : null))))
+      yield* TestClock.adjust("1 millis")
+      const outcome = yield* Fiber.join(fiber)
+      assert.isTrue(Either.isLeft(outcome) && outcome.left.reason === "timeout")
+      assert.isTrue(interrupted, "the timed-out tool was interrupted before the error was returned")
+    })
+  )
+
+  it.effect("interrupting the caller interrupts a suspended tool and waits for it", () =>
+    Effect.gen(function* () {
+      const started = yield* Deferred.make<void>()
+      let interrupted = false
+      const tool = toolOf(
+        () =>
+          Deferred.succeed(started, undefined).pipe(
+            Effect.zipRight(Effect.never),
+            Effect.onInterrupt(() => Effect.sync(() => (interrupted = true)))
+          ),
+        "1 hour"
+      )
+      const fiber = yield* Effect.fork(run(tool))
+      yield* Deferred.await(started)
+      yield* Fiber.interrupt(fiber)
+      assert.isTrue(interrupted)
+    })
+  )
+})
