@@ -242,9 +242,21 @@ const textOf = (json: cedar.PolicyJson): string => {
   return text.text
 }
 
+/**
+ * Palyra's own schema is checked once per process, on the first validation, not at start: parsing
+ * it makes V8 compile the Cedar wasm functions that read schemas (~100-250 ms of a cold start), and
+ * a daemon on the built-in policies validates nothing at start (test "the built-in schema and
+ * policies are valid" checks them).
+ */
+let schemaChecked = false
+
 /** Validate policies against the schema (each policy is checked on its own). */
 const validate = (policies: ReadonlyArray<Policy>): Either.Either<void, InvalidArgument> => {
   if (policies.length === 0) return Either.void
+  if (!schemaChecked) {
+    if (cedar.checkParseSchema(schema).type === "failure") throw new Error("Palyra's Cedar schema is invalid")
+    schemaChecked = true
+  }
   const validation = cedar.validate({
     schema,
     policies: { staticPolicies: Object.fromEntries(policies.map((p) => [p.id, p.text])) },
@@ -361,8 +373,6 @@ interface Answer {
  */
 export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidArgument> =>
   Effect.suspend(() => {
-    const schemaAnswer = cedar.checkParseSchema(schema)
-    if (schemaAnswer.type === "failure") return Effect.die(new Error("Palyra's Cedar schema is invalid"))
     const initialText = options.policies ?? defaultPolicies
     const initial = parsePolicies(initialText)
     if (Either.isLeft(initial)) return Effect.fail(initial.left)
@@ -483,7 +493,8 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
       return decision
     }
 
-    const first = install(state.base, [], state.base)
+    // The built-in policies are validated by a test, not at every start (see `schemaChecked`).
+    const first = install(state.base, [], initialText === defaultPolicies ? [] : state.base)
     if (Either.isLeft(first)) {
       releasePrefix(prefix)
       return Effect.fail(first.left)
