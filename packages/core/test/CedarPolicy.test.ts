@@ -5,7 +5,7 @@ import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 import * as cedar from "@cedar-policy/cedar-wasm/nodejs"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Logger, LogLevel, Schedule, TestClock } from "effect"
+import { Effect, Either, Fiber, Layer, Logger, LogLevel, Schedule, TestClock } from "effect"
 import { CedarPolicy } from "../src/cedar.js"
 import {
   Caller,
@@ -113,6 +113,17 @@ forbid (principal == Palyra::Principal::"intern", action, resource is Palyra::To
       assert.match(rejected.message, /colour/)
     })
   )
+
+  it("the built-in policies written out are what Cedar reads", () => {
+    const fields = (policies: Either.Either.Right<ReturnType<typeof CedarPolicy.readPolicies>>) =>
+      policies.map(({ id, text, reason, actions, readsNow }) => ({ id, text, reason, actions, readsNow }))
+    const viaCedar = CedarPolicy.readPolicies(CedarPolicy.defaultPolicies, true)
+    const written = CedarPolicy.readPolicies(CedarPolicy.defaultPolicies)
+    assert.isTrue(Either.isRight(viaCedar) && Either.isRight(written))
+    const [cedarRead, writtenOut] = [Either.getOrThrow(viaCedar), Either.getOrThrow(written)]
+    assert.strictEqual(cedarRead.length, 3)
+    assert.deepStrictEqual(fields(writtenOut), fields(cedarRead))
+  })
 
   it.effect("a bad policy text is rejected with Cedar's diagnostics; the old set stays in force", () =>
     Effect.gen(function* () {
