@@ -15,7 +15,8 @@ import { fileURLToPath } from "node:url"
 import { collectGarbage, gcFlags, quick, result, round, shebangFlags, table } from "../lib/report.js"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
-const bin = join(root, "packages/daemon/dist/bin/palyrad.js")
+// BENCH_DAEMON_BIN: another build of palyrad.js (e.g. a copy of the previous dist, for before/after runs).
+const bin = process.env.BENCH_DAEMON_BIN ?? join(root, "packages/daemon/dist/bin/palyrad.js")
 if (!existsSync(bin)) {
   console.error("building the daemon first (pnpm run build)…")
   const built = spawnSync("pnpm", ["run", "build"], { cwd: root, stdio: "inherit" })

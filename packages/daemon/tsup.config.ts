@@ -1,6 +1,7 @@
 import { builtinModules } from "node:module"
-import type { Plugin } from "esbuild"
-import { defineConfig } from "tsup"
+import { defineConfig, type Options } from "tsup"
+
+type Plugin = NonNullable<Options["esbuildPlugins"]>[number]
 
 /**
  * Node's built-in modules are loaded with `require`, not an ESM `import`: an ESM import of a
