@@ -5,7 +5,7 @@ import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 import * as cedar from "@cedar-policy/cedar-wasm/nodejs"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Logger, LogLevel, Schedule, TestClock } from "effect"
+import { Effect, Either, Fiber, Layer, Logger, LogLevel, Schedule, TestClock } from "effect"
 import { CedarPolicy } from "../src/cedar.js"
 import {
   Caller,
@@ -88,6 +88,42 @@ forbid (principal == Palyra::Principal::"intern", action, resource is Palyra::To
       )
     })
   )
+
+  it.effect("the built-in schema and policies are valid (checked here: a start on them does not re-validate)", () =>
+    Effect.gen(function* () {
+      assert.strictEqual(cedar.checkParseSchema(CedarPolicy.schema).type, "success")
+      const parts = cedar.policySetTextToParts(CedarPolicy.defaultPolicies)
+      assert.strictEqual(parts.type, "success")
+      const policies = parts.type === "success" ? parts.policies : []
+      assert.isAbove(policies.length, 0)
+      const validation = cedar.validate({
+        schema: CedarPolicy.schema,
+        policies: { staticPolicies: Object.fromEntries(policies.map((p, i) => [`p${i}`, p])) },
+        validationSettings: { mode: "strict" }
+      })
+      assert.strictEqual(validation.type, "success")
+      assert.deepStrictEqual(validation.type === "success" ? validation.validationErrors : ["failed"], [])
+      // Any other text is validated at start: the built-ins plus a policy the schema rejects fail.
+      const rejected = yield* Effect.flip(
+        CedarPolicy.make({
+          policies: `${CedarPolicy.defaultPolicies}\npermit (principal, action, resource is Palyra::Tool) when { resource.colour == "red" };`
+        })
+      )
+      assert.strictEqual(rejected._tag, "InvalidArgument")
+      assert.match(rejected.message, /colour/)
+    })
+  )
+
+  it("the built-in policies written out are what Cedar reads", () => {
+    const fields = (policies: Either.Either.Right<ReturnType<typeof CedarPolicy.readPolicies>>) =>
+      policies.map(({ id, text, reason, actions, readsNow }) => ({ id, text, reason, actions, readsNow }))
+    const viaCedar = CedarPolicy.readPolicies(CedarPolicy.defaultPolicies, true)
+    const written = CedarPolicy.readPolicies(CedarPolicy.defaultPolicies)
+    assert.isTrue(Either.isRight(viaCedar) && Either.isRight(written))
+    const [cedarRead, writtenOut] = [Either.getOrThrow(viaCedar), Either.getOrThrow(written)]
+    assert.strictEqual(cedarRead.length, 3)
+    assert.deepStrictEqual(fields(writtenOut), fields(cedarRead))
+  })
 
   it.effect("a bad policy text is rejected with Cedar's diagnostics; the old set stays in force", () =>
     Effect.gen(function* () {

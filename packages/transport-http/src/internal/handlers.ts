@@ -246,8 +246,9 @@ const meta = HttpApiBuilder.group(Api, "meta", (handlers) =>
         (m) => Scope.extend(m.makeRenderer, scope)
       )
     )
-    const document = { ...OpenApi.fromApi(Api) }
-    return handlers.handle("openapi", () => Effect.succeed(document)).handle("metrics", () => Effect.flatten(render))
+    // The document is built on its first request, not at start-up (tens of ms of a cold start).
+    const document = yield* Effect.cached(Effect.sync(() => ({ ...OpenApi.fromApi(Api) })))
+    return handlers.handle("openapi", () => document).handle("metrics", () => Effect.flatten(render))
   })
 )
 

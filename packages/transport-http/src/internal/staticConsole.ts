@@ -49,7 +49,8 @@ const TYPES: Record<string, string> = {
 
 interface File {
   readonly body: Uint8Array
-  readonly gzip: Uint8Array | undefined
+  /** The gzip form, when smaller: compressed on the first request that accepts it, not at start-up. */
+  readonly gzip: () => Uint8Array | undefined
   readonly type: string
   readonly cache: string
 }
@@ -57,9 +58,16 @@ interface File {
 const file = (path: string, cache: string): File => {
   const body = readFileSync(path)
   const type = TYPES[extname(path)] ?? "application/octet-stream"
-  const compressible = !type.startsWith("image/png") && !type.startsWith("font/")
-  const gzip = compressible && body.length > 512 ? gzipSync(body, { level: 9 }) : undefined
-  return { body, gzip: gzip !== undefined && gzip.length < body.length ? gzip : undefined, type, cache }
+  const compressible = !type.startsWith("image/png") && !type.startsWith("font/") && body.length > 512
+  let gzip: { readonly bytes: Uint8Array | undefined } | undefined
+  const gzipped = () => {
+    if (gzip === undefined) {
+      const bytes = compressible ? gzipSync(body, { level: 9 }) : undefined
+      gzip = { bytes: bytes !== undefined && bytes.length < body.length ? bytes : undefined }
+    }
+    return gzip.bytes
+  }
+  return { body, gzip: gzipped, type, cache }
 }
 
 /** @internal */
@@ -115,8 +123,9 @@ export const respond = (
   if (!(files instanceof Map)) return text(path === "/" ? 503 : 404, "missing" in files ? files.missing : "")
   const found = files.get(path)
   if (found === undefined) return text(404, "no such file")
-  const gzip = found.gzip !== undefined && /\bgzip\b/.test(acceptEncoding ?? "")
-  const body = gzip && found.gzip !== undefined ? found.gzip : found.body
+  const gzipped = /\bgzip\b/.test(acceptEncoding ?? "") ? found.gzip() : undefined
+  const gzip = gzipped !== undefined
+  const body = gzipped ?? found.body
   return HttpServerResponse.uint8Array(method === "HEAD" ? new Uint8Array(0) : body, {
     status: 200,
     contentType: found.type,

@@ -210,6 +210,34 @@ const parsePolicies = (text: string): Either.Either<ReadonlyArray<Policy>, Inval
   return Either.right(policies.sort((a, b) => a.position - b.position))
 }
 
+/**
+ * The built-in policies as `parsePolicies(defaultPolicies)` reads them, written out: a start on the
+ * built-ins skips Cedar's split and JSON conversion (the wasm functions they touch are compiled on
+ * first use: ~20-30 ms of a cold start). Test "the built-in policies written out are what Cedar
+ * reads" keeps the two equal.
+ */
+const builtinPolicies = (): ReadonlyArray<Policy> => {
+  const [low = "", sensitive = "", critical = ""] = defaultPolicies.trim().split("\n\n")
+  const policy = (id: string, text: string, reason: string, actions: ReadonlyArray<Action>): Policy => ({
+    id,
+    text,
+    reason,
+    actions,
+    readsNow: false
+  })
+  return [
+    policy("default.low-risk-allowed", low, "low-risk tools are allowed", ["tool.execute"]),
+    policy("default.sensitive-needs-approval", sensitive, "sensitive tools need a human approval", [
+      "tool.request_approval"
+    ]),
+    policy("default.critical-denied", critical, "critical tools are denied", ACTIONS)
+  ]
+}
+
+/** The policies of a text as the engine reads them (Cedar's parser, or the built-ins written out). @internal */
+export const readPolicies = (text: string, viaCedar = false): Either.Either<ReadonlyArray<Policy>, InvalidArgument> =>
+  text === defaultPolicies && !viaCedar ? Either.right(builtinPolicies()) : parsePolicies(text)
+
 const contextAttr = (attr: string): cedar.Expr => ({ ".": { left: { Var: "context" }, attr } })
 
 /** A standing grant as a Cedar policy in JSON form (no text is rendered or parsed). */
@@ -242,9 +270,21 @@ const textOf = (json: cedar.PolicyJson): string => {
   return text.text
 }
 
+/**
+ * Palyra's own schema is checked once per process, on the first validation, not at start: parsing
+ * it makes V8 compile the Cedar wasm functions that read schemas (~100-250 ms of a cold start), and
+ * a daemon on the built-in policies validates nothing at start (test "the built-in schema and
+ * policies are valid" checks them).
+ */
+let schemaChecked = false
+
 /** Validate policies against the schema (each policy is checked on its own). */
 const validate = (policies: ReadonlyArray<Policy>): Either.Either<void, InvalidArgument> => {
   if (policies.length === 0) return Either.void
+  if (!schemaChecked) {
+    if (cedar.checkParseSchema(schema).type === "failure") throw new Error("Palyra's Cedar schema is invalid")
+    schemaChecked = true
+  }
   const validation = cedar.validate({
     schema,
     policies: { staticPolicies: Object.fromEntries(policies.map((p) => [p.id, p.text])) },
@@ -361,10 +401,8 @@ interface Answer {
  */
 export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidArgument> =>
   Effect.suspend(() => {
-    const schemaAnswer = cedar.checkParseSchema(schema)
-    if (schemaAnswer.type === "failure") return Effect.die(new Error("Palyra's Cedar schema is invalid"))
     const initialText = options.policies ?? defaultPolicies
-    const initial = parsePolicies(initialText)
+    const initial = readPolicies(initialText)
     if (Either.isLeft(initial)) return Effect.fail(initial.left)
     const prefix = freePrefixes.pop() ?? String(++prefixes)
     const cacheSize = options.cacheSize ?? 10_000
@@ -483,7 +521,8 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
       return decision
     }
 
-    const first = install(state.base, [], state.base)
+    // The built-in policies are validated by a test, not at every start (see `schemaChecked`).
+    const first = install(state.base, [], initialText === defaultPolicies ? [] : state.base)
     if (Either.isLeft(first)) {
       releasePrefix(prefix)
       return Effect.fail(first.left)
