@@ -53,9 +53,11 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
 
     // Journal first: only committed events are published, each event object once for every
     // subscriber (transports memoize their encoding of it, so it is encoded once per wire format).
-    // Waiting for the lock can be interrupted; once it is held, the commit and its publication
-    // cannot: a write handed to the journal commits anyway, and an event committed but never
-    // published would be a gap for every live follower.
+    // Waiting for the lock can be interrupted (unless the caller is uninterruptible: the loop's
+    // writes are, so a run queued behind another write of its session is cancelled once its own
+    // write has committed — one commit later); once the lock is held, the commit and its
+    // publication cannot be: a write handed to the journal commits anyway, and an event committed
+    // but never published would be a gap for every live follower.
     const append: Tape["append"] = (sessionId, events, effects) =>
       locks.withLock(
         sessionId,
