@@ -96,42 +96,50 @@ describe("a tool call's timeout", () => {
   )
 
   // Real time: a tool running longer than its deadline must still give the event loop and its own
-  // deadline their turn (the default scheduler yields every few thousand steps).
-  it.live("a tool that yields while it waits for a timer lets the timer fire", () =>
-    Effect.gen(function* () {
-      let fired = false
-      const timer = setTimeout(() => {
-        fired = true
-      }, 20)
-      const waiting = toolOf(
-        () =>
-          Effect.gen(function* () {
-            const start = Date.now()
-            while (!fired && Date.now() - start < 3000) yield* Effect.yieldNow()
-            return fired ? "timer fired" : "event loop blocked"
-          }),
-        "10 seconds"
-      )
-      const out = yield* run(waiting)
-      clearTimeout(timer)
-      assert.strictEqual(out.output, "timer fired")
-    })
+  // deadline their turn. Effect's default scheduler yields to microtasks every 2,048 steps and to
+  // timers only every 2,048 of those (~4 M steps: about a second here, several on a loaded machine),
+  // so the tools below give up only after 20 s — long after their timer or deadline should have won.
+  it.live(
+    "a tool that yields while it waits for a timer lets the timer fire",
+    () =>
+      Effect.gen(function* () {
+        let fired = false
+        const timer = setTimeout(() => {
+          fired = true
+        }, 20)
+        const waiting = toolOf(
+          () =>
+            Effect.gen(function* () {
+              const start = Date.now()
+              while (!fired && Date.now() - start < 20_000) yield* Effect.yieldNow()
+              return fired ? "timer fired" : "event loop blocked"
+            }),
+          "10 seconds"
+        )
+        const out = yield* run(waiting)
+        clearTimeout(timer)
+        assert.strictEqual(out.output, "timer fired")
+      }),
+    60_000
   )
 
-  it.live("a busy tool that never suspends is still cut off at its deadline", () =>
-    Effect.gen(function* () {
-      const busy = toolOf(
-        () =>
-          Effect.gen(function* () {
-            const start = Date.now()
-            let steps = 0
-            while (Date.now() - start < 3000) yield* Effect.sync(() => steps++)
-            return `ran to the end: ${steps} steps`
-          }),
-        "100 millis"
-      )
-      const out = yield* Effect.either(run(busy))
-      assert.isTrue(Either.isLeft(out) && out.left instanceof Errors.ToolError && out.left.reason === "timeout")
-    })
+  it.live(
+    "a busy tool that never suspends is still cut off at its deadline",
+    () =>
+      Effect.gen(function* () {
+        const busy = toolOf(
+          () =>
+            Effect.gen(function* () {
+              const start = Date.now()
+              let steps = 0
+              while (Date.now() - start < 20_000) yield* Effect.sync(() => steps++)
+              return `ran to the end: ${steps} steps`
+            }),
+          "100 millis"
+        )
+        const out = yield* Effect.either(run(busy))
+        assert.isTrue(Either.isLeft(out) && out.left instanceof Errors.ToolError && out.left.reason === "timeout")
+      }),
+    60_000
   )
 })
