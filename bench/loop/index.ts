@@ -9,49 +9,17 @@
  * Then the in-process CPU cost of a whole turn on the Gateway over the real SQLite journal and real
  * Cedar (`turn.ts`): `turnCpuUs` (a plain turn) and `toolTurnCpuUs` (a turn with one `time.now` call).
  */
-import { Caller, Gateway, ScriptedModel, Tool } from "@palyra/core"
-import { collect, gatewayLayer } from "@palyra/core/testing"
 import { generateText, isStepCount, tool } from "ai"
 import { MockLanguageModelV4 } from "ai/test"
-import { Effect, type Layer, ManagedRuntime, Schema } from "effect"
 import { z } from "zod"
 import { quick, result, round, table } from "../lib/report.js"
+import { oursOnce, runtime, STEPS } from "./ours.js"
 import { measureTurns } from "./turn.js"
 
-const STEPS = 10
 const runs = quick ? 20 : 400
 const warmup = quick ? 5 : 50
 
-// ---- ours -----------------------------------------------------------------------------------
-const add = Tool.make("math.add", {
-  description: "Add two numbers",
-  parameters: Schema.Struct({ a: Schema.Number, b: Schema.Number }),
-  risk: "low",
-  execute: ({ a, b }) => Effect.succeed(a + b)
-})
-const model = ScriptedModel.make(
-  (request) => {
-    const toolResults = request.messages.filter((m) => m.role === "tool").length
-    return toolResults < STEPS - 1
-      ? {
-          toolCalls: [{ name: "math.add", args: { a: toolResults, b: 1 } }],
-          usage: { inputTokens: 10, outputTokens: 5 }
-        }
-      : { text: "The sum is 9.", usage: { inputTokens: 10, outputTokens: 5 } }
-  },
-  { recordPrompts: false }
-)
-const runtime = ManagedRuntime.make(
-  gatewayLayer({ model, tools: [add], budgets: { maxModelTurns: 50 } }) as Layer.Layer<Gateway.Gateway>
-)
-const oursOnce = Effect.gen(function* () {
-  const gateway = yield* Gateway.Gateway
-  const { events } = yield* gateway.startRun(Caller.user("bench"), { text: "add up" })
-  const seen = yield* collect(events)
-  const last = seen.at(-1)
-  if (last?._tag !== "RunStateChanged" || last.to !== "Done") throw new Error("run did not finish")
-  return seen.length
-})
+// ---- ours: ./ours.ts -------------------------------------------------------------------------
 
 // ---- AI SDK ---------------------------------------------------------------------------------
 const usage = {
