@@ -250,6 +250,18 @@ const declare = (tools: ModelRequest["tools"]): Declared => {
   return found
 }
 
+/** A stream part of either call path (`streamText`'s full stream, a v4 provider's `doStream`), in the adapter's terms. */
+type Part =
+  | { readonly type: "text"; readonly text: string }
+  | { readonly type: "call"; readonly id: string; readonly name: string; readonly args: unknown }
+  | {
+      readonly type: "finish"
+      readonly reason: FinishReason
+      readonly inputTokens: number
+      readonly outputTokens: number
+    }
+  | { readonly type: "error"; readonly error: unknown }
+
 /**
  * Adapt an AI SDK language model.
  *
@@ -270,71 +282,106 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
     Schedule.intersect(Schedule.recurs(retry.times ?? 3))
   )
 
+  /** A call with an abort signal: aborted (the HTTP request closed) unless it succeeds. */
+  const withAbort = <A, E, R>(use: (signal: AbortSignal) => Effect.Effect<A, E, R>) =>
+    Effect.acquireUseRelease(
+      Effect.sync(() => new AbortController()),
+      (controller) => use(controller.signal),
+      (controller, exit) => Effect.sync(() => (Exit.isSuccess(exit) ? undefined : controller.abort()))
+    )
+
+  /** Stream parts, read in the adapter's terms (`Part`), to the sink; usage and the finish last. */
+  const drain = <P>(
+    stream: ReadableStream<P>,
+    toPart: (part: P) => Part | undefined,
+    names: ReadonlyMap<string, string>,
+    sink: (event: ModelEvent) => Effect.Effect<void, unknown>,
+    progress: { emitted: number }
+  ) =>
+    Effect.gen(function* () {
+      const reader = stream.getReader()
+      let reason: FinishReason = "other"
+      let inputTokens = 0
+      let outputTokens = 0
+      while (true) {
+        const next = yield* Effect.tryPromise({ try: () => reader.read(), catch: toError })
+        if (next.done) break
+        const part = toPart(next.value)
+        if (part === undefined) continue
+        switch (part.type) {
+          case "text":
+            if (part.text.length === 0) break
+            progress.emitted++
+            yield* sink({ type: "text-delta", text: part.text })
+            break
+          case "call":
+            progress.emitted++
+            yield* sink({ type: "tool-call", id: part.id, name: names.get(part.name) ?? part.name, args: part.args })
+            break
+          case "finish":
+            reason = part.reason
+            inputTokens = part.inputTokens
+            outputTokens = part.outputTokens
+            break
+          case "error":
+            return yield* Effect.fail(toError(part.error))
+        }
+      }
+      if (inputTokens + outputTokens > 0) yield* sink({ type: "usage", inputTokens, outputTokens })
+      yield* sink({ type: "finish", reason })
+    })
+
   const attempt = (
     request: ModelRequest,
     sink: (event: ModelEvent) => Effect.Effect<void, unknown>,
     progress: { emitted: number }
   ) =>
-    Effect.acquireUseRelease(
-      Effect.sync(() => new AbortController()),
-      (controller) =>
-        Effect.gen(function* () {
-          const { names, toolSet: tools } = declare(request.tools)
-          const instructions = instructionsOf(request)
-          const result = yield* Effect.try({
-            try: () =>
-              streamText({
-                model,
-                ...(instructions === undefined ? {} : { instructions }),
-                messages: toModelMessages(request.messages.filter((m) => m.role !== "system")),
-                tools,
-                maxRetries: 0,
-                abortSignal: controller.signal,
-                // Errors arrive as stream parts and are mapped below; the SDK's default logs them to stderr.
-                onError: () => {},
-                ...(options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }),
-                ...(options.temperature === undefined ? {} : { temperature: options.temperature })
-              }),
-            catch: toError
-          })
-          const reader = result.fullStream.getReader()
-          let reason: FinishReason = "other"
-          let inputTokens = 0
-          let outputTokens = 0
-          while (true) {
-            const next = yield* Effect.tryPromise({ try: () => reader.read(), catch: toError })
-            if (next.done) break
-            const part = next.value
+    withAbort((abortSignal) =>
+      Effect.gen(function* () {
+        const { names, toolSet: tools } = declare(request.tools)
+        const instructions = instructionsOf(request)
+        const result = yield* Effect.try({
+          try: () =>
+            streamText({
+              model,
+              ...(instructions === undefined ? {} : { instructions }),
+              messages: toModelMessages(request.messages.filter((m) => m.role !== "system")),
+              tools,
+              maxRetries: 0,
+              abortSignal,
+              // Errors arrive as stream parts and are mapped below; the SDK's default logs them to stderr.
+              onError: () => {},
+              ...(options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }),
+              ...(options.temperature === undefined ? {} : { temperature: options.temperature })
+            }),
+          catch: toError
+        })
+        yield* drain(
+          result.fullStream,
+          (part): Part | undefined => {
             switch (part.type) {
               case "text-delta":
-                if (part.text.length === 0) break
-                progress.emitted++
-                yield* sink({ type: "text-delta", text: part.text })
-                break
+                return { type: "text", text: part.text }
               case "tool-call":
-                progress.emitted++
-                yield* sink({
-                  type: "tool-call",
-                  id: part.toolCallId,
-                  name: names.get(part.toolName) ?? part.toolName,
-                  args: part.input ?? {}
-                })
-                break
+                return { type: "call", id: part.toolCallId, name: part.toolName, args: part.input ?? {} }
               case "finish":
-                reason = finishReason(part.finishReason)
-                inputTokens = part.totalUsage.inputTokens ?? 0
-                outputTokens = part.totalUsage.outputTokens ?? 0
-                break
+                return {
+                  type: "finish",
+                  reason: finishReason(part.finishReason),
+                  inputTokens: part.totalUsage.inputTokens ?? 0,
+                  outputTokens: part.totalUsage.outputTokens ?? 0
+                }
               case "error":
-                return yield* Effect.fail(toError(part.error))
+                return { type: "error", error: part.error }
               default:
-                break
+                return undefined
             }
-          }
-          if (inputTokens + outputTokens > 0) yield* sink({ type: "usage", inputTokens, outputTokens })
-          yield* sink({ type: "finish", reason })
-        }),
-      (controller, exit) => Effect.sync(() => (Exit.isSuccess(exit) ? undefined : controller.abort()))
+          },
+          names,
+          sink,
+          progress
+        )
+      })
     )
 
   /**
@@ -349,61 +396,47 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
     sink: (event: ModelEvent) => Effect.Effect<void, unknown>,
     progress: { emitted: number }
   ) =>
-    Effect.acquireUseRelease(
-      Effect.sync(() => new AbortController()),
-      (controller) =>
-        Effect.gen(function* () {
-          const { names, functions } = declare(request.tools)
-          const result = yield* Effect.tryPromise({
-            try: () =>
-              v4.doStream({
-                prompt: toPrompt(instructionsOf(request), request.messages),
-                ...(functions === undefined ? {} : { tools: functions }),
-                toolChoice: { type: "auto" },
-                abortSignal: controller.signal,
-                ...(options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }),
-                ...(options.temperature === undefined ? {} : { temperature: options.temperature })
-              }),
-            catch: toError
-          })
-          const reader = result.stream.getReader()
-          let reason: FinishReason = "other"
-          let inputTokens = 0
-          let outputTokens = 0
-          while (true) {
-            const next = yield* Effect.tryPromise({ try: () => reader.read(), catch: toError })
-            if (next.done) break
-            const part = next.value
+    withAbort((abortSignal) =>
+      Effect.gen(function* () {
+        const { names, functions } = declare(request.tools)
+        const result = yield* Effect.tryPromise({
+          try: () =>
+            v4.doStream({
+              prompt: toPrompt(instructionsOf(request), request.messages),
+              ...(functions === undefined ? {} : { tools: functions }),
+              toolChoice: { type: "auto" },
+              abortSignal,
+              ...(options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }),
+              ...(options.temperature === undefined ? {} : { temperature: options.temperature })
+            }),
+          catch: toError
+        })
+        yield* drain(
+          result.stream,
+          (part): Part | undefined => {
             switch (part.type) {
               case "text-delta":
-                if (part.delta.length === 0) break
-                progress.emitted++
-                yield* sink({ type: "text-delta", text: part.delta })
-                break
+                return { type: "text", text: part.delta }
               case "tool-call":
-                progress.emitted++
-                yield* sink({
-                  type: "tool-call",
-                  id: part.toolCallId,
-                  name: names.get(part.toolName) ?? part.toolName,
-                  args: parseInput(part.input) ?? {}
-                })
-                break
+                return { type: "call", id: part.toolCallId, name: part.toolName, args: parseInput(part.input) ?? {} }
               case "finish":
-                reason = finishReason(part.finishReason.unified)
-                inputTokens = part.usage.inputTokens.total ?? 0
-                outputTokens = part.usage.outputTokens.total ?? 0
-                break
+                return {
+                  type: "finish",
+                  reason: finishReason(part.finishReason.unified),
+                  inputTokens: part.usage.inputTokens.total ?? 0,
+                  outputTokens: part.usage.outputTokens.total ?? 0
+                }
               case "error":
-                return yield* Effect.fail(toError(part.error))
+                return { type: "error", error: part.error }
               default:
-                break
+                return undefined
             }
-          }
-          if (inputTokens + outputTokens > 0) yield* sink({ type: "usage", inputTokens, outputTokens })
-          yield* sink({ type: "finish", reason })
-        }),
-      (controller, exit) => Effect.sync(() => (Exit.isSuccess(exit) ? undefined : controller.abort()))
+          },
+          names,
+          sink,
+          progress
+        )
+      })
     )
 
   const hasImages = (request: ModelRequest) =>
