@@ -1,7 +1,9 @@
 import { defineConfig } from "tsup"
 
 export default defineConfig({
-  entry: ["src/index.ts"],
+  entry: ["src/index.ts", "src/lazy.ts"],
+  // lazy.ts imports the services dynamically: they stay a chunk of their own.
+  splitting: true,
   format: ["esm"],
   target: "node22",
   platform: "node",

@@ -15,7 +15,7 @@ import { ContextEngine } from "@palyra/core/context"
 import { Models } from "@palyra/core/models"
 import { BuiltinTools } from "@palyra/core/tools"
 import { Anchor, SqliteBlobStore, SqliteJournal } from "@palyra/journal"
-import { GrpcTransport } from "@palyra/transport-grpc"
+import * as GrpcServer from "@palyra/transport-grpc/lazy"
 import { HttpTransport } from "@palyra/transport-http"
 import {
   Context,
@@ -283,7 +283,8 @@ export const run = (
           secureCookies: config.console.secure_cookies
         }
       }).pipe(Effect.provide(channels))
-      const grpc = yield* GrpcTransport.serve({
+      // The gRPC services (generated code, connect-es) load on the first gRPC request.
+      const grpc = yield* GrpcServer.serve({
         host: config.server.host,
         port: config.server.grpc_port,
         maxMessageBytes: config.server.max_body_bytes,

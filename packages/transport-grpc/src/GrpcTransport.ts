@@ -11,8 +11,7 @@
  * @since 0.1.0
  */
 
-import { createServer, type Http2Server, type Http2ServerRequest, type Http2ServerResponse } from "node:http2"
-import type { AddressInfo } from "node:net"
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2"
 import { create } from "@bufbuild/protobuf"
 import {
   Code,
@@ -42,6 +41,7 @@ import {
   toPbRun,
   toPbSession
 } from "./internal/convert.js"
+import { listen } from "./internal/listen.js"
 import { pairingRoutes } from "./internal/pairing.js"
 import * as RunStreamWire from "./internal/runStreamWire.js"
 
@@ -517,6 +517,31 @@ const grpcRunStreamHandler = (runtime: Runtime.Runtime<Gateway.Gateway>, options
   })
 }
 
+/**
+ * The transport's request handler for a Node HTTP/2 server: every service over gRPC, gRPC-Web and
+ * Connect, on the given runtime; `shutdown` ends open streams. `serve` mounts it on a server of
+ * its own; use it directly to mount the services on a server you own.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const handler = (
+  runtime: Runtime.Runtime<Gateway.Gateway>,
+  options: Options,
+  shutdown: AbortSignal
+): ((req: Http2ServerRequest, res: Http2ServerResponse) => void) => {
+  const connectHandler = connectNodeAdapter({
+    routes: routes(runtime),
+    interceptors: [authInterceptor(options.tokens)],
+    readMaxBytes: options.maxMessageBytes ?? 1024 * 1024,
+    shutdownSignal: shutdown
+  })
+  // gRPC RunStream writes its responses itself (one encode per event, one write per batch);
+  // everything else, RunStream over gRPC-Web / Connect included, is connect-es's.
+  const runStreamHandler = grpcRunStreamHandler(runtime, options, shutdown)
+  return (req, res) => (RunStreamWire.handles(req) ? runStreamHandler(req, res) : connectHandler(req, res))
+}
+
 /** @since 0.1.0 @category Models */
 export interface ServeOptions extends Options {
   /** Default 127.0.0.1. */
@@ -541,40 +566,12 @@ export const serve = (
   Effect.gen(function* () {
     const runtime = yield* Effect.runtime<Gateway.Gateway>()
     const shutdown = new AbortController()
-    const connectHandler = connectNodeAdapter({
-      routes: routes(runtime),
-      interceptors: [authInterceptor(options.tokens)],
-      readMaxBytes: options.maxMessageBytes ?? 1024 * 1024,
-      shutdownSignal: shutdown.signal
-    })
-    // gRPC RunStream writes its responses itself (one encode per event, one write per batch);
-    // everything else, RunStream over gRPC-Web / Connect included, is connect-es's.
-    const runStreamHandler = grpcRunStreamHandler(runtime, options, shutdown.signal)
-    const handler = (req: Http2ServerRequest, res: Http2ServerResponse) =>
-      RunStreamWire.handles(req) ? runStreamHandler(req, res) : connectHandler(req, res)
-    const host = options.host ?? "127.0.0.1"
-    const server: Http2Server = yield* Effect.acquireRelease(
-      Effect.async<Http2Server, Errors.InvalidArgument>((resume) => {
-        const s = createServer(handler)
-        s.once("error", (e) =>
-          resume(
-            Effect.fail(
-              new Errors.InvalidArgument({ message: `cannot listen on ${host}:${options.port}: ${e.message}` })
-            )
-          )
-        )
-        s.listen(options.port, host, () => resume(Effect.succeed(s)))
-      }),
-      (s) =>
-        Effect.async<void>((resume) => {
-          shutdown.abort()
-          s.close(() => resume(Effect.void))
-          // Sessions still open after a moment are dropped so shutdown is bounded.
-          setTimeout(() => resume(Effect.void), 500).unref()
-        })
+    return yield* listen(
+      options.host ?? "127.0.0.1",
+      options.port,
+      handler(runtime, options, shutdown.signal),
+      shutdown
     )
-    const port = (server.address() as AddressInfo).port
-    return { url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`, port }
   })
 
 /**
