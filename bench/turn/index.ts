@@ -19,7 +19,8 @@ import { collectGarbage, gcFlags, quick, result, round, shebangFlags, table } fr
 
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, "..", "..")
-const bin = join(root, "packages/daemon/dist/bin/palyrad.js")
+// BENCH_TURN_BIN: another build of palyrad (e.g. a copy of main's dist, for before/after in one sitting).
+const bin = process.env.BENCH_TURN_BIN ?? join(root, "packages/daemon/dist/bin/palyrad.js")
 if (!existsSync(bin)) {
   const built = spawnSync("pnpm", ["run", "build"], { cwd: root, stdio: "inherit" })
   if (built.status !== 0) process.exit(built.status ?? 1)
