@@ -90,7 +90,8 @@ export const tapeBody = (
   const open = () => {
     const opened = Effect.runSync(Scope.make())
     scope = opened
-    Effect.runSync(Metric.modify(openStreams, 1))
+    // The gauge moved directly (no fiber per stream to run `Metric.modify`; no labels to add here).
+    openStreams.unsafeModify(1, [])
     if (!endsItself)
       shutdown = Effect.runFork(
         Effect.zipRight(
@@ -122,7 +123,7 @@ export const tapeBody = (
       if (shutdown !== undefined) Effect.runFork(Fiber.interrupt(shutdown))
       if (scope !== undefined) {
         Effect.runFork(Scope.close(scope, Exit.void))
-        Effect.runSync(Metric.modify(openStreams, -1))
+        openStreams.unsafeModify(-1, [])
       }
       callback(error)
     }

@@ -147,7 +147,8 @@ export const make = (options: Options): AfterRun => {
         }))
       )
     }).pipe(Effect.withSpan("AfterRun.ingest", { attributes: { runId: run.id } }))
-  const runHooks: RunHooks.Service = {
+  // Nothing to do at a run's end without auto-ingest or learning: no hook (no fiber work per run).
+  const runHooks: RunHooks.Service = !autoIngest && !learningOn ? RunHooks.none : {
     onRunEnd: ({ run }) =>
       Effect.all(
         [
@@ -258,7 +259,12 @@ export const make = (options: Options): AfterRun => {
     return {
       ...o,
       ...parts,
-      runHooks: o.runHooks === undefined ? parts.runHooks : RunHooks.all([o.runHooks, parts.runHooks])
+      runHooks:
+        o.runHooks === undefined
+          ? parts.runHooks
+          : parts.runHooks === RunHooks.none
+            ? o.runHooks
+            : RunHooks.all([o.runHooks, parts.runHooks])
     }
   }
   return {
