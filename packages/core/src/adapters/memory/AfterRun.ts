@@ -147,8 +147,7 @@ export const make = (options: Options): AfterRun => {
         }))
       )
     }).pipe(Effect.withSpan("AfterRun.ingest", { attributes: { runId: run.id } }))
-  // Nothing to do at a run's end without auto-ingest or learning: no hook (no fiber work per run).
-  const runHooks: RunHooks.Service = !autoIngest && !learningOn ? RunHooks.none : {
+  const runEnd: RunHooks.Service = {
     onRunEnd: ({ run }) =>
       Effect.all(
         [
@@ -166,6 +165,9 @@ export const make = (options: Options): AfterRun => {
         { mode: "either", discard: true }
       )
   }
+  // Nothing to do at a run's end without auto-ingest or learning: no hook, so the scheduler neither
+  // reads the run's record nor forks a hook fiber per run.
+  const runHooks = autoIngest || learningOn ? runEnd : RunHooks.none
 
   const kernel: AfterRun["kernel"] = (base) => {
     if (memory === undefined || store === undefined) return { ...base, tools: base.tools ?? [], runHooks }
