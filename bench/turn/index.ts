@@ -19,7 +19,8 @@ import { collectGarbage, gcFlags, quick, result, round, shebangFlags, table } fr
 
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, "..", "..")
-const bin = join(root, "packages/daemon/dist/bin/palyrad.js")
+// BENCH_TURN_BIN: another build of palyrad (e.g. a copy of main's dist, for before/after in one sitting).
+const bin = process.env.BENCH_TURN_BIN ?? join(root, "packages/daemon/dist/bin/palyrad.js")
 if (!existsSync(bin)) {
   const built = spawnSync("pnpm", ["run", "build"], { cwd: root, stdio: "inherit" })
   if (built.status !== 0) process.exit(built.status ?? 1)
@@ -72,11 +73,16 @@ writeFileSync(
   `model = "openai-compatible:${modelUrl}#bench"\n${(process.env.BENCH_TURN_TOML ?? "").replaceAll("\\n", "\n")}\n`
 )
 // BENCH_CPU_PROF=<dir> profiles the daemon (`node --cpu-prof`); the profile is written when it exits.
+// BENCH_HEAP_PROF=<dir>: `--heap-prof` (what is live at exit); BENCH_ALLOC_PROF=<dir>: every allocation
+// sampled, collected ones included, written after the turns (summary: `node bench/lib/allocprof.mjs`).
 const profile = process.env.BENCH_CPU_PROF
   ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
   : process.env.BENCH_HEAP_PROF
     ? ["--heap-prof", `--heap-prof-dir=${process.env.BENCH_HEAP_PROF}`, "--heap-prof-interval=65536"]
-    : []
+    : process.env.BENCH_ALLOC_PROF
+      ? // Everything allocated, collected objects included (see ../lib/alloc-on-signal.mjs).
+        ["--import", new URL("../lib/alloc-on-signal.mjs", import.meta.url).href]
+      : []
 const daemon = spawn(
   process.execPath,
   [...shebangFlags(bin), ...profile, ...gcFlags, bin, "--port", "0", "--log-format", "json"],

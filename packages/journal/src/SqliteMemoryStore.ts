@@ -162,6 +162,8 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
       frequency: db.prepare(
         `SELECT count(*) AS n FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? LIMIT ${COMMON + 1})`
       ),
+      // Whether the principal has any item at all (one probe of `memory_items_principal`).
+      anyOf: db.prepare("SELECT 1 FROM memory_items WHERE principal = ? LIMIT 1").pluck(),
       forget: db.prepare("DELETE FROM memory_items WHERE id = ? AND principal = ?"),
       purge: db.prepare("DELETE FROM memory_items WHERE expires_at IS NOT NULL AND expires_at <= ?"),
       insertCandidate: db.prepare(
@@ -263,6 +265,10 @@ export const make = (options: Options): Effect.Effect<MemoryStore.Service, Error
         if (terms.length === 0) return []
         const now = yield* Clock.currentTimeMillis
         const rows = yield* sync("search", () => {
+          // A principal without items (the usual case: memory is searched before every model call)
+          // is answered by one index probe instead of FTS5 lookups. Read from the file each time, so
+          // what another connection or process saved is seen at once, never a stale "empty".
+          if (st.anyOf.get(scope.principal) === undefined) return []
           const wanted = Math.max(limit * 4, 20)
           const params: Record<string, unknown> = {
             principal: scope.principal,

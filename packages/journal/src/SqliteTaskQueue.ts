@@ -17,7 +17,7 @@
  */
 import { Errors, Redaction } from "@palyra/core"
 import { TaskQueue } from "@palyra/core/memory"
-import { Clock, Effect, Either, Layer, Option, type Scope } from "effect"
+import { Clock, type Duration, Effect, Either, Layer, Option, type Scope } from "effect"
 import { type OpenOptions, openDatabase, retryBusy, storageError } from "./internal/database.js"
 
 /** @since 0.1.0 @category Models */
@@ -147,6 +147,15 @@ export const make = (options: Options): Effect.Effect<TaskQueue.Service, Errors.
         )
       )
 
+    /** Settle what time has overtaken, then claim the next task of `kind`: one immediate transaction. */
+    const claimNow = (kind: string, owner: string, lease: Duration.DurationInput, at: number) =>
+      immediate("claim", () => {
+        settleAll(st.overdueOf.all({ kind, now: at }) as Array<Row>, at, owner)
+        const row = st.next.get(kind, at) as Row | undefined
+        if (row === undefined) return Option.none<TaskQueue.Task>()
+        return Option.some(write(TaskQueue.claimed(toTask(row), owner, at, TaskQueue.millis(lease))))
+      })
+
     const settleAll = (rows: ReadonlyArray<Row>, at: number, by: string | null) => {
       const changed: Array<TaskQueue.Task> = []
       for (const row of rows) {
@@ -171,12 +180,16 @@ export const make = (options: Options): Effect.Effect<TaskQueue.Service, Errors.
         ),
       claim: ({ kind, owner, lease }) =>
         Effect.flatMap(Clock.currentTimeMillis, (at) =>
-          immediate("claim", () => {
-            settleAll(st.overdueOf.all({ kind, now: at }) as Array<Row>, at, owner)
-            const row = st.next.get(kind, at) as Row | undefined
-            if (row === undefined) return Option.none()
-            return Option.some(write(TaskQueue.claimed(toTask(row), owner, at, TaskQueue.millis(lease))))
-          })
+          // A worker polls: when a plain read finds nothing to claim or settle (the usual answer),
+          // no write transaction is opened (it would wait for, and hold up, the journal's writer).
+          // Anything found is read again under the write lock below.
+          Effect.flatMap(
+            sync(
+              "claim",
+              () => st.next.get(kind, at) === undefined && st.overdueOf.get({ kind, now: at }) === undefined
+            ),
+            (idle) => (idle ? Effect.succeed(Option.none()) : claimNow(kind, owner, lease, at))
+          )
         ),
       heartbeat: (id, owner, lease) =>
         step("heartbeat", id, (task, at) =>

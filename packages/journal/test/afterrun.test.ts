@@ -187,4 +187,21 @@ describe("AfterRun", () => {
       assert.strictEqual(error.message, "feature learning not found")
     })
   )
+
+  it.scoped(
+    "with neither learning nor auto-ingest there is no run-end hook; the kernel's own hooks stay as given",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* SqliteMemoryStore.make({ filename: fresh() })
+        const own: RunHooks.Service = { onRunEnd: () => Effect.void }
+        const quiet = AfterRun.make({ store, memory: { autoIngest: false } })
+        assert.strictEqual(quiet.kernel({}).runHooks, RunHooks.none)
+        assert.strictEqual(quiet.options({ runHooks: own } as never).runHooks, own)
+        // Either feature on: a hook that is not `none` (it runs at every run's end).
+        const ingesting = AfterRun.make({ store, memory: { autoIngest: true } })
+        assert.notStrictEqual(ingesting.kernel({}).runHooks, RunHooks.none)
+        assert.notStrictEqual(ingesting.options({ runHooks: own } as never).runHooks, own)
+        assert.notStrictEqual(AfterRun.make({ store, learning: {} }).kernel({}).runHooks, RunHooks.none)
+      })
+  )
 })

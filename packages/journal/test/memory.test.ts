@@ -228,6 +228,26 @@ describe("memory isolation (property)", () => {
 })
 
 describe("SqliteMemoryStore", () => {
+  it.scoped("a search sees at once what another connection saved (an empty principal is not cached)", () =>
+    Effect.gen(function* () {
+      const filename = fresh()
+      const reader = yield* SqliteMemoryStore.make({ filename })
+      const writer = yield* SqliteMemoryStore.make({ filename })
+      const query = { principal: "a", agent: null, sessionId: null, text: "which walrus likes tea" }
+      assert.deepStrictEqual(yield* reader.search(query), [])
+      yield* writer.save({ principal: "b", kind: "fact", text: "the walrus likes tea" })
+      assert.deepStrictEqual(yield* reader.search(query), [])
+      const saved = yield* writer.save({ principal: "a", kind: "fact", text: "the walrus likes green tea" })
+      const hits = yield* reader.search(query)
+      assert.deepStrictEqual(
+        hits.map((h) => h.item.id),
+        [saved.item.id]
+      )
+      yield* writer.forget("a", saved.item.id)
+      assert.deepStrictEqual(yield* reader.search(query), [])
+    })
+  )
+
   it.scoped("forgotten and redacted text leaves nothing in the file's FTS index", () =>
     Effect.gen(function* () {
       const filename = fresh()

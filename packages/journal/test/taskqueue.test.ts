@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "@effect/vitest"
 import { TaskQueue } from "@palyra/core/memory"
 import Database from "better-sqlite3"
-import { Effect, Option, Schedule, type Scope, TestClock } from "effect"
+import { Effect, Either, Option, Schedule, type Scope, TestClock } from "effect"
 import { SqliteTaskQueue } from "../src/index.js"
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-tasks-"))
@@ -340,6 +340,28 @@ describe("SqliteTaskQueue", () => {
       const ids = claims.filter(Option.isSome).map((c) => c.value.id)
       assert.strictEqual(ids.length, 20)
       assert.strictEqual(new Set(ids).size, 20)
+    })
+  )
+
+  it.scopedLive("polling an empty queue takes no write lock; a task queued meanwhile is claimed under it", () =>
+    Effect.gen(function* () {
+      const filename = fresh()
+      const q = yield* SqliteTaskQueue.make({ filename, busyTimeoutMs: 200 })
+      // Another connection (the journal's writer, say) holds the write lock.
+      const other = new Database(filename)
+      other.pragma("busy_timeout = 0")
+      other.exec("BEGIN IMMEDIATE")
+      const idle = yield* q.claim({ kind: "k", owner: "w", lease: "1 minute" }).pipe(Effect.either)
+      assert.deepStrictEqual(idle, Either.right(Option.none()))
+      other.exec("COMMIT")
+      const task = yield* q.enqueue({ kind: "k", payload: 1 })
+      other.exec("BEGIN IMMEDIATE")
+      // Something to claim: the claim waits for the lock (here: in vain, a typed busy failure).
+      const blocked = yield* q.claim({ kind: "k", owner: "w", lease: "1 minute" }).pipe(Effect.either)
+      assert.isTrue(Either.isLeft(blocked))
+      other.exec("COMMIT")
+      other.close()
+      assert.strictEqual(some(yield* q.claim({ kind: "k", owner: "w", lease: "1 minute" })).id, task.id)
     })
   )
 })

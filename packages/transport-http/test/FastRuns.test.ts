@@ -7,10 +7,10 @@
 import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { type Gateway, type Journal, ScriptedModel } from "@palyra/core"
+import { type Gateway, type Journal, Metrics, ScriptedModel } from "@palyra/core"
 import { CedarPolicy } from "@palyra/core/cedar"
 import { gatewayLayer } from "@palyra/core/testing"
-import { Effect, Exit, type Layer, ManagedRuntime, Scope } from "effect"
+import { Effect, Exit, type Layer, ManagedRuntime, Metric, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { HttpTransport } from "../src/index.js"
 import { DEFAULT_MAX_DEPTH } from "../src/internal/body.js"
@@ -264,6 +264,32 @@ describe("POST /v1/runs?stream=true from Node", () => {
     const viaServe = await fetch(`${fast}/v1/runs?stream=true`, { method: "POST", headers: ALICE, body: form })
     expect(viaServe.status).toBe(200)
     await readRun(viaServe)
+  })
+
+  it("a client that goes away mid-run: its stream is closed on the server (the follower released)", async () => {
+    const open = () => runtime.runPromise(Metric.value(Metric.tagged(Metrics.openStreams, "transport", "http")))
+    const before = (await open()).value
+    const client = new AbortController()
+    const response = await fetch(`${only}/v1/runs?stream=true`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...ALICE },
+      body: JSON.stringify({ text: "slow" }),
+      signal: client.signal
+    })
+    expect(response.status).toBe(200)
+    const reader = response.body!.getReader()
+    const decoder = new TextDecoder()
+    let text = ""
+    while (!text.includes("event: UserMessage")) {
+      const { done, value } = await reader.read()
+      if (done) throw new Error("ended before the first events")
+      text += decoder.decode(value, { stream: true })
+    }
+    expect((await open()).value).toBe(before + 1)
+    client.abort()
+    // The run goes on (1.5 s per delta); the stream must not wait for it.
+    for (let i = 0; i < 100 && (await open()).value !== before; i++) await new Promise((r) => setTimeout(r, 10))
+    expect((await open()).value).toBe(before)
   })
 
   it("sends keep-alive comments while a run is quiet and ends the stream cleanly at shutdown", async () => {

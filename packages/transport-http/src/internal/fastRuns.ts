@@ -24,7 +24,6 @@
  * Plain callbacks by design (the body is fed by a follower and piped by Node), one fiber per request.
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
-import { pipeline } from "node:stream"
 import * as Headers from "@effect/platform/Headers"
 import * as HttpTraceContext from "@effect/platform/HttpTraceContext"
 import { Auth, type Caller, Errors, type Follower, Gateway } from "@palyra/core"
@@ -106,8 +105,24 @@ export const make = (
       Effect.async<void>((resume) => {
         o.res.writeHead(200, SSE_HEADERS)
         o.streaming = true
-        const { body, end } = tapeBody(options, follow)
-        pipeline(body, o.res, () => resume(Effect.void))
+        // The route ends its own streams at shutdown (it interrupts this fiber: `end` below).
+        const { body, end } = tapeBody(options, follow, true)
+        // `pipe` with the two ends tied by hand rather than `stream.pipeline`, which builds and aborts
+        // an `AbortController` per call (a `DOMException` with its stack each time): a body that
+        // fails or a response that closes (sent, or the client gone) destroys the other side.
+        let finished = false
+        const finish = () => {
+          if (finished) return
+          finished = true
+          if (!body.destroyed) body.destroy()
+          if (!o.res.writableFinished && !o.res.destroyed) o.res.destroy()
+          resume(Effect.void)
+        }
+        // (Listeners that stay: an `error` with no listener would throw.)
+        body.on("error", finish)
+        o.res.on("error", finish)
+        o.res.once("close", finish)
+        body.pipe(o.res)
         // One socket write per event-loop turn: the socket is corked at a turn's first frame and
         // uncorked when the turn's I/O callbacks are done (`setImmediate`), so the frames of commits
         // delivered in one turn — and the chunked terminator of the body's end — leave as one

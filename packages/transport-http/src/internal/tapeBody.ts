@@ -29,11 +29,15 @@ const frames = (events: ReadonlyArray<TapeEvent.TapeEvent>): Uint8Array =>
  * Keep-alive comments go out whenever nothing was sent for `heartbeatSeconds`; at shutdown — or
  * when `end` is called — the body ends cleanly after what it already holds.
  *
+ * `endsItself`: the caller calls `end` at shutdown itself (the fast route does, from its own
+ * shutdown watcher), so the body does not fork a fiber per stream to wait for it.
+ *
  * @internal
  */
 export const tapeBody = (
   options: HandlerOptions,
-  follow: Effect.Effect<Follower.Follower, unknown, Scope.Scope>
+  follow: Effect.Effect<Follower.Follower, unknown, Scope.Scope>,
+  endsItself = false
 ): { readonly body: Readable; readonly end: () => void } => {
   const heartbeat = options.heartbeatSeconds * 1000
   let follower: Follower.Follower | undefined
@@ -86,13 +90,15 @@ export const tapeBody = (
   const open = () => {
     const opened = Effect.runSync(Scope.make())
     scope = opened
-    Effect.runSync(Metric.modify(openStreams, 1))
-    shutdown = Effect.runFork(
-      Effect.zipRight(
-        options.shutdown,
-        Effect.sync(() => end())
+    // The gauge moved directly (no fiber per stream to run `Metric.modify`; no labels to add here).
+    openStreams.unsafeModify(1, [])
+    if (!endsItself)
+      shutdown = Effect.runFork(
+        Effect.zipRight(
+          options.shutdown,
+          Effect.sync(() => end())
+        )
       )
-    )
     Effect.runFork(Scope.extend(follow, opened)).addObserver((exit) => {
       if (body.destroyed) return
       if (Exit.isFailure(exit)) return body.destroy(new Error("the tape stream could not start", { cause: exit.cause }))
@@ -117,7 +123,7 @@ export const tapeBody = (
       if (shutdown !== undefined) Effect.runFork(Fiber.interrupt(shutdown))
       if (scope !== undefined) {
         Effect.runFork(Scope.close(scope, Exit.void))
-        Effect.runSync(Metric.modify(openStreams, -1))
+        openStreams.unsafeModify(-1, [])
       }
       callback(error)
     }

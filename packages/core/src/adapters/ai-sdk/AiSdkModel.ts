@@ -300,14 +300,23 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
   ) =>
     Effect.gen(function* () {
       const reader = stream.getReader()
+      // The next part the adapter uses, or `undefined` at the end: parts it skips (stream and text
+      // starts and ends, response metadata: about half of a short answer's parts) are read in this
+      // plain loop, not as one fiber suspension each.
+      const nextPart = async (): Promise<Part | undefined> => {
+        while (true) {
+          const next = await reader.read()
+          if (next.done) return undefined
+          const part = toPart(next.value)
+          if (part !== undefined) return part
+        }
+      }
       let reason: FinishReason = "other"
       let inputTokens = 0
       let outputTokens = 0
       while (true) {
-        const next = yield* Effect.tryPromise({ try: () => reader.read(), catch: toError })
-        if (next.done) break
-        const part = toPart(next.value)
-        if (part === undefined) continue
+        const part = yield* Effect.tryPromise({ try: nextPart, catch: toError })
+        if (part === undefined) break
         switch (part.type) {
           case "text":
             if (part.text.length === 0) break

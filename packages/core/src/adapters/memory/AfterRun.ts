@@ -147,7 +147,7 @@ export const make = (options: Options): AfterRun => {
         }))
       )
     }).pipe(Effect.withSpan("AfterRun.ingest", { attributes: { runId: run.id } }))
-  const runHooks: RunHooks.Service = {
+  const runEnd: RunHooks.Service = {
     onRunEnd: ({ run }) =>
       Effect.all(
         [
@@ -165,6 +165,9 @@ export const make = (options: Options): AfterRun => {
         { mode: "either", discard: true }
       )
   }
+  // Nothing to do at a run's end without auto-ingest or learning: no hook, so the scheduler neither
+  // reads the run's record nor forks a hook fiber per run.
+  const runHooks = autoIngest || learningOn ? runEnd : RunHooks.none
 
   const kernel: AfterRun["kernel"] = (base) => {
     if (memory === undefined || store === undefined) return { ...base, tools: base.tools ?? [], runHooks }
@@ -258,7 +261,12 @@ export const make = (options: Options): AfterRun => {
     return {
       ...o,
       ...parts,
-      runHooks: o.runHooks === undefined ? parts.runHooks : RunHooks.all([o.runHooks, parts.runHooks])
+      runHooks:
+        o.runHooks === undefined
+          ? parts.runHooks
+          : parts.runHooks === RunHooks.none
+            ? o.runHooks
+            : RunHooks.all([o.runHooks, parts.runHooks])
     }
   }
   return {
