@@ -83,11 +83,31 @@ export type ToWorker =
   | { readonly type: "batch"; readonly id: number; readonly bytes: Uint8Array }
   | { readonly type: "close" }
 
-/** Worker → main thread: the results of one batch, in op order, and the time its commits took. @internal */
-export interface FromWorker {
-  readonly id: number
-  readonly ms: number
-  readonly results: ReadonlyArray<OpResult>
+/**
+ * Worker → main thread: the results of one batch, in op order, and the time its commits took. When
+ * every op was an append that committed (the hot path), the results are only their first seqs, as
+ * one transferable `Float64Array` (`seqs`): no array of objects is cloned on the worker and rebuilt
+ * here. Otherwise `results` has one `OpResult` per op.
+ * @internal
+ */
+export type FromWorker =
+  | { readonly id: number; readonly ms: number; readonly seqs: Float64Array; readonly results?: undefined }
+  | { readonly id: number; readonly ms: number; readonly results: ReadonlyArray<OpResult>; readonly seqs?: undefined }
+
+/** A batch's answer: its first seqs alone when every op was an append that committed (see `FromWorker`). @internal */
+export const encodeAnswer = (
+  id: number,
+  ms: number,
+  results: ReadonlyArray<OpResult>
+): { readonly reply: FromWorker; readonly transfer: ReadonlyArray<ArrayBuffer> } => {
+  const seqs = new Float64Array(results.length)
+  for (let i = 0; i < results.length; i++) {
+    const r = results[i]!
+    if (!r.ok || r.seq === undefined || r.changes !== undefined || r.row !== undefined)
+      return { reply: { id, ms, results }, transfer: [] }
+    seqs[i] = r.seq
+  }
+  return { reply: { id, ms, seqs }, transfer: [seqs.buffer as ArrayBuffer] }
 }
 
 type HeaderOp = Exclude<Op, AppendOp> | (Omit<AppendOp, "events"> & { readonly events: ReadonlyArray<HeaderEvent> })

@@ -8,7 +8,7 @@
  */
 import { parentPort, workerData } from "node:worker_threads"
 import Database from "better-sqlite3"
-import { decodeBatch, type FromWorker, type ToWorker } from "./protocol.js"
+import { decodeBatch, encodeAnswer, type ToWorker } from "./protocol.js"
 import { makeWriter } from "./writer.js"
 
 /** What the main thread passes in `workerData`. @internal */
@@ -37,6 +37,6 @@ port.on("message", (message: ToWorker) => {
   }
   const t0 = performance.now()
   const results = writer.commit(decodeBatch(message.bytes))
-  const reply: FromWorker = { id: message.id, ms: performance.now() - t0, results }
-  port.postMessage(reply)
+  const { reply, transfer } = encodeAnswer(message.id, performance.now() - t0, results)
+  port.postMessage(reply, transfer)
 })

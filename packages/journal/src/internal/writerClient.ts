@@ -239,9 +239,10 @@ export const workerBackend = (
       inFlight.delete(reply.id)
       if (inFlight.size === 0) worker.unref()
       recordMetric(reply.ms, countAppends(batch))
+      const { seqs, results } = reply
       for (let i = 0; i < batch.length; i++) {
         const p = batch[i]!
-        const r = reply.results[i]!
+        const r: OpResult = seqs !== undefined ? { ok: true, seq: seqs[i]! } : results[i]!
         if (r.ok && p.op.op === "append" && r.seq !== undefined) advance(p.op.sessionId, r.seq + p.op.events.length - 1)
         p.done(r)
       }
