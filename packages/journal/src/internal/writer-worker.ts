@@ -1,6 +1,6 @@
 /**
  * The journal's writer thread (`worker_threads`): owns the write connection to the journal's file
- * and runs `writer.ts` on the batches the main thread posts (one transferable buffer a batch, see
+ * and runs `writer.ts` on the batches the main thread posts (two strings a batch, see
  * `protocol.ts`), answering each batch after it committed. Built as its own entry
  * (`dist/writer-worker.js`); from sources it runs under tsx. A throw here ends the thread, which the
  * main thread reports as a `JournalError` on everything not yet answered.
@@ -36,7 +36,7 @@ port.on("message", (message: ToWorker) => {
     return
   }
   const t0 = performance.now()
-  const results = writer.commit(decodeBatch(message.bytes))
+  const results = writer.commit(decodeBatch(message))
   const { reply, transfer } = encodeAnswer(message.id, performance.now() - t0, results)
   port.postMessage(reply, transfer)
 })
