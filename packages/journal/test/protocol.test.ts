@@ -69,7 +69,7 @@ describe("the writer thread's answers", () => {
     Effect.gen(function* () {
       const j = yield* SqliteJournal.make({ filename: join(dir, "mixed.db"), writer: "worker" })
       yield* j.createSession(Records.makeSession({ id: sid(0), principal: "p" }))
-      // One event-loop turn: the three appends go to the worker as one batch.
+      // Submitted in one event-loop turn, so they cross together (one batch, or two when one is in flight).
       const [a, missing, b] = yield* Effect.all(
         [
           j.append(sid(0), [message(sid(0), 0), message(sid(0), 1)]),
@@ -81,7 +81,7 @@ describe("the writer thread's answers", () => {
       expect(a.map((e) => e.tapeSeq)).toEqual([1, 2])
       expect(b.map((e) => e.tapeSeq)).toEqual([3])
       expect(Either.isLeft(missing) && missing.left).toBeInstanceOf(Errors.NotFound)
-      // All committed appends: the answer is the Float64Array; the seqs it carried are the stored ones.
+      // Batches of appends that all commit are answered with seqs only: they are the stored ones.
       const more = yield* Effect.all(
         Array.from({ length: 5 }, (_, i) => j.append(sid(0), [message(sid(0), 10 + i)])),
         { concurrency: "unbounded" }
