@@ -1,9 +1,12 @@
 /**
  * bench/journal/appends.ts: only the 32-writer append phase of `bench journal`, alternating the
  * journal's writers (worker thread, inline) in one sitting, for before/after comparisons:
- * `node --conditions=@palyra/source --import tsx bench/journal/appends.ts [rounds] [perWriter]`.
- * Prints events/s, the event-loop delay p99 and the main thread's busy µs per append (event-loop
- * utilization: the worker's commits are not counted, they run on another thread).
+ * `node --conditions=@palyra/source --import tsx bench/journal/appends.ts [rounds] [perWriter] [writers]`
+ * (`writers`: `worker,inline` by default, or one of them).
+ * Prints events/s, the event-loop delay p99, the main thread's busy µs per append (event-loop
+ * utilization: the worker's commits are not counted, they run on another thread; on a loaded machine
+ * it also counts the time the thread was descheduled), the main thread's CPU µs per append
+ * (`process.threadCpuUsage`) and the process's CPU µs per append (both threads).
  */
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -40,6 +43,8 @@ const phase = (writer: SqliteJournal.WriterMode, perWriter: number) =>
       })
       const probe = loopProbe()
       let elu = performance.eventLoopUtilization()
+      const cpu = process.cpuUsage()
+      const mainCpu = process.threadCpuUsage()
       const start = performance.now()
       yield* Effect.forEach(
         Array.from({ length: 32 }, (_, w) => w),
@@ -53,20 +58,24 @@ const phase = (writer: SqliteJournal.WriterMode, perWriter: number) =>
       )
       const elapsed = performance.now() - start
       elu = performance.eventLoopUtilization(elu)
+      const used = process.cpuUsage(cpu)
+      const usedMain = process.threadCpuUsage(mainCpu)
       const loop = probe.stop()
       return {
         writer,
         perSec: Math.round((32 * perWriter) / (elapsed / 1000)),
         loopP99: round(loop.p99, 2),
-        mainUs: round((elu.active * 1000) / (32 * perWriter), 1)
+        mainUs: round((elu.active * 1000) / (32 * perWriter), 1),
+        mainCpuUs: round((usedMain.user + usedMain.system) / (32 * perWriter), 1),
+        cpuUs: round((used.user + used.system) / (32 * perWriter), 1)
       }
     })
   )
 
 const rounds = Number(process.argv[2] ?? 3)
 const perWriter = Number(process.argv[3] ?? 300)
+const writers = (process.argv[4] ?? "worker,inline").split(",") as Array<SqliteJournal.WriterMode>
 for (let r = 0; r < rounds; r++) {
-  for (const writer of ["worker", "inline"] as const)
-    console.log(JSON.stringify(await Effect.runPromise(phase(writer, perWriter))))
+  for (const writer of writers) console.log(JSON.stringify(await Effect.runPromise(phase(writer, perWriter))))
 }
 rmSync(dir, { recursive: true, force: true })

@@ -58,6 +58,8 @@ const appendPhase = async (writers: number, perWriter: number, writer?: SqliteJo
   // The main thread's busy time (event-loop utilization), not the process's: the worker's commits
   // run on another thread.
   let elu = performance.eventLoopUtilization()
+  // The main thread's CPU (not counting time it was descheduled, which utilization does count).
+  let mainCpu = process.threadCpuUsage()
   const program = Effect.gen(function* () {
     const j = yield* SqliteJournal.make({ filename, writer })
     for (let w = 0; w < writers; w++) yield* j.createSession(session(sid(w)))
@@ -65,6 +67,7 @@ const appendPhase = async (writers: number, perWriter: number, writer?: SqliteJo
     yield* Effect.forEach(Array.from({ length: 50 }), (_, i) => j.append(sid(0) as never, [event(sid(0), i)]))
     probe = loopProbe()
     elu = performance.eventLoopUtilization()
+    mainCpu = process.threadCpuUsage()
     const start = performance.now()
     yield* Effect.forEach(
       Array.from({ length: writers }, (_, w) => w),
@@ -84,6 +87,7 @@ const appendPhase = async (writers: number, perWriter: number, writer?: SqliteJo
     )
     const elapsed = performance.now() - start
     elu = performance.eventLoopUtilization(elu)
+    mainCpu = process.threadCpuUsage(mainCpu)
     const verify = yield* j.verify
     if (!verify.ok) throw new Error("chain broken in bench")
     return elapsed
@@ -98,7 +102,8 @@ const appendPhase = async (writers: number, perWriter: number, writer?: SqliteJo
     loopP50: loop.p50,
     loopP99: loop.p99,
     loopMax: loop.max,
-    mainUsPerAppend: (elu.active * 1000) / (writers * perWriter)
+    mainUsPerAppend: (elu.active * 1000) / (writers * perWriter),
+    mainCpuUsPerAppend: (mainCpu.user + mainCpu.system) / (writers * perWriter)
   }
 }
 
@@ -295,7 +300,8 @@ const main = async () => {
       "p50 ms": round(single.p50, 3),
       "p99 ms": round(single.p99, 3),
       "loop p99 ms": round(single.loopP99, 2),
-      "main µs/append": round(single.mainUsPerAppend, 1)
+      "main µs/append": round(single.mainUsPerAppend, 1),
+      "main CPU µs/append": round(single.mainCpuUsPerAppend, 1)
     },
     {
       writers: 32,
@@ -303,7 +309,8 @@ const main = async () => {
       "p50 ms": round(many.p50, 3),
       "p99 ms": round(many.p99, 3),
       "loop p99 ms": round(many.loopP99, 2),
-      "main µs/append": round(many.mainUsPerAppend, 1)
+      "main µs/append": round(many.mainUsPerAppend, 1),
+      "main CPU µs/append": round(many.mainCpuUsPerAppend, 1)
     },
     {
       writers: "32, inline writer",
@@ -311,7 +318,8 @@ const main = async () => {
       "p50 ms": round(manyInline.p50, 3),
       "p99 ms": round(manyInline.p99, 3),
       "loop p99 ms": round(manyInline.loopP99, 2),
-      "main µs/append": round(manyInline.mainUsPerAppend, 1)
+      "main µs/append": round(manyInline.mainUsPerAppend, 1),
+      "main CPU µs/append": round(manyInline.mainCpuUsPerAppend, 1)
     },
     {
       writers: "raw ceiling",
@@ -319,7 +327,8 @@ const main = async () => {
       "p50 ms": "-",
       "p99 ms": "-",
       "loop p99 ms": "-",
-      "main µs/append": "-"
+      "main µs/append": "-",
+      "main CPU µs/append": "-"
     }
   ])
   console.log(
@@ -366,10 +375,12 @@ const main = async () => {
     p99AppendMs: round(many.p99, 3),
     eventLoopP99Ms: round(many.loopP99, 2),
     mainUsPerAppend: round(many.mainUsPerAppend, 1),
+    mainCpuUsPerAppend: round(many.mainCpuUsPerAppend, 1),
     appendsPerSecInline: Math.round(manyInline.perSec),
     ratioToRawInline: round(manyInline.perSec / rawPerSec, 3),
     eventLoopP99MsInline: round(manyInline.loopP99, 2),
     mainUsPerAppendInline: round(manyInline.mainUsPerAppend, 1),
+    mainCpuUsPerAppendInline: round(manyInline.mainCpuUsPerAppend, 1),
     oursMs: Math.round(ours.ms),
     langGraphMs: Math.round(lg.ms),
     oursBytes: ours.bytes,

@@ -46,7 +46,7 @@
  * - **The writer thread.** better-sqlite3 is synchronous, so a commit (or a wait for the file's lock)
  *   stalls the thread it runs on. By default every write runs in a `worker_threads` worker that owns
  *   the write connection (`writer: "worker"`; see `internal/writerClient.ts`): events and records are
- *   redacted and encoded on the caller's thread, cross in one buffer per batch, and are acknowledged
+ *   redacted and encoded on the caller's thread, cross in one message per batch, and are acknowledged
  *   after the worker committed them. Reads use this thread's own connection (WAL: they see every
  *   acknowledged write). `writer: "inline"` (and `:memory:`) commits on the caller's thread instead,
  *   in batches bounded by `maxBatch` to keep each stall short (see `bench/journal`).
@@ -408,7 +408,8 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       const body: Record<string, unknown> = {}
       for (const k of Object.keys(clean)) if (!ENVELOPE.has(k)) body[k] = clean[k]
       const payload = Canonical.canonicalJson(body)
-      const size = Buffer.byteLength(payload)
+      // UTF-8 takes at most 3 bytes per UTF-16 unit: count the bytes only when that bound is over.
+      const size = payload.length * 3 <= maxEventBytes ? 0 : Buffer.byteLength(payload)
       if (size > maxEventBytes) {
         return Either.left(new Errors.PayloadTooLarge({ what: `${event._tag} event`, size, limit: maxEventBytes }))
       }

@@ -1,6 +1,6 @@
 /**
  * The journal's writer thread (`worker_threads`): owns the write connection to the journal's file
- * and runs `writer.ts` on the batches the main thread posts (one transferable buffer a batch, see
+ * and runs `writer.ts` on the batches the main thread posts (two strings a batch, see
  * `protocol.ts`), answering each batch after it committed. Built as its own entry
  * (`dist/writer-worker.js`); from sources it runs under tsx. A throw here ends the thread, which the
  * main thread reports as a `JournalError` on everything not yet answered.
@@ -8,7 +8,7 @@
  */
 import { parentPort, workerData } from "node:worker_threads"
 import Database from "better-sqlite3"
-import { decodeBatch, type FromWorker, type ToWorker } from "./protocol.js"
+import { decodeBatch, encodeAnswer, type ToWorker } from "./protocol.js"
 import { makeWriter } from "./writer.js"
 
 /** What the main thread passes in `workerData`. @internal */
@@ -36,7 +36,7 @@ port.on("message", (message: ToWorker) => {
     return
   }
   const t0 = performance.now()
-  const results = writer.commit(decodeBatch(message.bytes))
-  const reply: FromWorker = { id: message.id, ms: performance.now() - t0, results }
-  port.postMessage(reply)
+  const results = writer.commit(decodeBatch(message))
+  const { reply, transfer } = encodeAnswer(message.id, performance.now() - t0, results)
+  port.postMessage(reply, transfer)
 })

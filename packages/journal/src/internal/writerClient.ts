@@ -142,7 +142,7 @@ const workerScript = (): { readonly url: URL; readonly execArgv?: Array<string> 
 /**
  * The writer in a worker thread that owns the write connection (this thread keeps its own
  * connection for reads: in WAL mode a read sees every commit answered before it started). Writes
- * queue here and cross as one buffer per batch, at most `MAX_IN_FLIGHT` batches at a time (what
+ * queue here and cross as one message per batch (two strings), at most `MAX_IN_FLIGHT` batches at a time (what
  * arrives meanwhile forms the next batch: group commit across the thread boundary). The worker
  * commits before it answers, so nothing is acknowledged that a crash could lose. If the worker dies,
  * everything unanswered and every later write fails with `JournalError`.
@@ -219,11 +219,11 @@ export const workerBackend = (
         const batch = queued
         queued = []
         const id = nextId++
-        const bytes = encodeBatch(batch.map((p) => p.op))
+        const { header, payloads } = encodeBatch(batch.map((p) => p.op))
         if (inFlight.size === 0) worker.ref()
         inFlight.set(id, batch)
-        const message: ToWorker = { type: "batch", id, bytes }
-        worker.postMessage(message, [bytes.buffer as ArrayBuffer])
+        const message: ToWorker = { type: "batch", id, header, payloads }
+        worker.postMessage(message)
       }
     }
     const schedule = () => {
@@ -239,9 +239,10 @@ export const workerBackend = (
       inFlight.delete(reply.id)
       if (inFlight.size === 0) worker.unref()
       recordMetric(reply.ms, countAppends(batch))
+      const { seqs, results } = reply
       for (let i = 0; i < batch.length; i++) {
         const p = batch[i]!
-        const r = reply.results[i]!
+        const r: OpResult = seqs !== undefined ? { ok: true, seq: seqs[i]! } : results[i]!
         if (r.ok && p.op.op === "append" && r.seq !== undefined) advance(p.op.sessionId, r.seq + p.op.events.length - 1)
         p.done(r)
       }
