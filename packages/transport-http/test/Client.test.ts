@@ -82,7 +82,10 @@ describe("the shared SSE parser", () => {
       for (const line of e.data.split(/\r\n|\r|\n/)) frame += `data: ${line}\n`
       return new TextEncoder().encode(`${frame}\n`)
     }
-    const text = fc.oneof(fc.string({ unit: "grapheme", maxLength: 30 }), fc.constantFrom("a\r\nb", "\n", "x\ry\n", "{}"))
+    const text = fc.oneof(
+      fc.string({ unit: "grapheme", maxLength: 30 }),
+      fc.constantFrom("a\r\nb", "\n", "x\ry\n", "{}")
+    )
     fc.assert(
       fc.property(fc.record({ id: text, event: text, data: text }, { requiredKeys: ["data"] }), (e) => {
         expect(Buffer.from(Sse.encode(e)).equals(Buffer.from(reference(e)))).toBe(true)
