@@ -204,9 +204,10 @@ describe("gRPC RunStream through its own HTTP/2 handler", () => {
       builds++
       return create(Proto.RunStreamResponseSchema, { payload: { case: "event", value: toPbEvent(e) } })
     }
+    const eventEnvelope = RunStreamWire.eventEnvelopes(response)
     for (const e of events) {
-      const first = RunStreamWire.eventEnvelope(e, response)
-      const second = RunStreamWire.eventEnvelope(e, response)
+      const first = eventEnvelope(e)
+      const second = eventEnvelope(e)
       expect(second).toBe(first)
       const bytes = toBinary(Proto.RunStreamResponseSchema, response(e))
       expect(first.readUInt32BE(1)).toBe(bytes.length)
@@ -251,10 +252,10 @@ describe("gRPC RunStream through its own HTTP/2 handler", () => {
       fc.property(delta, (d) => {
         const e = { _tag: "AssistantDelta", ...d } as unknown as TapeEvent.TapeEvent
         let generic_ = false
-        const envelope = RunStreamWire.eventEnvelope(e, (x) => {
+        const envelope = RunStreamWire.eventEnvelopes((x) => {
           generic_ = true
           return create(Proto.RunStreamResponseSchema, { payload: { case: "event", value: toPbEvent(x) } })
-        })
+        })(e)
         if (!generic_) fast++
         const bytes = generic(e)
         expect(envelope[0]).toBe(0)

@@ -30,7 +30,7 @@ import {
 } from "@connectrpc/connect/protocol"
 import { headerAcceptEncoding, headerEncoding, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc"
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest } from "@connectrpc/connect-node"
-import type { TapeEvent } from "@palyra/core"
+import { Follower, type TapeEvent } from "@palyra/core"
 import * as pb from "../gen/palyra/v1/gateway_pb.js"
 
 /** What the RunStream logic yields: the bound session's id first, then batches of tape events. @since 0.1.0 @category Models */
@@ -53,9 +53,6 @@ const envelope = (message: pb.RunStreamResponse): Buffer => {
   out.set(bytes, 5)
   return out
 }
-
-// A live event is the same object for every subscriber of its session: its envelope is built once.
-const envelopes = new WeakMap<TapeEvent.TapeEvent, Buffer>()
 
 // ---- the streamed-text event, encoded by hand ----
 // Most events of a stream are `AssistantDelta`s; building their `RunStreamResponse` (a `TapeEvent`,
@@ -158,24 +155,21 @@ const deltaEnvelope = (e: Extract<TapeEvent.TapeEvent, { _tag: "AssistantDelta" 
 }
 
 /**
- * An event's `RunStreamResponse` envelope, encoded once per event object and shared by every stream.
- * `response` must map an event to its `RunStreamResponse` (`event` = `toPbEvent`): an
- * `AssistantDelta` is written directly, byte for byte what `response` then `toBinary` would give.
+ * Events' `RunStreamResponse` envelopes, each encoded once and shared by every stream (memoized for
+ * the events encoded last, see `Follower.encodedOnce`: a live event is the same object for every
+ * subscriber of its session). `response` must map an event to its `RunStreamResponse` (`event` =
+ * `toPbEvent`): an `AssistantDelta` is written directly, byte for byte what `response` then
+ * `toBinary` would give.
  *
  * @since 0.1.0
  * @category Encoding
  */
-export const eventEnvelope = (
-  event: TapeEvent.TapeEvent,
+export const eventEnvelopes = (
   response: (e: TapeEvent.TapeEvent) => pb.RunStreamResponse
-) => {
-  let bytes = envelopes.get(event)
-  if (bytes === undefined) {
-    bytes = (event._tag === "AssistantDelta" ? deltaEnvelope(event) : undefined) ?? envelope(response(event))
-    envelopes.set(event, bytes)
-  }
-  return bytes
-}
+): ((event: TapeEvent.TapeEvent) => Buffer) =>
+  Follower.encodedOnce(
+    (event): Buffer => (event._tag === "AssistantDelta" ? deltaEnvelope(event) : undefined) ?? envelope(response(event))
+  )
 
 /** The options of {@link makeHandler}. @since 0.1.0 @category Models */
 export interface HandlerOptions {
@@ -201,6 +195,7 @@ export const makeHandler = (options: HandlerOptions) => {
     writeMaxBytes: 0xffffffff
   })
   const acceptCompression = [compressionGzip, compressionBrotli]
+  const eventEnvelope = eventEnvelopes(options.response)
   return (req: Http2ServerRequest, res: Http2ServerResponse): void => {
     const contextValues = createContextValues()
     const universal = universalRequestFromNodeRequest(req, res, undefined, contextValues)
@@ -235,13 +230,14 @@ export const makeHandler = (options: HandlerOptions) => {
       transformParseEnvelope(serialization.getI(true))
     )
     res.writeHead(200, { "content-type": "application/grpc+proto" })
-    void respond(options, ctx, requests, res, universal.header.get("authorization"))
+    void respond(options, eventEnvelope, ctx, requests, res, universal.header.get("authorization"))
   }
 }
 
 /** Run the RunStream logic and write what it yields; the status goes in the trailers. */
 const respond = async (
   options: HandlerOptions,
+  eventEnvelope: (event: TapeEvent.TapeEvent) => Buffer,
   ctx: ReturnType<typeof createHandlerContext>,
   requests: AsyncIterable<pb.RunStreamRequest>,
   res: Http2ServerResponse,
@@ -271,9 +267,9 @@ const respond = async (
       if (typeof item === "string") {
         ok = res.write(envelope(create(pb.RunStreamResponseSchema, { payload: { case: "sessionId", value: item } })))
       } else if (item.length === 1) {
-        ok = res.write(eventEnvelope(item[0]!, options.response))
+        ok = res.write(eventEnvelope(item[0]!))
       } else {
-        ok = res.write(Buffer.concat(item.map((e) => eventEnvelope(e, options.response))))
+        ok = res.write(Buffer.concat(item.map(eventEnvelope)))
       }
       // Backpressure: take nothing more until the socket drained (or the call ended).
       if (!ok && !res.destroyed) await whenWritable()
