@@ -137,3 +137,26 @@ describe("Gateway.follow", () => {
     })
   )
 })
+
+describe("Follower.encodedOnce", () => {
+  it("encodes an event once while it is among the last `size` encoded, and again (the same result) after", () => {
+    let encodes = 0
+    const encode = Follower.encodedOnce((e: TapeEvent.TapeEvent) => {
+      encodes++
+      return `#${e.tapeSeq}`
+    }, 4)
+    const events = Array.from({ length: 10 }, (_, i) => ({ tapeSeq: i + 1 }) as unknown as TapeEvent.TapeEvent)
+    // Every follower of a session takes the same object: one encode for all of them.
+    for (const e of events.slice(0, 4)) for (let follower = 0; follower < 3; follower++) encode(e)
+    assert.strictEqual(encodes, 4)
+    // Identity, not equality: an equal but different object is encoded on its own.
+    assert.strictEqual(encode({ ...events[0]! }), "#1")
+    assert.strictEqual(encodes, 5)
+    // Pushed out of the ring by newer events: encoded again, to the same bytes.
+    for (const e of events.slice(4)) encode(e)
+    assert.strictEqual(encode(events[0]!), "#1")
+    assert.strictEqual(encodes, 5 + 6 + 1)
+    assert.strictEqual(encode(events[9]!), "#10")
+    assert.strictEqual(encodes, 12)
+  })
+})

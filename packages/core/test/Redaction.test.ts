@@ -344,6 +344,38 @@ describe("Redaction.redact", () => {
     assert.isUndefined(({} as Record<string, unknown>).polluted)
   })
 
+  it("decides a field name the same way the first time and every later time (the per-name memo, past its bound too)", () => {
+    const warm = Redaction.make({ literals: LITERALS })
+    const secretKey = fc.constantFrom("api_key", "Authorization", "db_password", "maxTokens", "tokens", "text", GH)
+    const object = fc.dictionary(
+      fc.oneof(secretKey, fc.string({ maxLength: 12 })),
+      fc.oneof(fc.string(), fc.constant(GH)),
+      {
+        maxKeys: 8
+      }
+    )
+    fc.assert(
+      fc.property(fc.array(object, { minLength: 1, maxLength: 40 }), (objects) => {
+        for (const o of objects) {
+          // A redactor that has never seen these names decides exactly as the one that has (often).
+          const cold = Redaction.make({ literals: LITERALS }).redact(o)
+          if (JSON.stringify(warm.redact(o)) !== JSON.stringify(cold)) return false
+          if (JSON.stringify(cold).includes(GH)) return false
+        }
+        return true
+      }),
+      { numRuns: 60 }
+    )
+    // Over 1,024 distinct names (the memo starts over) and back to the first ones: still the same answers.
+    for (let i = 0; i < 3000; i++) warm.redact({ [`field${i}`]: "x" })
+    assert.deepStrictEqual(warm.redact<unknown>({ api_key: "abcdefgh1", [GH]: 1, maxTokens: 5, tokens: 7 }), {
+      api_key: "[REDACTED:apikey]",
+      "[REDACTED:github-token]": 1,
+      maxTokens: 5,
+      tokens: 7
+    })
+  })
+
   it("ends on a cycle and replaces containers past the size budget", () => {
     const cyclic: Record<string, unknown> = { name: "loop" }
     cyclic.self = cyclic

@@ -46,6 +46,41 @@ describe("SessionLock", () => {
     })
   )
 
+  it.effect(
+    "withLockUninterruptible: the holder's work finishes despite an interrupt; a waiter still leaves on one",
+    () =>
+      Effect.gen(function* () {
+        const lock = makeKeyedLock<string>()
+        const holding = yield* Deferred.make<void>()
+        const proceed = yield* Deferred.make<void>()
+        let finished = false
+        const holder = yield* Effect.fork(
+          lock.withLockUninterruptible(
+            "k",
+            Effect.gen(function* () {
+              yield* Deferred.succeed(holding, undefined)
+              yield* Deferred.await(proceed)
+              finished = true
+            })
+          )
+        )
+        yield* Deferred.await(holding)
+        const waiter = yield* Effect.fork(lock.withLockUninterruptible("k", Effect.succeed("never")))
+        yield* Effect.yieldNow()
+        // The waiter is interruptible while it waits: it leaves the queue.
+        yield* Fiber.interrupt(waiter)
+        // The holder is not: the interrupt waits for its work, which completes, then the lock is free.
+        const interrupting = yield* Effect.fork(Fiber.interrupt(holder))
+        yield* Effect.yieldNow()
+        assert.isFalse(finished)
+        yield* Deferred.succeed(proceed, undefined)
+        yield* Fiber.join(interrupting)
+        assert.isTrue(finished)
+        assert.strictEqual(lock.size(), 0)
+        assert.strictEqual(yield* lock.withLockUninterruptible("k", Effect.succeed("free")), "free")
+      })
+  )
+
   it.effect("a failing or interrupted holder releases the lock", () =>
     Effect.gen(function* () {
       const lock = makeKeyedLock<string>()

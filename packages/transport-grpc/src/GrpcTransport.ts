@@ -512,7 +512,7 @@ const grpcRunStreamHandler = (runtime: Runtime.Runtime<Gateway.Gateway>, options
       return undefined
     },
     items: (requests, ctx) => runStreamItems(runtime, requests, ctx.signal, call(ctx)),
-    // The envelope is memoized per event (RunStreamWire.eventEnvelope): the message itself need not be.
+    // The envelope is memoized per event (RunStreamWire.eventEnvelopes): the message itself need not be.
     response: (event) => create(pb.RunStreamResponseSchema, { payload: { case: "event", value: toPbEvent(event) } })
   })
 }

@@ -11,9 +11,10 @@ import { createClient, type Interceptor } from "@connectrpc/connect"
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node"
 import * as grpc from "@grpc/grpc-js"
 import * as protoLoader from "@grpc/proto-loader"
-import { type Gateway, type Ids, Journal, ScriptedModel } from "@palyra/core"
+import { type Gateway, type Ids, Journal, ScriptedModel, type TapeEvent } from "@palyra/core"
 import { gatewayLayer } from "@palyra/core/testing"
 import { Effect, Exit, type Layer, ManagedRuntime, Scope } from "effect"
+import * as fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { GrpcTransport, Proto } from "../src/index.js"
 import { toPbEvent } from "../src/internal/convert.js"
@@ -203,17 +204,68 @@ describe("gRPC RunStream through its own HTTP/2 handler", () => {
       builds++
       return create(Proto.RunStreamResponseSchema, { payload: { case: "event", value: toPbEvent(e) } })
     }
+    const eventEnvelope = RunStreamWire.eventEnvelopes(response)
     for (const e of events) {
-      const first = RunStreamWire.eventEnvelope(e, response)
-      const second = RunStreamWire.eventEnvelope(e, response)
+      const first = eventEnvelope(e)
+      const second = eventEnvelope(e)
       expect(second).toBe(first)
       const bytes = toBinary(Proto.RunStreamResponseSchema, response(e))
       expect(first.readUInt32BE(1)).toBe(bytes.length)
       expect(first[0]).toBe(0)
       expect(Buffer.from(first.subarray(5)).equals(Buffer.from(bytes))).toBe(true)
     }
-    // One build per event for the envelopes, plus the fresh encodes above.
-    expect(builds).toBe(events.length * 2)
+    // One build per event for the envelopes (streamed text is written directly), plus the fresh encodes above.
+    const deltas = events.filter((e) => e._tag === "AssistantDelta").length
+    expect(deltas).toBeGreaterThan(0)
+    expect(builds).toBe(events.length * 2 - deltas)
+  })
+
+  it("a streamed-text envelope written by hand is byte for byte the generic encode, for any delta", () => {
+    const generic = (e: TapeEvent.TapeEvent) =>
+      toBinary(
+        Proto.RunStreamResponseSchema,
+        create(Proto.RunStreamResponseSchema, { payload: { case: "event", value: toPbEvent(e) } })
+      )
+    const text = fc.oneof(
+      fc.string({ unit: "binary", maxLength: 300 }),
+      fc.string({ maxLength: 5 }),
+      fc.constantFrom("", "\ud800 lone", "é€😀", "x".repeat(200_000))
+    )
+    // Every value the generic encoder takes (seqs and times are integers; a turn is a uint32).
+    const edges = [0, 1, 127, 128, 16_383, 16_384, 2 ** 31, 2 ** 32 - 1]
+    const uint32 = fc.oneof(fc.constantFrom(...edges), fc.integer({ min: 0, max: 2 ** 32 - 1 }))
+    const seq = fc.oneof(fc.constantFrom(...edges, 2 ** 32, Number.MAX_SAFE_INTEGER), fc.nat())
+    const at = fc.oneof(
+      fc.constantFrom(0, 999, 1000, 1_763_820_000_123, -1, -1500),
+      fc.integer({ min: -1e15, max: 1e15 })
+    )
+    const delta = fc.record({
+      sessionId: fc.oneof(fc.constant(""), text),
+      runId: fc.oneof(fc.constant(null), text),
+      tapeSeq: seq,
+      at,
+      turn: uint32,
+      text
+    })
+    let fast = 0
+    fc.assert(
+      fc.property(delta, (d) => {
+        const e = { _tag: "AssistantDelta", ...d } as unknown as TapeEvent.TapeEvent
+        let generic_ = false
+        const envelope = RunStreamWire.eventEnvelopes((x) => {
+          generic_ = true
+          return create(Proto.RunStreamResponseSchema, { payload: { case: "event", value: toPbEvent(x) } })
+        })(e)
+        if (!generic_) fast++
+        const bytes = generic(e)
+        expect(envelope[0]).toBe(0)
+        expect(envelope.readUInt32BE(1)).toBe(bytes.length)
+        expect(Buffer.from(envelope.subarray(5)).equals(Buffer.from(bytes))).toBe(true)
+      }),
+      { numRuns: 1000 }
+    )
+    // Most generated deltas took the hand-written path (the comparison is not vacuous).
+    expect(fast).toBeGreaterThan(500)
   })
 
   it("a grpc-js client reads a long stream gap-free (gzip-compressed requests too)", async () => {

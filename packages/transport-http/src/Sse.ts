@@ -24,6 +24,10 @@ export interface Event {
 }
 
 const encoder = new TextEncoder()
+const LINE_BREAK = /[\r\n]/
+const LINE_BREAKS = /[\r\n]/g
+/** A field value on one line (a test first: the common value has no line break and is kept as is). */
+const oneLine = (value: string) => (LINE_BREAK.test(value) ? value.replace(LINE_BREAKS, "") : value)
 
 /**
  * One event as bytes. `data` may span lines; `id` and `event` must not contain line breaks.
@@ -33,10 +37,13 @@ const encoder = new TextEncoder()
  */
 export const encode = (event: Event): Uint8Array => {
   let frame = ""
-  if (event.id !== undefined) frame += `id: ${event.id.replace(/[\r\n]/g, "")}\n`
-  if (event.event !== undefined) frame += `event: ${event.event.replace(/[\r\n]/g, "")}\n`
-  for (const line of event.data.split(/\r\n|\r|\n/)) frame += `data: ${line}\n`
-  return encoder.encode(`${frame}\n`)
+  if (event.id !== undefined) frame += `id: ${oneLine(event.id)}\n`
+  if (event.event !== undefined) frame += `event: ${oneLine(event.event)}\n`
+  // Data with no line break (every JSON text: `JSON.stringify` escapes them) is one `data:` line.
+  if (LINE_BREAK.test(event.data)) for (const line of event.data.split(/\r\n|\r|\n/)) frame += `data: ${line}\n`
+  else frame += `data: ${event.data}\n`
+  // `Buffer.from` (a Uint8Array) takes small frames from Node's pooled slab: no ArrayBuffer per frame.
+  return Buffer.from(`${frame}\n`)
 }
 
 const frames = new WeakMap<object, Uint8Array>()

@@ -74,6 +74,26 @@ describe("the shared SSE parser", () => {
     { maxLength: 8 }
   )
 
+  it("encodes byte for byte like the plain definition (fields on one line, a data: line per line), line breaks or not", () => {
+    const reference = (e: Sse.Event) => {
+      let frame = ""
+      if (e.id !== undefined) frame += `id: ${e.id.replace(/[\r\n]/g, "")}\n`
+      if (e.event !== undefined) frame += `event: ${e.event.replace(/[\r\n]/g, "")}\n`
+      for (const line of e.data.split(/\r\n|\r|\n/)) frame += `data: ${line}\n`
+      return new TextEncoder().encode(`${frame}\n`)
+    }
+    const text = fc.oneof(
+      fc.string({ unit: "grapheme", maxLength: 30 }),
+      fc.constantFrom("a\r\nb", "\n", "x\ry\n", "{}")
+    )
+    fc.assert(
+      fc.property(fc.record({ id: text, event: text, data: text }, { requiredKeys: ["data"] }), (e) => {
+        expect(Buffer.from(Sse.encode(e)).equals(Buffer.from(reference(e)))).toBe(true)
+      }),
+      { numRuns: 300 }
+    )
+  })
+
   it("reads back what the encoder wrote, split at any byte (Promise and Effect forms)", async () => {
     await fc.assert(
       fc.asyncProperty(events, fc.array(fc.nat(), { maxLength: 6 }), async (sent, cuts) => {

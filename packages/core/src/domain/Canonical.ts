@@ -6,6 +6,24 @@
  */
 import { createHash } from "node:crypto"
 
+// The same few field names recur in every event: each is quoted once (a bounded memo, started over
+// when full), and a key list already in order is not sorted again.
+const KEY_MEMO = 1024
+const quoted = new Map<string, string>()
+const quotedKey = (k: string): string => {
+  let q = quoted.get(k)
+  if (q === undefined) {
+    if (quoted.size >= KEY_MEMO) quoted.clear()
+    q = `${JSON.stringify(k)}:`
+    quoted.set(k, q)
+  }
+  return q
+}
+const isSorted = (keys: ReadonlyArray<string>) => {
+  for (let i = 1; i < keys.length; i++) if (keys[i - 1]! > keys[i]!) return false
+  return true
+}
+
 /** Deterministic JSON: object keys sorted, `undefined` fields dropped. @since 0.1.0 @category Encoding */
 export const canonicalJson = (value: unknown): string => {
   switch (typeof value) {
@@ -29,7 +47,8 @@ export const canonicalJson = (value: unknown): string => {
         return `${out}]`
       }
       const obj = value as Record<string, unknown>
-      const keys = Object.keys(obj).sort()
+      const keys = Object.keys(obj)
+      if (!isSorted(keys)) keys.sort()
       let out = "{"
       let first = true
       for (const k of keys) {
@@ -37,7 +56,8 @@ export const canonicalJson = (value: unknown): string => {
         if (v === undefined || typeof v === "function") continue
         if (!first) out += ","
         first = false
-        out += `${JSON.stringify(k)}:${canonicalJson(v)}`
+        out += quotedKey(k)
+        out += canonicalJson(v)
       }
       return `${out}}`
     }

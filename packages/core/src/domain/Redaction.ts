@@ -108,6 +108,9 @@ export const TOO_LONG = "[REDACTED:too-long]"
 
 const marker = (label: string) => `[REDACTED:${label}]`
 
+// Field names whose redaction the walk remembers (per redactor) before it starts over.
+const KEY_MEMO = 1024
+
 const DEFAULT_SECRET_KEYS = [
   "apikey",
   "apisecret",
@@ -245,6 +248,24 @@ export const make = (options: RedactionOptions = {}): Redactor => {
     }
     return false
   }
+  // What the walk decides about a field name depends on the name alone (both functions are pure for
+  // fixed rules), and the same few names recur in every event: decided once per name, in a bounded
+  // memo (cleared when full, so hostile input can only cost the work it would have cost anyway).
+  interface KeyRule {
+    readonly redacted: string
+    readonly secret: boolean
+    readonly marker: string
+  }
+  const keyRules = new Map<string, KeyRule>()
+  const keyRule = (k: string): KeyRule => {
+    let rule = keyRules.get(k)
+    if (rule === undefined) {
+      if (keyRules.size >= KEY_MEMO) keyRules.clear()
+      rule = { redacted: redactString(k), secret: isSecretKey(k), marker: marker(normalizeKey(k)) }
+      keyRules.set(k, rule)
+    }
+    return rule
+  }
 
   const redactString = (text: string): string => {
     if (text.length < minLength) return text
@@ -309,14 +330,15 @@ export const make = (options: RedactionOptions = {}): Redactor => {
       const k = frame.keys[i]!
       const v = (frame.source as Readonly<Record<string, unknown>>)[k]
       const target = frame.target as Record<string, unknown>
-      let key = redactString(k)
+      const rule = keyRule(k)
+      let key = rule.redacted
       if (key !== k && Object.hasOwn(target, key)) {
         let n = 2
         while (Object.hasOwn(target, `${key}#${n}`)) n++
         key = `${key}#${n}`
       }
-      const secret = isSecretKey(k) && v !== null && v !== undefined && v !== "" && typeof v !== "boolean"
-      put(target, key, secret ? marker(normalizeKey(k)) : enter(v, frame.depth + 1))
+      const secret = rule.secret && v !== null && v !== undefined && v !== "" && typeof v !== "boolean"
+      put(target, key, secret ? rule.marker : enter(v, frame.depth + 1))
     }
     return out as A
   }

@@ -44,3 +44,32 @@ export interface Follower {
   readonly onReady: (wake: (() => void) | undefined) => void
   readonly close: () => void
 }
+
+/**
+ * A transport's encoding of live events, memoized for the most recently encoded `size` events (by
+ * identity; default 64). A published event is one object for every follower of its session, and
+ * they all take it within the same publication (or its microtasks), so each wire format encodes it
+ * once; a miss only encodes again (the same bytes). A small ring searched by identity rather than a
+ * `WeakMap`: no ephemeron per event for the garbage collector to trace (~0.5 µs an event less).
+ *
+ * @since 0.1.0
+ * @category Encoding
+ */
+export const encodedOnce = <B>(encode: (event: TapeEvent) => B, size = 64): ((event: TapeEvent) => B) => {
+  const n = Math.max(1, size)
+  const keys = new Array<TapeEvent | undefined>(n)
+  const values = new Array<B | undefined>(n)
+  let next = 0
+  return (event) => {
+    // Newest first: the usual hit is the event just encoded for another follower.
+    for (let k = 0, i = next; k < n; k++) {
+      i = i === 0 ? n - 1 : i - 1
+      if (keys[i] === event) return values[i] as B
+    }
+    const bytes = encode(event)
+    keys[next] = event
+    values[next] = bytes
+    next = next + 1 === n ? 0 : next + 1
+    return bytes
+  }
+}

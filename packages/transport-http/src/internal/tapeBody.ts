@@ -17,8 +17,10 @@ import type { HandlerOptions } from "./common.js"
 
 const openStreams = Metric.tagged(Metrics.openStreams, "transport", "http")
 
-const tapeFrame = (event: TapeEvent.TapeEvent): Uint8Array =>
-  Sse.encodeOnce(event, () => ({ id: String(event.tapeSeq), event: event._tag, data: JSON.stringify(event) }))
+const tapeFrame = Follower.encodedOnce(
+  (event: TapeEvent.TapeEvent): Uint8Array =>
+    Sse.encode({ id: String(event.tapeSeq), event: event._tag, data: JSON.stringify(event) })
+)
 
 const frames = (events: ReadonlyArray<TapeEvent.TapeEvent>): Uint8Array =>
   events.length === 1 ? tapeFrame(events[0]!) : Buffer.concat(events.map(tapeFrame))

@@ -27,6 +27,12 @@ interface Entry {
  */
 export interface KeyedLock<K> {
   readonly withLock: <A, E, R>(key: K, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /**
+   * `withLock` with `effect` run uninterruptibly (the wait for the lock stays interruptible, as in
+   * `withLock`): the same as `withLock(key, Effect.uninterruptible(effect))` without the two
+   * interruptibility regions per call.
+   */
+  readonly withLockUninterruptible: <A, E, R>(key: K, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /** Keys currently held or waited on (for tests). */
   readonly size: () => number
 }
@@ -63,7 +69,7 @@ export const makeKeyedLock = <K>(): KeyedLock<K> => {
       })
     })
 
-  const withLock = <A, E, R>(key: K, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  const locked = <A, E, R>(key: K, effect: Effect.Effect<A, E, R>, interruptible: boolean): Effect.Effect<A, E, R> =>
     Effect.uninterruptibleMask((restore) =>
       Effect.suspend(() => {
         let entry = entries.get(key)
@@ -73,7 +79,7 @@ export const makeKeyedLock = <K>(): KeyedLock<K> => {
         }
         const held = entry
         const body = Effect.ensuring(
-          restore(effect),
+          interruptible ? restore(effect) : effect,
           Effect.sync(() => release(key, held))
         )
         if (!held.held) {
@@ -84,5 +90,9 @@ export const makeKeyedLock = <K>(): KeyedLock<K> => {
       })
     )
 
-  return { withLock, size: () => entries.size }
+  return {
+    withLock: (key, effect) => locked(key, effect, true),
+    withLockUninterruptible: (key, effect) => locked(key, effect, false),
+    size: () => entries.size
+  }
 }
