@@ -63,7 +63,8 @@ interface RunContext {
   readonly run: Run
   readonly session: Session
   readonly history: Array<TapeEvent>
-  view: RunView.RunView
+  /** Advanced in place (`RunView.advance`): the run's own fold, read by nothing outside it. */
+  readonly view: RunView.Mutable
   /**
    * Events that commit with the run's next write instead of their own append (journal first still:
    * nobody sees them before that commit). A `ModelRequest` waits for the model's first output, and
@@ -102,12 +103,16 @@ const observe = (ctx: RunContext, stored: ReadonlyArray<TapeEvent>, stagedCount:
   for (let i = 0; i < stored.length; i++) {
     const e = stored[i]!
     ctx.history.push(e)
-    if (i >= stagedCount) ctx.view = RunView.step(ctx.view, e)
+    if (i >= stagedCount) RunView.advance(ctx.view, e)
     else if (e._tag === "ToolProposed") {
       // The view holds the staged proposal: give it the stored event (with its tapeSeq).
-      ctx.view = {
-        ...ctx.view,
-        calls: ctx.view.calls.map((c) => (c.proposed.toolCallId === e.toolCallId ? { ...c, proposed: e } : c))
+      const calls = ctx.view.calls
+      for (let j = calls.length - 1; j >= 0; j--) {
+        const c = calls[j]!
+        if (c.proposed.toolCallId === e.toolCallId) {
+          calls[j] = { ...c, proposed: e }
+          break
+        }
       }
     }
   }
@@ -117,7 +122,8 @@ const observe = (ctx: RunContext, stored: ReadonlyArray<TapeEvent>, stagedCount:
 const stage = (ctx: RunContext, events: ReadonlyArray<NewTapeEvent>, addTokens = 0) => {
   for (const e of events) {
     ctx.staged.push(e)
-    ctx.view = RunView.step(ctx.view, { ...e, tapeSeq: 0 } as TapeEvent)
+    // Only a proposal is kept by the view (until its stored event replaces it): give it a tapeSeq.
+    RunView.advance(ctx.view, (e._tag === "ToolProposed" ? { ...e, tapeSeq: 0 } : e) as TapeEvent)
   }
   ctx.stagedTokens += addTokens
 }
@@ -705,7 +711,7 @@ const cancelled = (ctx: RunContext, by: string) =>
   Effect.gen(function* () {
     const fresh = yield* requireRun(ctx.deps.journal, ctx.run.id)
     if (isTerminal(fresh.state)) return
-    ctx.view = { ...ctx.view, state: fresh.state }
+    ctx.view.state = fresh.state
     const closing = yield* closeOpenWork(ctx.deps.journal, base(ctx), ctx.view, "cancelled", `run cancelled by ${by}`)
     yield* transition(ctx, "Cancel", `cancelled by ${by}`, closing)
   })
