@@ -116,7 +116,15 @@ forbid (principal == Palyra::Principal::"intern", action, resource is Palyra::To
 
   it("the built-in policies written out are what Cedar reads", () => {
     const fields = (policies: Either.Either.Right<ReturnType<typeof CedarPolicy.readPolicies>>) =>
-      policies.map(({ id, text, reason, actions, readsNow }) => ({ id, text, reason, actions, readsNow }))
+      policies.map(({ id, text, reason, actions, readsNow, readsArgsDigest, readsSession }) => ({
+        id,
+        text,
+        reason,
+        actions,
+        readsNow,
+        readsArgsDigest,
+        readsSession
+      }))
     const viaCedar = CedarPolicy.readPolicies(CedarPolicy.defaultPolicies, true)
     const written = CedarPolicy.readPolicies(CedarPolicy.defaultPolicies)
     assert.isTrue(Either.isRight(viaCedar) && Either.isRight(written))
@@ -424,6 +432,50 @@ forbid (principal, action, resource) when { context.now >= 1000 };`
       const after = yield* reads.decide(request("time.now", "low"))
       assert.deepStrictEqual([after.decision, after.policyIds], ["deny", ["closed-after-1s"]])
     })
+  )
+
+  it.effect(
+    "decisions are shared across args and sessions unless a policy in force reads context.argsDigest or context.session",
+    () =>
+      Effect.gen(function* () {
+        const S1 = "01KA0000000000000000000SE1" as never
+        const S2 = "01KA0000000000000000000SE2" as never
+        // No policy reads either field: one decision serves any args and any session (one Cedar call).
+        const plain = yield* CedarPolicy.make()
+        const first = yield* plain.decide(request("time.now", "low", { argsDigest: "a", sessionId: S1 }))
+        assert.strictEqual(first.decision, "allow")
+        assert.strictEqual(yield* plain.decide(request("time.now", "low", { argsDigest: "b", sessionId: S2 })), first)
+
+        // A policy reads the args' digest: each digest is decided (and cached) on its own.
+        const byArgs = yield* CedarPolicy.make({
+          policies: `permit (principal, action == Palyra::Action::"tool.execute", resource);
+@id("no-bad-args")
+forbid (principal, action, resource) when { context.argsDigest == "bad" };`
+        })
+        const ok = yield* byArgs.decide(request("time.now", "low", { argsDigest: "ok" }))
+        assert.strictEqual(ok.decision, "allow")
+        const bad = yield* byArgs.decide(request("time.now", "low", { argsDigest: "bad" }))
+        assert.deepStrictEqual([bad.decision, bad.policyIds], ["deny", ["no-bad-args"]])
+        assert.strictEqual(
+          yield* byArgs.decide(request("time.now", "low", { argsDigest: "ok" })),
+          ok,
+          "cached per digest"
+        )
+
+        // A policy reads the session: each session is decided on its own.
+        const bySession = yield* CedarPolicy.make({
+          policies: `permit (principal, action == Palyra::Action::"tool.execute", resource);
+@id("not-in-s2")
+forbid (principal, action, resource) when { context.session == "${S2}" };`
+        })
+        assert.strictEqual((yield* bySession.decide(request("time.now", "low", { sessionId: S1 }))).decision, "allow")
+        const inS2 = yield* bySession.decide(request("time.now", "low", { sessionId: S2 }))
+        assert.deepStrictEqual([inS2.decision, inS2.policyIds], ["deny", ["not-in-s2"]])
+        // A reload to policies that read neither shares decisions again.
+        yield* bySession.reload(CedarPolicy.defaultPolicies)
+        const again = yield* bySession.decide(request("time.now", "low", { sessionId: S1 }))
+        assert.strictEqual(yield* bySession.decide(request("time.now", "low", { sessionId: S2 })), again)
+      })
   )
 
   it.effect("templates, empty or duplicate ids and the grant namespace are rejected; the old set stays", () =>

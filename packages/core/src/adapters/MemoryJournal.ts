@@ -14,6 +14,43 @@ import { type Checkpoint, Journal, type Service } from "../ports/Journal.js"
 
 const clampLimit = (limit: number | undefined) => (limit === undefined ? Number.POSITIVE_INFINITY : Math.max(0, limit))
 
+/**
+ * An upper bound of `value`'s JSON size in UTF-8 bytes, or a number over `limit` once the bound
+ * passes it (the walk stops there). A string unit is at most 6 bytes (`\uXXXX`), a number at most 24
+ * characters; anything else (a `toJSON`, a bigint) is not bounded (`Infinity`: measure it).
+ */
+const encodedBound = (value: unknown, limit: number, depth = 0): number => {
+  switch (typeof value) {
+    case "string":
+      return value.length * 6 + 2
+    case "number":
+      return 24
+    case "boolean":
+      return 5
+    case "undefined":
+      return 0
+    case "object": {
+      if (value === null) return 4
+      if (depth > 32 || "toJSON" in value) return Number.POSITIVE_INFINITY
+      let size = 2
+      if (Array.isArray(value)) {
+        for (const item of value) {
+          size += encodedBound(item, limit, depth + 1) + 1
+          if (size > limit) return size
+        }
+        return size
+      }
+      for (const key in value) {
+        size += key.length * 6 + 4 + encodedBound((value as Record<string, unknown>)[key], limit, depth + 1)
+        if (size > limit) return size
+      }
+      return size
+    }
+    default:
+      return Number.POSITIVE_INFINITY
+  }
+}
+
 /** Options of the in-memory journal. @since 0.1.0 @category Models */
 export interface MemoryOptions {
   /** Largest encoded event accepted, in bytes (default 1 MiB). */
@@ -43,6 +80,9 @@ export const make = (options: MemoryOptions = {}): Effect.Effect<Service> =>
           let seq = tape.length === 0 ? 0 : tape[tape.length - 1]!.tapeSeq
           const staged = events.map((e) => ({ ...e, tapeSeq: ++seq }) as TapeEvent)
           for (const e of staged) {
+            // Most events are far below the limit: a bound of their encoded size (no string built)
+            // settles it; only one that could be over it is encoded and measured.
+            if (encodedBound(e, maxEventBytes) <= maxEventBytes) continue
             // A UTF-16 unit is at most 3 UTF-8 bytes: count bytes only when that bound is over the limit.
             const json = JSON.stringify(e)
             const size = json.length * 3 <= maxEventBytes ? json.length : Buffer.byteLength(json)

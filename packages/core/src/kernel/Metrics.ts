@@ -21,7 +21,7 @@
  * @since 0.1.0
  */
 import { monitorEventLoopDelay } from "node:perf_hooks"
-import { type Duration, Effect, Metric, MetricBoundaries, Schedule, type Scope, Stream } from "effect"
+import { type Duration, Effect, Metric, MetricBoundaries, type MetricLabel, Schedule, type Scope, Stream } from "effect"
 import type { RunState } from "../domain/RunState.js"
 import type { PolicyDecision } from "../domain/TapeEvent.js"
 
@@ -200,3 +200,25 @@ export const monitorEventLoop = (
     })
     yield* Effect.forkScoped(Effect.repeat(sample, Schedule.spaced(options.interval ?? "5 seconds")))
   })
+
+/**
+ * The loop's per-step records as plain calls, with the metric labels (`FiberRef.currentMetricLabels`)
+ * its caller read once (per run): each Effect-wrapped update above costs ~4 fiber steps (a fiber-ref
+ * read, a continuation, a `sync`), three of them per tool step.
+ * @since 0.1.0 @category Recording
+ */
+export const unsafeRecord = {
+  /** `recordToolCall`. */
+  toolCall: (
+    tool: string,
+    outcome: "ok" | "error" | "denied" | "interrupted",
+    millis: number,
+    labels: ReadonlyArray<MetricLabel.MetricLabel>
+  ): void => toolCallLatencyOf(tool, outcome).unsafeUpdate(seconds(millis), labels),
+  /** `recordPolicyDecision`. */
+  policyDecision: (outcome: PolicyDecision, labels: ReadonlyArray<MetricLabel.MetricLabel>): void =>
+    policyDecisionsOf(outcome).unsafeUpdate(1, labels),
+  /** `recordModelTurn`. */
+  modelTurn: (millis: number, labels: ReadonlyArray<MetricLabel.MetricLabel>): void =>
+    modelTurnLatency.unsafeUpdate(seconds(millis), labels)
+}

@@ -57,12 +57,77 @@ export const initial = (runId: RunId, state: RunState = "Accepted"): RunView => 
   turnOpen: false
 })
 
-const updateCall = (view: RunView, id: ToolCallId, patch: (call: CallView) => CallView, started = 0): RunView => {
-  const i = view.calls.findIndex((c) => c.proposed.toolCallId === id)
-  if (i < 0) return view
-  const calls = view.calls.slice()
-  calls[i] = patch(calls[i]!)
-  return { ...view, calls, toolCallsStarted: view.toolCallsStarted + started }
+/**
+ * A view the loop advances in place (`advance`): one run's fold, owned by that run alone. The loop
+ * folds every event it writes into its view; a copy of the view and of its `calls` per event (what
+ * `step` returns) was a dozen allocations per tool call on its hot path. Its `calls` entries are
+ * replaced, never mutated, so a `CallView` handed out earlier stays what it was.
+ * @since 0.1.0 @category Models
+ */
+export type Mutable = { -readonly [K in keyof RunView]: RunView[K] } & { calls: Array<CallView> }
+
+/** A fresh view the caller owns and may `advance`. @since 0.1.0 @category Constructors */
+export const mutable = (view: RunView): Mutable => ({ ...view, calls: view.calls.slice() })
+
+const patchCall = (view: Mutable, id: ToolCallId, patch: (call: CallView) => CallView): boolean => {
+  const calls = view.calls
+  // The call is nearly always the last one proposed: search from the end.
+  for (let i = calls.length - 1; i >= 0; i--) {
+    const c = calls[i]!
+    if (c.proposed.toolCallId === id) {
+      calls[i] = patch(c)
+      return true
+    }
+  }
+  return false
+}
+
+/**
+ * Apply one event to a view the caller owns, in place (`step` without the copies). Events of other
+ * runs leave it as it is.
+ *
+ * @since 0.1.0
+ * @category Folding
+ */
+export const advance = (view: Mutable, e: TapeEvent): void => {
+  if (e.runId !== view.runId) return
+  switch (e._tag) {
+    case "RunStateChanged":
+      view.state = e.to
+      return
+    case "ModelRequest":
+      view.turn = Math.max(view.turn, e.turn)
+      view.turnOpen = true
+      return
+    case "AssistantMessage":
+      view.lastTurnCalls = 0
+      view.turnOpen = false
+      return
+    case "ToolProposed":
+      view.calls.push({ proposed: e })
+      view.lastTurnCalls = (view.lastTurnCalls ?? 0) + 1
+      return
+    case "Usage":
+      view.tokens += e.inputTokens + e.outputTokens
+      return
+    case "PolicyDecided":
+      patchCall(view, e.toolCallId, (c) => ({ ...c, decided: e }))
+      return
+    case "ApprovalRequested":
+      patchCall(view, e.toolCallId, (c) => ({ ...c, requested: e }))
+      return
+    case "ApprovalResolved":
+      patchCall(view, e.toolCallId, (c) => ({ ...c, resolved: e }))
+      return
+    case "ToolStarted":
+      if (patchCall(view, e.toolCallId, (c) => ({ ...c, started: e }))) view.toolCallsStarted += 1
+      return
+    case "ToolResult":
+      patchCall(view, e.toolCallId, (c) => ({ ...c, result: e }))
+      return
+    default:
+      return
+  }
 }
 
 /**
@@ -73,36 +138,15 @@ const updateCall = (view: RunView, id: ToolCallId, patch: (call: CallView) => Ca
  */
 export const step = (view: RunView, e: TapeEvent): RunView => {
   if (e.runId !== view.runId) return view
-  switch (e._tag) {
-    case "RunStateChanged":
-      return { ...view, state: e.to }
-    case "ModelRequest":
-      return { ...view, turn: Math.max(view.turn, e.turn), turnOpen: true }
-    case "AssistantMessage":
-      return { ...view, lastTurnCalls: 0, turnOpen: false }
-    case "ToolProposed":
-      return { ...view, calls: [...view.calls, { proposed: e }], lastTurnCalls: (view.lastTurnCalls ?? 0) + 1 }
-    case "Usage":
-      return { ...view, tokens: view.tokens + e.inputTokens + e.outputTokens }
-    case "PolicyDecided":
-      return updateCall(view, e.toolCallId, (c) => ({ ...c, decided: e }))
-    case "ApprovalRequested":
-      return updateCall(view, e.toolCallId, (c) => ({ ...c, requested: e }))
-    case "ApprovalResolved":
-      return updateCall(view, e.toolCallId, (c) => ({ ...c, resolved: e }))
-    case "ToolStarted":
-      return updateCall(view, e.toolCallId, (c) => ({ ...c, started: e }), 1)
-    case "ToolResult":
-      return updateCall(view, e.toolCallId, (c) => ({ ...c, result: e }))
-    default:
-      return view
-  }
+  const next = mutable(view)
+  advance(next, e)
+  return next
 }
 
 /** Fold a run's events (any prefix of its tape) into its view. @since 0.1.0 @category Folding */
-export const fold = (runId: RunId, events: Iterable<TapeEvent>, state: RunState = "Accepted"): RunView => {
-  let view = initial(runId, state)
-  for (const e of events) view = step(view, e)
+export const fold = (runId: RunId, events: Iterable<TapeEvent>, state: RunState = "Accepted"): Mutable => {
+  const view = mutable(initial(runId, state))
+  for (const e of events) advance(view, e)
   return view
 }
 

@@ -112,26 +112,41 @@ interface Policy {
   readonly actions: ReadonlyArray<Action>
   /** Whether the policy reads `context.now` (then its answers depend on the time). */
   readonly readsNow: boolean
+  /**
+   * Whether it reads `context.argsDigest` / `context.session`: when no policy in force does, a
+   * decision does not depend on them and the decision cache is keyed without them (a tool called
+   * with new args is then a hit, not a Cedar call of ~150 µs).
+   */
+  readonly readsArgsDigest: boolean
+  readonly readsSession: boolean
 }
 
 const contextVar = (expr: unknown): boolean =>
   typeof expr === "object" && expr !== null && (expr as { readonly Var?: unknown }).Var === "context"
 
 /**
- * Whether a JSON expression may read `context.now`: a `context.now` access, or the context record
- * used whole (then any field could be read). `context has …` and other fields do not count.
+ * Whether a JSON expression may read `context.<attr>`: a `context.<attr>` access, or the context
+ * record used whole (then any field could be read). `context has …` and other fields do not count.
  */
-const readsNow = (node: unknown): boolean => {
-  if (Array.isArray(node)) return node.some(readsNow)
-  if (typeof node !== "object" || node === null) return false
-  if (contextVar(node)) return true
-  const record = node as Record<string, unknown>
-  const access = record["."] as { readonly left?: unknown; readonly attr?: unknown } | undefined
-  if (access !== undefined && contextVar(access.left)) return access.attr === "now"
-  const has = record.has as { readonly left?: unknown } | undefined
-  if (has !== undefined && contextVar(has.left)) return false
-  return Object.values(record).some(readsNow)
-}
+const readsContext =
+  (attr: string) =>
+  (node: unknown): boolean => {
+    const reads = (n: unknown): boolean => {
+      if (Array.isArray(n)) return n.some(reads)
+      if (typeof n !== "object" || n === null) return false
+      if (contextVar(n)) return true
+      const record = n as Record<string, unknown>
+      const access = record["."] as { readonly left?: unknown; readonly attr?: unknown } | undefined
+      if (access !== undefined && contextVar(access.left)) return access.attr === attr
+      const has = record.has as { readonly left?: unknown } | undefined
+      if (has !== undefined && contextVar(has.left)) return false
+      return Object.values(record).some(reads)
+    }
+    return reads(node)
+  }
+const readsNow = readsContext("now")
+const readsArgsDigest = readsContext("argsDigest")
+const readsSession = readsContext("session")
 
 const uidOf = (uid: cedar.EntityUidJson): cedar.TypeAndId => ("__entity" in uid ? uid.__entity : uid)
 
@@ -158,7 +173,9 @@ const describePolicy = (id: string, json: cedar.PolicyJson, text: string): Polic
     text,
     reason: typeof reason === "string" && reason.length > 0 ? reason : undefined,
     actions: ACTIONS.filter((action) => scopeMatches(json.action, action)),
-    readsNow: readsNow(json.conditions)
+    readsNow: readsNow(json.conditions),
+    readsArgsDigest: readsArgsDigest(json.conditions),
+    readsSession: readsSession(json.conditions)
   }
 }
 
@@ -223,7 +240,9 @@ const builtinPolicies = (): ReadonlyArray<Policy> => {
     text,
     reason,
     actions,
-    readsNow: false
+    readsNow: false,
+    readsArgsDigest: false,
+    readsSession: false
   })
   return [
     policy("default.low-risk-allowed", low, "low-risk tools are allowed", ["tool.execute"]),
@@ -385,6 +404,9 @@ interface Compiled {
   readonly slot: Slot
   readonly reasons: ReadonlyMap<string, string>
   readonly timeSensitive: boolean
+  /** Whether any policy in force reads `context.argsDigest` / `context.session` (else the cache key leaves them out). */
+  readonly keyArgsDigest: boolean
+  readonly keySession: boolean
 }
 
 interface Answer {
@@ -444,7 +466,9 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
         version: (state.current?.version ?? 0) + 1,
         slot,
         reasons: new Map(policies.flatMap((p) => (p.reason === undefined ? [] : [[p.id, p.reason] as const]))),
-        timeSensitive: policies.some((p) => p.readsNow)
+        timeSensitive: policies.some((p) => p.readsNow),
+        keyArgsDigest: policies.some((p) => p.readsArgsDigest),
+        keySession: policies.some((p) => p.readsSession)
       }
       state.current = compiled
       state.cache.clear()
@@ -512,7 +536,10 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
     const decideNow = (request: PolicyRequest, clock: Clock.Clock): Decision => {
       const compiled = state.current!
       if (cacheSize === 0 || compiled.timeSensitive) return evaluate(compiled, request, clock.unsafeCurrentTimeMillis())
-      const key = `${request.principal}\u0000${request.tool.name}\u0000${request.tool.risk}\u0000${request.tool.category}\u0000${request.sessionId}\u0000${request.channel ?? ""}\u0000${request.argsDigest ?? ""}\u0000${request.tool.sandbox ?? "none"}\u0000${request.agent ?? "default"}`
+      // A context field no policy reads cannot change the decision: it is left out of the key.
+      const session = compiled.keySession ? request.sessionId : ""
+      const argsDigest = compiled.keyArgsDigest ? (request.argsDigest ?? "") : ""
+      const key = `${request.principal}\u0000${request.tool.name}\u0000${request.tool.risk}\u0000${request.tool.category}\u0000${session}\u0000${request.channel ?? ""}\u0000${argsDigest}\u0000${request.tool.sandbox ?? "none"}\u0000${request.agent ?? "default"}`
       const hit = state.cache.get(key)
       if (hit) return hit
       const decision = evaluate(compiled, request, clock.unsafeCurrentTimeMillis())

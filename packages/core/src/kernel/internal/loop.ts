@@ -1,4 +1,4 @@
-import { Cause, type Clock, Duration, Effect, Either, Option, type Tracer } from "effect"
+import { Cause, type Clock, Duration, Effect, FiberRef, type MetricLabel, Option, type Tracer } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import { digest } from "../../domain/Canonical.js"
 import { BudgetExceeded, Conflict, isPalyraError, type PalyraError } from "../../domain/Errors.js"
@@ -63,7 +63,8 @@ interface RunContext {
   readonly run: Run
   readonly session: Session
   readonly history: Array<TapeEvent>
-  view: RunView.RunView
+  /** Advanced in place (`RunView.advance`): the run's own fold, read by nothing outside it. */
+  readonly view: RunView.Mutable
   /**
    * Events that commit with the run's next write instead of their own append (journal first still:
    * nobody sees them before that commit). A `ModelRequest` waits for the model's first output, and
@@ -81,6 +82,8 @@ interface RunContext {
   readonly clock: Clock.Clock
   /** Whether a tracer reads spans: per-step span annotations (a span look-up each) are skipped when none does. */
   readonly tracing: boolean
+  /** The run's metric labels, read once at its start: the per-step metrics are recorded as plain calls. */
+  readonly metricLabels: ReadonlyArray<MetricLabel.MetricLabel>
 }
 
 /**
@@ -102,12 +105,16 @@ const observe = (ctx: RunContext, stored: ReadonlyArray<TapeEvent>, stagedCount:
   for (let i = 0; i < stored.length; i++) {
     const e = stored[i]!
     ctx.history.push(e)
-    if (i >= stagedCount) ctx.view = RunView.step(ctx.view, e)
+    if (i >= stagedCount) RunView.advance(ctx.view, e)
     else if (e._tag === "ToolProposed") {
       // The view holds the staged proposal: give it the stored event (with its tapeSeq).
-      ctx.view = {
-        ...ctx.view,
-        calls: ctx.view.calls.map((c) => (c.proposed.toolCallId === e.toolCallId ? { ...c, proposed: e } : c))
+      const calls = ctx.view.calls
+      for (let j = calls.length - 1; j >= 0; j--) {
+        const c = calls[j]!
+        if (c.proposed.toolCallId === e.toolCallId) {
+          calls[j] = { ...c, proposed: e }
+          break
+        }
       }
     }
   }
@@ -117,7 +124,8 @@ const observe = (ctx: RunContext, stored: ReadonlyArray<TapeEvent>, stagedCount:
 const stage = (ctx: RunContext, events: ReadonlyArray<NewTapeEvent>, addTokens = 0) => {
   for (const e of events) {
     ctx.staged.push(e)
-    ctx.view = RunView.step(ctx.view, { ...e, tapeSeq: 0 } as TapeEvent)
+    // Only a proposal is kept by the view (until its stored event replaces it): give it a tapeSeq.
+    RunView.advance(ctx.view, (e._tag === "ToolProposed" ? { ...e, tapeSeq: 0 } : e) as TapeEvent)
   }
   ctx.stagedTokens += addTokens
 }
@@ -205,52 +213,56 @@ const result = (
 const execute = (ctx: RunContext, call: CallView, tool: AnyTool, prefix: ReadonlyArray<NewTapeEvent> = []) =>
   spanned(ctx, "AgentLoop.execute")(executeSteps(ctx, call, tool, prefix))
 
-const executeSteps = Effect.fnUntraced(function* (
+// The tool step is plain steps chained with `flatMap` (no generator per call): Effect only where it
+// awaits (the append, the tool). Its started event and its result are each one `emit`.
+const executeSteps = (
   ctx: RunContext,
   call: CallView,
   tool: AnyTool,
-  prefix: ReadonlyArray<NewTapeEvent> = []
-) {
+  prefix: ReadonlyArray<NewTapeEvent>
+): Effect.Effect<void, PalyraError> => {
   const { budgets } = ctx.agent
   if (ctx.view.toolCallsStarted >= budgets.maxToolCalls) {
-    return yield* new BudgetExceeded({
-      budget: "maxToolCalls",
-      limit: budgets.maxToolCalls,
-      used: ctx.view.toolCallsStarted
-    })
+    return Effect.fail(
+      new BudgetExceeded({ budget: "maxToolCalls", limit: budgets.maxToolCalls, used: ctx.view.toolCallsStarted })
+    )
   }
   const startedAt = nowOf(ctx)
-  yield* emit(ctx, [
-    ...prefix,
-    {
-      _tag: "ToolStarted",
-      ...base(ctx),
-      at: startedAt,
-      toolCallId: call.proposed.toolCallId,
-      tool: tool.name,
-      attempt: (call.started?.attempt ?? 0) + 1
-    }
-  ] as unknown as Events)
-  const outcome = yield* ctx.deps.tools
-    .execute(tool, call.proposed.args, {
-      sessionId: ctx.session.id,
-      runId: ctx.run.id,
-      toolCallId: call.proposed.toolCallId,
-      principal: ctx.run.principal,
-      note: (text) =>
-        Effect.suspend(() =>
-          emit(ctx, [{ _tag: "SessionNote", ...base(ctx), at: nowOf(ctx), author: `tool:${tool.name}`, text }])
-        ).pipe(Effect.orDie)
-    })
-    .pipe(Effect.either)
-  const durationMs = nowOf(ctx) - startedAt
-  yield* Metrics.recordToolCall(tool.name, outcome._tag === "Right" ? "ok" : "error", durationMs)
-  if (outcome._tag === "Right") {
-    yield* result(ctx, call, "ok", outcome.right.output, durationMs, outcome.right.truncated)
-  } else {
-    yield* result(ctx, call, "error", `${outcome.left.reason}: ${outcome.left.message}`, durationMs)
+  const started: NewTapeEvent = {
+    _tag: "ToolStarted",
+    ...base(ctx),
+    at: startedAt,
+    toolCallId: call.proposed.toolCallId,
+    tool: tool.name,
+    attempt: (call.started?.attempt ?? 0) + 1
   }
-})
+  const run = ctx.deps.tools.execute(tool, call.proposed.args, {
+    sessionId: ctx.session.id,
+    runId: ctx.run.id,
+    toolCallId: call.proposed.toolCallId,
+    principal: ctx.run.principal,
+    note: (text) =>
+      Effect.suspend(() =>
+        emit(ctx, [{ _tag: "SessionNote", ...base(ctx), at: nowOf(ctx), author: `tool:${tool.name}`, text }])
+      ).pipe(Effect.orDie)
+  })
+  const finished = Effect.matchEffect(run, {
+    onSuccess: (outcome) => {
+      const durationMs = nowOf(ctx) - startedAt
+      Metrics.unsafeRecord.toolCall(tool.name, "ok", durationMs, ctx.metricLabels)
+      return result(ctx, call, "ok", outcome.output, durationMs, outcome.truncated)
+    },
+    onFailure: (error) => {
+      const durationMs = nowOf(ctx) - startedAt
+      Metrics.unsafeRecord.toolCall(tool.name, "error", durationMs, ctx.metricLabels)
+      return result(ctx, call, "error", `${error.reason}: ${error.message}`, durationMs)
+    }
+  })
+  return Effect.zipRight(
+    emit(ctx, (prefix.length === 0 ? [started] : [...prefix, started]) as unknown as Events),
+    finished
+  )
+}
 
 const grantUse = (ctx: RunContext, g: ApprovalRecord, at: number) => {
   const exhausted = g.grantMaxUses !== null && g.grantUses >= g.grantMaxUses
@@ -269,30 +281,58 @@ const grantUse = (ctx: RunContext, g: ApprovalRecord, at: number) => {
   return { extra: exhausted ? [event("used"), event("exhausted")] : [event("used")], exhausted }
 }
 
+interface Decided {
+  readonly decision: Decision
+  readonly extra: Array<NewTapeEvent>
+  readonly exhausted: boolean
+}
+
 /** Ask the policy engine; when a standing grant allowed the call, count the use (compare-and-set). */
-const decide = (
+const decide = (ctx: RunContext, call: CallView, tool: AnyTool): Effect.Effect<Decided, PalyraError> =>
+  spanned(ctx, "AgentLoop.policy", {
+    attributes: { tool: tool.name, toolCallId: call.proposed.toolCallId },
+    captureStackTrace: false
+  })(decideSteps(ctx, call, tool, false))
+
+const decideSteps = (
   ctx: RunContext,
   call: CallView,
   tool: AnyTool,
-  retried = false
-): Effect.Effect<{ decision: Decision; extra: Array<NewTapeEvent>; exhausted: boolean }, PalyraError> =>
-  Effect.gen(function* () {
-    const { deps } = ctx
-    const decision = yield* deps.policy.decide(
+  retried: boolean
+): Effect.Effect<Decided, PalyraError> =>
+  Effect.flatMap(
+    ctx.deps.policy.decide(
       policyRequestFor(ctx.session, tool, call.proposed.args, {
         principal: ctx.run.principal,
         argsDigest: call.proposed.argsDigest
       })
-    )
-    yield* Metrics.recordPolicyDecision(decision.decision)
-    const grantId = decision.decision === "allow" ? decision.policyIds.find((id) => id.startsWith("grant:")) : undefined
-    if (grantId === undefined) return { decision, extra: [], exhausted: false }
+    ),
+    (decision) => {
+      Metrics.unsafeRecord.policyDecision(decision.decision, ctx.metricLabels)
+      const grantId =
+        decision.decision === "allow" ? decision.policyIds.find((id) => id.startsWith("grant:")) : undefined
+      if (grantId === undefined) return Effect.succeed({ decision, extra: [], exhausted: false })
+      return useGrantFor(ctx, call, tool, retried, decision, grantId)
+    }
+  )
+
+/** A standing grant allowed the call: count its use, or decide again when it no longer applies. */
+const useGrantFor = (
+  ctx: RunContext,
+  call: CallView,
+  tool: AnyTool,
+  retried: boolean,
+  decision: Decision,
+  grantId: string
+): Effect.Effect<Decided, PalyraError> =>
+  Effect.gen(function* () {
+    const { deps } = ctx
     const at = nowOf(ctx)
     const used = yield* deps.journal.useGrant(grantId.slice("grant:".length) as ApprovalId, at).pipe(Effect.either)
     if (used._tag === "Left") {
       // Revoked, expired or used up since the engine last heard: refresh and decide again.
       yield* deps.onGrantsChanged
-      if (!retried) return yield* decide(ctx, call, tool, true)
+      if (!retried) return yield* decideSteps(ctx, call, tool, true)
       return {
         decision: { decision: "deny" as const, policyIds: [grantId], reasons: ["the grant no longer applies"] },
         extra: [],
@@ -300,12 +340,7 @@ const decide = (
       }
     }
     return { decision, ...grantUse(ctx, used.right, at) }
-  }).pipe(
-    spanned(ctx, "AgentLoop.policy", {
-      attributes: { tool: tool.name, toolCallId: call.proposed.toolCallId },
-      captureStackTrace: false
-    })
-  )
+  })
 
 const awaitApproval = (ctx: RunContext, call: CallView, approvalId: ApprovalId) =>
   Effect.gen(function* () {
@@ -405,48 +440,58 @@ const requestApproval = (ctx: RunContext, call: CallView, tool: AnyTool) =>
   })
 
 /** Take one tool call from wherever its tape says it is to its result. */
-const toolCall = (ctx: RunContext, call: CallView) => spanned(ctx, "AgentLoop.toolCall")(toolCallSteps(ctx, call))
+const toolCall = (ctx: RunContext, call: CallView): Effect.Effect<void, PalyraError> =>
+  ctx.tracing
+    ? Effect.withSpan(
+        Effect.zipRight(
+          Effect.annotateCurrentSpan({ tool: call.proposed.tool, toolCallId: call.proposed.toolCallId }),
+          toolCallSteps(ctx, call)
+        ),
+        "AgentLoop.toolCall"
+      )
+    : toolCallSteps(ctx, call)
 
-const toolCallSteps = Effect.fnUntraced(function* (ctx: RunContext, call: CallView) {
-  if (ctx.tracing) yield* Effect.annotateCurrentSpan({ tool: call.proposed.tool, toolCallId: call.proposed.toolCallId })
+// Plain steps (no generator): the common path — a fresh proposal, decided, allowed, run — is the
+// decision's await, then `execute`'s.
+const toolCallSteps = (ctx: RunContext, call: CallView): Effect.Effect<void, PalyraError> => {
   // A tool outside the agent's list is unknown to it: never offered, never run.
   const tool = ctx.agent.allows(call.proposed.tool) ? ctx.deps.tools.get(call.proposed.tool) : Option.none()
-  if (Option.isNone(tool)) return yield* result(ctx, call, "error", `unknown tool: ${call.proposed.tool}`)
+  if (Option.isNone(tool)) return result(ctx, call, "error", `unknown tool: ${call.proposed.tool}`)
   if (call.started) {
     // Started before the process stopped, with no result: never re-run blindly.
-    if (tool.value.idempotency === "idempotent") return yield* execute(ctx, call, tool.value)
-    return yield* result(ctx, call, "interrupted", "interrupted: the process stopped during this call; outcome unknown")
+    if (tool.value.idempotency === "idempotent") return execute(ctx, call, tool.value)
+    return result(ctx, call, "interrupted", "interrupted: the process stopped during this call; outcome unknown")
   }
   if (call.decided === undefined) {
-    const { decision, extra, exhausted } = yield* decide(ctx, call, tool.value)
-    const decided: NewTapeEvent = {
-      _tag: "PolicyDecided",
-      ...base(ctx),
-      at: nowOf(ctx),
-      toolCallId: call.proposed.toolCallId,
-      tool: tool.value.name,
-      decision: decision.decision,
-      policyIds: [...decision.policyIds],
-      reasons: [...decision.reasons]
-    }
-    if (decision.decision === "allow") {
-      // An allowed call's decision (and any grant use) and its start commit together, before it runs.
-      yield* execute(ctx, call, tool.value, [decided, ...extra])
-      if (exhausted) yield* ctx.deps.onGrantsChanged
-      return
-    }
-    yield* emit(ctx, [decided])
-    if (decision.decision === "deny") {
-      return yield* result(ctx, call, "denied", `denied by policy: ${decision.reasons.join("; ")}`)
-    }
-    return yield* approvalThenRun(ctx, call, tool.value)
+    return Effect.flatMap(decide(ctx, call, tool.value), ({ decision, exhausted, extra }) => {
+      const decided: NewTapeEvent = {
+        _tag: "PolicyDecided",
+        ...base(ctx),
+        at: nowOf(ctx),
+        toolCallId: call.proposed.toolCallId,
+        tool: tool.value.name,
+        decision: decision.decision,
+        policyIds: [...decision.policyIds],
+        reasons: [...decision.reasons]
+      }
+      if (decision.decision === "allow") {
+        // An allowed call's decision (and any grant use) and its start commit together, before it runs.
+        const ran = execute(ctx, call, tool.value, extra.length === 0 ? [decided] : [decided, ...extra])
+        return exhausted ? Effect.zipRight(ran, ctx.deps.onGrantsChanged) : ran
+      }
+      const written = emit(ctx, [decided])
+      if (decision.decision === "deny") {
+        return Effect.zipRight(written, result(ctx, call, "denied", `denied by policy: ${decision.reasons.join("; ")}`))
+      }
+      return Effect.zipRight(written, approvalThenRun(ctx, call, tool.value))
+    })
   }
   if (call.decided.decision === "deny") {
-    return yield* result(ctx, call, "denied", `denied by policy: ${call.decided.reasons.join("; ")}`)
+    return result(ctx, call, "denied", `denied by policy: ${call.decided.reasons.join("; ")}`)
   }
-  if (call.decided.decision === "allow") return yield* execute(ctx, call, tool.value)
-  return yield* approvalThenRun(ctx, call, tool.value)
-})
+  if (call.decided.decision === "allow") return execute(ctx, call, tool.value)
+  return approvalThenRun(ctx, call, tool.value)
+}
 
 const approvalThenRun = (ctx: RunContext, call: CallView, tool: AnyTool) =>
   Effect.gen(function* () {
@@ -502,8 +547,8 @@ const streamAnswer = (
   request: ModelRequest,
   turn: number,
   received: { count: number }
-) =>
-  Effect.gen(function* () {
+): Effect.Effect<Answer, PalyraError> =>
+  Effect.suspend(() => {
     const { deps } = ctx
     const b = ctx.agent.budgets
     const safe = deps.redactor.streaming()
@@ -574,113 +619,143 @@ const streamAnswer = (
           return Effect.void
       }
     }
-    yield* runInto(model, request, (event) => Effect.suspend(() => onEvent(event)))
-    buffer += safe.flush()
-    if (buffer.length > 0) yield* countEvent
-    const answer: Answer = { text, finishReason, inputTokens, outputTokens, proposed, tail: buffer }
-    return answer
+    const answered = Effect.suspend((): Effect.Effect<Answer, BudgetExceeded> => {
+      buffer += safe.flush()
+      const answer: Answer = { text, finishReason, inputTokens, outputTokens, proposed, tail: buffer }
+      return buffer.length > 0 ? Effect.as(countEvent, answer) : Effect.succeed(answer)
+    })
+    return Effect.zipRight(
+      runInto(model, request, (event) => Effect.suspend(() => onEvent(event))),
+      answered
+    )
   })
 
 const modelTurn = (ctx: RunContext) => spanned(ctx, "AgentLoop.modelTurn")(modelTurnSteps(ctx))
 
-const modelTurnSteps = Effect.fnUntraced(function* (ctx: RunContext) {
+// Plain steps (no generator): Effect only at the awaits — the prompt, the session read, the model's
+// stream, the answer's write.
+const modelTurnSteps = (ctx: RunContext): Effect.Effect<void, PalyraError> => {
   const { deps, view, agent } = ctx
   const b = agent.budgets
   if (view.turn >= b.maxModelTurns) {
-    return yield* new BudgetExceeded({ budget: "maxModelTurns", limit: b.maxModelTurns, used: view.turn })
+    return Effect.fail(new BudgetExceeded({ budget: "maxModelTurns", limit: b.maxModelTurns, used: view.turn }))
   }
-  const { request, estimatedTokens } = yield* deps.prompt.assemble({
+  const assembled = deps.prompt.assemble({
     session: ctx.session,
     runId: ctx.run.id,
     history: ctx.history,
     instructions: agent.instructions,
     tools: agent.toolSpecs
   })
-  if (view.tokens + estimatedTokens > b.maxTokensPerRun) {
-    return yield* new BudgetExceeded({
-      budget: "maxTokensPerRun",
-      limit: b.maxTokensPerRun,
-      used: view.tokens + estimatedTokens
-    })
-  }
-  const current = yield* requireSession(deps.journal, ctx.session.id)
-  if (current.tokensUsed + estimatedTokens > b.maxTokensPerSession) {
-    return yield* new BudgetExceeded({
-      budget: "maxTokensPerSession",
-      limit: b.maxTokensPerSession,
-      used: current.tokensUsed + estimatedTokens
-    })
-  }
-  const turn = view.turn + 1
-  const requestedAt = nowOf(ctx)
-  // Which model answers, and why, goes on the tape with each request; a model that fails before
-  // sending anything hands the call to the next candidate, with a request of its own.
-  const { models, plan } = route(agent, current.tokensUsed)
-  let answer: Answer | undefined
-  let routing = plan
-  for (let attempt = 0; answer === undefined; attempt++) {
-    const model = models[attempt]!
-    if (ctx.tracing) yield* Effect.annotateCurrentSpan({ turn, model: model.name, agent: agent.id })
-    // Staged, not appended: it commits with the model's first delta or its answer (one append
-    // fewer per model call); a failover stages the next request behind it.
-    stage(ctx, [
-      {
-        _tag: "ModelRequest",
-        ...base(ctx),
-        at: nowOf(ctx),
-        turn,
-        model: model.name,
-        messages: request.messages.length,
-        estimatedTokens,
-        tools: request.tools.map((t) => t.name),
-        routing
-      }
-    ])
-    const received = { count: 0 }
-    const outcome = yield* Effect.either(streamAnswer(ctx, model, request, turn, received))
-    if (Either.isRight(outcome)) answer = outcome.right
-    else if (received.count > 0 || attempt === models.length - 1) return yield* Effect.fail(outcome.left)
-    else {
-      const why = isPalyraError(outcome.left) ? `${outcome.left.code}: ${outcome.left.message}` : "failed"
-      yield* Effect.logWarning(`model ${model.name} failed before answering; failing over`, outcome.left)
-      routing = {
-        ...plan,
-        attempt: attempt + 1,
-        reason: `${model.name} failed before answering (${why}); failing over. ${plan.reason}`
-      }
+  return Effect.flatMap(assembled, ({ request, estimatedTokens }) => {
+    if (view.tokens + estimatedTokens > b.maxTokensPerRun) {
+      return Effect.fail(
+        new BudgetExceeded({ budget: "maxTokensPerRun", limit: b.maxTokensPerRun, used: view.tokens + estimatedTokens })
+      )
     }
-  }
+    return Effect.flatMap(requireSession(deps.journal, ctx.session.id), (current) => {
+      if (current.tokensUsed + estimatedTokens > b.maxTokensPerSession) {
+        return Effect.fail(
+          new BudgetExceeded({
+            budget: "maxTokensPerSession",
+            limit: b.maxTokensPerSession,
+            used: current.tokensUsed + estimatedTokens
+          })
+        )
+      }
+      const turn = view.turn + 1
+      const requestedAt = nowOf(ctx)
+      // Which model answers, and why, goes on the tape with each request; a model that fails before
+      // sending anything hands the call to the next candidate, with a request of its own.
+      const { models, plan } = route(agent, current.tokensUsed)
+      const attempt = (n: number, routing: typeof plan): Effect.Effect<Answer, PalyraError> => {
+        const model = models[n]!
+        // Staged, not appended: it commits with the model's first delta or its answer (one append
+        // fewer per model call); a failover stages the next request behind it.
+        stage(ctx, [
+          {
+            _tag: "ModelRequest",
+            ...base(ctx),
+            at: nowOf(ctx),
+            turn,
+            model: model.name,
+            messages: request.messages.length,
+            estimatedTokens,
+            tools: request.tools.map((t) => t.name),
+            routing
+          }
+        ])
+        const received = { count: 0 }
+        const answer = Effect.catchAll(streamAnswer(ctx, model, request, turn, received), (error) => {
+          if (received.count > 0 || n === models.length - 1) return Effect.fail(error)
+          const why = isPalyraError(error) ? `${error.code}: ${error.message}` : "failed"
+          return Effect.zipRight(
+            Effect.logWarning(`model ${model.name} failed before answering; failing over`, error),
+            Effect.suspend(() =>
+              attempt(n + 1, {
+                ...plan,
+                attempt: n + 1,
+                reason: `${model.name} failed before answering (${why}); failing over. ${plan.reason}`
+              })
+            )
+          )
+        })
+        return ctx.tracing
+          ? Effect.zipRight(Effect.annotateCurrentSpan({ turn, model: model.name, agent: agent.id }), answer)
+          : answer
+      }
+      return Effect.flatMap(attempt(0, plan), (answer) => answered(ctx, turn, requestedAt, answer))
+    })
+  })
+}
+
+/** What a model call answered, written: with the run's `Done` when it is final, else staged. */
+const answered = (
+  ctx: RunContext,
+  turn: number,
+  requestedAt: number,
+  answer: Answer
+): Effect.Effect<void, PalyraError> => {
   const at = nowOf(ctx)
   const events: Array<NewTapeEvent> = [
     { _tag: "AssistantMessage", ...base(ctx), at, turn, text: answer.text, finishReason: answer.finishReason }
   ]
   if (answer.tail.length > 0) events.unshift({ _tag: "AssistantDelta", ...base(ctx), at, turn, text: answer.tail })
-  for (const p of answer.proposed) {
-    events.push({
-      _tag: "ToolProposed",
-      ...base(ctx),
-      at,
-      toolCallId: yield* makeToolCallId,
-      providerCallId: p.providerId,
-      tool: p.name,
-      args: p.args ?? {},
-      argsDigest: digest({ tool: p.name, args: p.args ?? {} })
-    })
-  }
   const { inputTokens, outputTokens } = answer
-  if (inputTokens + outputTokens > 0) {
-    events.push({ _tag: "Usage", ...base(ctx), at, turn, inputTokens, outputTokens })
-  }
-  // An answer that proposes no call is the final one: its last delta, message and usage commit with
-  // the run's `Done` in one append (what `Complete` would write next), so a plain turn ends in one commit.
-  if (answer.proposed.length === 0) {
-    yield* transition(ctx, "Complete", "final answer", events, { addTokens: inputTokens + outputTokens })
-  } else {
+  const finish = (): Effect.Effect<void, PalyraError> => {
+    if (inputTokens + outputTokens > 0) {
+      events.push({ _tag: "Usage", ...base(ctx), at, turn, inputTokens, outputTokens })
+    }
+    Metrics.unsafeRecord.modelTurn(at - requestedAt, ctx.metricLabels)
+    // An answer that proposes no call is the final one: its last delta, message and usage commit with
+    // the run's `Done` in one append (what `Complete` would write next), so a plain turn ends in one commit.
+    if (answer.proposed.length === 0) {
+      return transition(ctx, "Complete", "final answer", events, { addTokens: inputTokens + outputTokens })
+    }
     // It commits with its first call's decision (and that call's start, when allowed).
     stage(ctx, events, inputTokens + outputTokens)
+    return Effect.void
   }
-  yield* Metrics.recordModelTurn(at - requestedAt)
-})
+  // Each proposal gets its id (an Effect: the clock and `Random`), one after the other.
+  const propose = (i: number): Effect.Effect<void, PalyraError> => {
+    if (i === answer.proposed.length) return finish()
+    const p = answer.proposed[i]!
+    return Effect.flatMap(makeToolCallId, (toolCallId) => {
+      events.push({
+        _tag: "ToolProposed",
+        ...base(ctx),
+        at,
+        toolCallId,
+        providerCallId: p.providerId,
+        tool: p.name,
+        args: p.args ?? {},
+        argsDigest: digest({ tool: p.name, args: p.args ?? {} })
+      })
+      return propose(i + 1)
+    })
+  }
+  return propose(0)
+}
 
 // ---- ending -----------------------------------------------------------------------------------
 
@@ -705,7 +780,7 @@ const cancelled = (ctx: RunContext, by: string) =>
   Effect.gen(function* () {
     const fresh = yield* requireRun(ctx.deps.journal, ctx.run.id)
     if (isTerminal(fresh.state)) return
-    ctx.view = { ...ctx.view, state: fresh.state }
+    ctx.view.state = fresh.state
     const closing = yield* closeOpenWork(ctx.deps.journal, base(ctx), ctx.view, "cancelled", `run cancelled by ${by}`)
     yield* transition(ctx, "Cancel", `cancelled by ${by}`, closing)
   })
@@ -736,6 +811,7 @@ export const runLoop = (
     const agent = deps.agents.get(session.agentId)
     const clock = yield* Effect.clock
     const tracer = yield* Effect.tracer
+    const metricLabels = yield* FiberRef.get(FiberRef.currentMetricLabels)
     const ctx: RunContext = {
       deps,
       agent: Option.getOrElse(agent, () => deps.agents.list[0]!),
@@ -746,7 +822,8 @@ export const runLoop = (
       staged: [],
       stagedTokens: 0,
       clock,
-      tracing: isTracing(tracer)
+      tracing: isTracing(tracer),
+      metricLabels
     }
     if (Option.isNone(agent)) {
       // The session's agent was removed from the configuration: nothing may answer in its name.

@@ -1,4 +1,4 @@
-import { Clock, Effect, Option } from "effect"
+import { Clock, Effect, Either, Option } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import type {
   Conflict,
@@ -41,21 +41,38 @@ export const recordTransition = (
     readonly error?: { readonly code: string; readonly message: string } | undefined
   } = {}
 ): Effect.Effect<ReadonlyArray<TapeEvent>, JournalError | PayloadTooLarge | NotFound | Conflict | InvalidTransition> =>
-  Effect.gen(function* () {
-    const to = yield* nextState(from, event)
-    const at = yield* Clock.currentTimeMillis
-    const changed: NewTapeEvent = { _tag: "RunStateChanged", ...ref, at, from, to, reason }
-    const stored = yield* tape.append(
-      ref.sessionId,
-      [...(options.extra ?? []), changed] as unknown as NonEmptyReadonlyArray<NewTapeEvent>,
-      {
-        ...options.effects,
-        runTransition: { runId: ref.runId, from, to, error: options.error }
+  // Plain steps (no generator): two or three of these per run, on the run's start and end path.
+  Effect.clockWith(
+    (
+      clock
+    ): Effect.Effect<
+      ReadonlyArray<TapeEvent>,
+      JournalError | PayloadTooLarge | NotFound | Conflict | InvalidTransition
+    > => {
+      const next = nextState(from, event)
+      if (Either.isLeft(next)) return Effect.fail(next.left)
+      const to = next.right
+      const changed: NewTapeEvent = {
+        _tag: "RunStateChanged",
+        ...ref,
+        at: clock.unsafeCurrentTimeMillis(),
+        from,
+        to,
+        reason
       }
-    )
-    yield* Metrics.recordRunTransition(to)
-    return stored
-  })
+      return Effect.tap(
+        tape.append(
+          ref.sessionId,
+          [...(options.extra ?? []), changed] as unknown as NonEmptyReadonlyArray<NewTapeEvent>,
+          {
+            ...options.effects,
+            runTransition: { runId: ref.runId, from, to, error: options.error }
+          }
+        ),
+        () => Metrics.recordRunTransition(to)
+      )
+    }
+  )
 
 /**
  * What a run leaves open when it ends early, closed: every started call gets its result
