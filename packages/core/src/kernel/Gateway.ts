@@ -58,6 +58,7 @@ import { makeHistoryCache } from "./internal/historyCache.js"
 import { loadHistory, runLoop } from "./internal/loop.js"
 import { recover } from "./internal/recovery.js"
 import { makeScheduler } from "./internal/scheduler.js"
+import { makeStartGate } from "./internal/startGate.js"
 import { makeTape } from "./internal/tape.js"
 import { recordTransition } from "./internal/transition.js"
 import { PromptAssembler } from "./PromptAssembler.js"
@@ -97,6 +98,12 @@ export interface Options {
    * off with `StreamLagged`, resumable after its last seq (default 4096).
    */
   readonly liveBufferEvents?: number | undefined
+  /**
+   * How many run starts (admissions and the runs' first transitions) do their work at once; the rest
+   * wait their turn, so a burst of starts cannot hold up the events of runs already streaming
+   * (default 4; `Infinity`: no limit).
+   */
+  readonly maxConcurrentStarts?: number | undefined
 }
 
 /**
@@ -362,7 +369,9 @@ export const make = (
         )
       : Effect.void
 
+    const startGate = makeStartGate(options.maxConcurrentStarts ?? 4)
     const deps = {
+      startGate,
       journal,
       tape,
       agents,
@@ -540,7 +549,7 @@ export const make = (
 
     const startRun: Service["startRun"] = (caller, request) =>
       Effect.gen(function* () {
-        const admitted = yield* admit(caller, request)
+        const admitted = yield* startGate(admit(caller, request))
         // The caller is an approval channel for this run until it ends or the caller stops listening
         // (a counter and an idempotent release: no scope or fiber per run).
         const release = approvers.hold(caller, admitted.session.id)
