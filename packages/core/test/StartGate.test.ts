@@ -67,6 +67,7 @@ describe("the run-start gate", () => {
       const gate = makeStartGate(Number.POSITIVE_INFINITY)
       const effect = Effect.succeed(1)
       assert.strictEqual(gate(effect), effect)
+      assert.strictEqual(yield* gate(effect), 1)
     })
   )
 
