@@ -73,6 +73,8 @@ const runtime = ManagedRuntime.make(
     coalesceChars: 1,
     // A stalled client is cut off 1,024 events behind (the default is 4,096).
     liveBufferEvents: 1024,
+    // BENCH_STARTS=<n>: the Gateway's start gate (`maxConcurrentStarts`; Infinity: none), for A/B runs.
+    ...(process.env.BENCH_STARTS === undefined ? {} : { maxConcurrentStarts: Number(process.env.BENCH_STARTS) }),
     // The flooding session's prompt grows by ~1 MB a run.
     budgets: { maxTokensPerRun: 1e9, maxTokensPerSession: 1e12, maxEventsPerTurn: 1e6 }
   }) as Layer.Layer<Gateway.Gateway | Journal.Journal>

@@ -33,7 +33,9 @@ const runtime = ManagedRuntime.make(
   gatewayLayer({
     model,
     journal: SqliteJournal.layer({ filename: join(dir, "start.db") }),
-    coalesceChars: 1
+    coalesceChars: 1,
+    // BENCH_STARTS=<n>: the Gateway's start gate (`maxConcurrentStarts`, default 4; Infinity: none).
+    ...(process.env.BENCH_STARTS === undefined ? {} : { maxConcurrentStarts: Number(process.env.BENCH_STARTS) })
   }) as Layer.Layer<Gateway.Gateway>
 )
 const caller = Caller.user("bench")
