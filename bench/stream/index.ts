@@ -30,6 +30,9 @@ const here = dirname(fileURLToPath(import.meta.url))
 const dir = mkdtempSync(join(tmpdir(), "palyra-bench-stream-"))
 const now = () => performance.timeOrigin + performance.now()
 const committedAt = new Map<string, number>()
+// When the scenario's last run started (its `InProgress` transition committed): events committed until
+// then are the start burst's, the rest the steady state's (`p99Ms200Burst` / `p99Ms200Steady`).
+let lastStartAt = 0
 const timed = Layer.effect(
   Journal.Journal,
   Effect.map(Journal.Journal, (inner) => ({
@@ -38,7 +41,10 @@ const timed = Layer.effect(
       Effect.tap(inner.append(sessionId, events, effects), (stored) =>
         Effect.sync(() => {
           const t = now()
-          for (const e of stored) committedAt.set(`${e.sessionId}:${e.tapeSeq}`, t)
+          for (const e of stored) {
+            committedAt.set(`${e.sessionId}:${e.tapeSeq}`, t)
+            if (e._tag === "RunStateChanged" && e.to === "InProgress") lastStartAt = t
+          }
         })
       )
   }))
@@ -67,6 +73,8 @@ const runtime = ManagedRuntime.make(
     coalesceChars: 1,
     // A stalled client is cut off 1,024 events behind (the default is 4,096).
     liveBufferEvents: 1024,
+    // BENCH_STARTS=<n>: the Gateway's start gate (`maxConcurrentStarts`; Infinity: none), for A/B runs.
+    ...(process.env.BENCH_STARTS === undefined ? {} : { maxConcurrentStarts: Number(process.env.BENCH_STARTS) }),
     // The flooding session's prompt grows by ~1 MB a run.
     budgets: { maxTokensPerRun: 1e9, maxTokensPerSession: 1e12, maxEventsPerTurn: 1e6 }
   }) as Layer.Layer<Gateway.Gateway | Journal.Journal>
@@ -87,6 +95,9 @@ interface Figures {
   readonly perSec: number
   readonly events: number
   readonly cpuUsPerEvent: number
+  /** p99 of the events committed while runs were still starting, and of those after. */
+  readonly p99Burst: number
+  readonly p99Steady: number
 }
 
 /** The client process: started once, sent one scenario at a time over IPC. */
@@ -129,18 +140,27 @@ const main = async () => {
     const { elapsedMs, receipts } = await client.run(scenario)
     const cpu = process.cpuUsage(cpu0)
     const latencies: Array<number> = []
+    const burst: Array<number> = []
+    const steady: Array<number> = []
     for (const [key, received] of receipts) {
       const committed = committedAt.get(key)
-      if (committed !== undefined) latencies.push(received - committed)
+      if (committed === undefined) continue
+      latencies.push(received - committed)
+      ;(committed <= lastStartAt ? burst : steady).push(received - committed)
     }
     committedAt.clear()
+    lastStartAt = 0
     latencies.sort((a, b) => a - b)
+    burst.sort((a, b) => a - b)
+    steady.sort((a, b) => a - b)
     return {
       p50: percentile(latencies, 50),
       p99: percentile(latencies, 99),
       perSec: receipts.length / (elapsedMs / 1000),
       events: receipts.length,
-      cpuUsPerEvent: (cpu.user + cpu.system) / receipts.length
+      cpuUsPerEvent: (cpu.user + cpu.system) / receipts.length,
+      p99Burst: burst.length === 0 ? 0 : percentile(burst, 99),
+      p99Steady: steady.length === 0 ? 0 : percentile(steady, 99)
     }
   }
   const PACE = quick ? 50 : 200
@@ -214,6 +234,7 @@ const main = async () => {
     "events/s": Math.round(f.perSec),
     "p50 ms": round(f.p50, 3),
     "p99 ms": round(f.p99, 3),
+    "p99 start burst / after": `${round(f.p99Burst, 1)} / ${round(f.p99Steady, 1)}`,
     "server CPU µs/event": round(f.cpuUsPerEvent, 1),
     events: f.events
   })
@@ -237,8 +258,12 @@ const main = async () => {
     p99Ms50: round(fifty.p99, 3),
     p50Ms200: round(many.p50, 3),
     p99Ms200: round(many.p99, 3),
+    p99Ms200Burst: round(many.p99Burst, 3),
+    p99Ms200Steady: round(many.p99Steady, 3),
     eventsPerSec200: Math.round(many.perSec),
     p99Ms200Sse: round(manySse.p99, 3),
+    p99Ms200SseBurst: round(manySse.p99Burst, 3),
+    p99Ms200SseSteady: round(manySse.p99Steady, 3),
     p50Ms1000: round(thousand.p50, 3),
     p99Ms1000: round(thousand.p99, 3),
     p99MsWithStalled: round(withStalled.p99, 3),

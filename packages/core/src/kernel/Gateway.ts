@@ -58,6 +58,7 @@ import { makeHistoryCache } from "./internal/historyCache.js"
 import { loadHistory, runLoop } from "./internal/loop.js"
 import { recover } from "./internal/recovery.js"
 import { makeScheduler } from "./internal/scheduler.js"
+import { makeStartGate, type StartGate } from "./internal/startGate.js"
 import { makeTape } from "./internal/tape.js"
 import { recordTransition } from "./internal/transition.js"
 import { PromptAssembler } from "./PromptAssembler.js"
@@ -97,6 +98,12 @@ export interface Options {
    * off with `StreamLagged`, resumable after its last seq (default 4096).
    */
   readonly liveBufferEvents?: number | undefined
+  /**
+   * How many run starts (admissions and the runs' first transitions) run at full speed at once;
+   * beyond that, start work takes at most this many steps per event-loop turn, so a burst of starts
+   * cannot hold up the events of runs already streaming (default 4; `Infinity`: no gate).
+   */
+  readonly maxConcurrentStarts?: number | undefined
 }
 
 /**
@@ -362,7 +369,9 @@ export const make = (
         )
       : Effect.void
 
+    const startGate = makeStartGate(options.maxConcurrentStarts ?? 4)
     const deps = {
+      startGate,
       journal,
       tape,
       agents,
@@ -495,7 +504,11 @@ export const make = (
         return { attachments: refs }
       })
 
-    const admit = Effect.fnUntraced(function* (caller: Caller.Caller, request: MessageRequest) {
+    const admit = Effect.fnUntraced(function* (
+      caller: Caller.Caller,
+      request: MessageRequest,
+      gate: StartGate = (effect) => effect
+    ) {
       if (request.text.length === 0)
         return yield* new InvalidArgument({ message: "text must not be empty", field: "text" })
       if (request.text.length > maxMessageChars) {
@@ -504,43 +517,50 @@ export const make = (
           field: "text"
         })
       }
-      const target = yield* resolveSession(caller, request)
-      if (Option.isNone(agents.get(target.agentId))) {
-        return yield* new Conflict({
-          message: `session ${target.id} is bound to agent ${target.agentId}, which is no longer configured`
+      // The admission's own work goes through the start gate; enqueueing does not (the run's fiber,
+      // forked there, must not inherit the gate's scheduler).
+      const { target, created } = yield* gate(
+        Effect.gen(function* () {
+          const target = yield* resolveSession(caller, request)
+          if (Option.isNone(agents.get(target.agentId))) {
+            return yield* new Conflict({
+              message: `session ${target.id} is bound to agent ${target.agentId}, which is no longer configured`
+            })
+          }
+          const attachments = yield* admitAttachments(request, target.agentId)
+          const runId = yield* makeRunId
+          yield* Effect.annotateCurrentSpan({ sessionId: target.id, runId })
+          const at = yield* Clock.currentTimeMillis
+          const queuedBehind = scheduler.lastOf(target.id) ?? null
+          const head = yield* journal.headSeq(target.id)
+          const created: Run = {
+            id: runId,
+            sessionId: target.id,
+            principal: caller.principal,
+            state: "Pending",
+            input: request.text,
+            startSeq: head + 1,
+            error: null,
+            createdAt: at,
+            updatedAt: at
+          }
+          const ref = { sessionId: target.id, runId }
+          yield* recordTransition(tape, ref, "Pending", "Accept", "admitted", {
+            extra: [{ _tag: "RunAccepted", ...ref, at, principal: caller.principal, queuedBehind, ...attachments }],
+            effects: { createRun: created }
+          })
+          return { target, created }
         })
-      }
-      const attachments = yield* admitAttachments(request, target.agentId)
-      const runId = yield* makeRunId
-      yield* Effect.annotateCurrentSpan({ sessionId: target.id, runId })
-      const at = yield* Clock.currentTimeMillis
-      const queuedBehind = scheduler.lastOf(target.id) ?? null
-      const head = yield* journal.headSeq(target.id)
-      const created: Run = {
-        id: runId,
-        sessionId: target.id,
-        principal: caller.principal,
-        state: "Pending",
-        input: request.text,
-        startSeq: head + 1,
-        error: null,
-        createdAt: at,
-        updatedAt: at
-      }
-      const ref = { sessionId: target.id, runId }
-      yield* recordTransition(tape, ref, "Pending", "Accept", "admitted", {
-        extra: [{ _tag: "RunAccepted", ...ref, at, principal: caller.principal, queuedBehind, ...attachments }],
-        effects: { createRun: created }
-      })
+      )
       const span = yield* Effect.option(Effect.currentSpan)
-      if (Option.isSome(span)) parents.set(runId, span.value)
-      yield* scheduler.enqueue(target.id, runId)
+      if (Option.isSome(span)) parents.set(created.id, span.value)
+      yield* scheduler.enqueue(target.id, created.id)
       return { session: target, run: { ...created, state: "Accepted" as const } }
     }, traced("Gateway.admit"))
 
     const startRun: Service["startRun"] = (caller, request) =>
       Effect.gen(function* () {
-        const admitted = yield* admit(caller, request)
+        const admitted = yield* admit(caller, request, startGate)
         // The caller is an approval channel for this run until it ends or the caller stops listening
         // (a counter and an idempotent release: no scope or fiber per run).
         const release = approvers.hold(caller, admitted.session.id)

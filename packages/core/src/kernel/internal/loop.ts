@@ -21,6 +21,7 @@ import type { Service as PromptService } from "../PromptAssembler.js"
 import * as RunView from "../RunView.js"
 import type { HistoryCache } from "./historyCache.js"
 import { policyRequestFor } from "./policyRequest.js"
+import type { StartGate } from "./startGate.js"
 import type { Tape } from "./tape.js"
 import { closeOpenWork, recordTransition } from "./transition.js"
 
@@ -46,6 +47,8 @@ export interface LoopDeps {
   readonly onGrantsChanged: Effect.Effect<void>
   /** Recently active sessions' prompt history, read incrementally (default: the whole tape each run). */
   readonly history?: HistoryCache | undefined
+  /** Run starts (the `Start` transition) take their turn here, bounded (`startGate.ts`). */
+  readonly startGate?: StartGate | undefined
 }
 
 type CallView = RunView.CallView
@@ -834,17 +837,21 @@ export const runLoop = (
       while (true) {
         const next = RunView.next(ctx.view)
         switch (next._tag) {
-          case "Start":
-            yield* transition(ctx, "Start", "run started", [
-              {
-                _tag: "UserMessage",
-                ...base(ctx),
-                at: nowOf(ctx),
-                text: run.input,
-                ...acceptedWith(ctx.history, runId)
-              }
-            ])
+          case "Start": {
+            const start = Effect.suspend(() =>
+              transition(ctx, "Start", "run started", [
+                {
+                  _tag: "UserMessage",
+                  ...base(ctx),
+                  at: nowOf(ctx),
+                  text: run.input,
+                  ...acceptedWith(ctx.history, runId)
+                }
+              ])
+            )
+            yield* deps.startGate === undefined ? start : deps.startGate(start)
             break
+          }
           case "Call":
             yield* toolCall(ctx, next.call)
             break
