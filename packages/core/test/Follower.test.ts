@@ -159,4 +159,22 @@ describe("Follower.encodedOnce", () => {
     assert.strictEqual(encode(events[9]!), "#10")
     assert.strictEqual(encodes, 12)
   })
+
+  it("does not hold values `keep` refuses: they are encoded each time", () => {
+    let encodes = 0
+    const encode = Follower.encodedOnce(
+      (e: TapeEvent.TapeEvent) => {
+        encodes++
+        return e.tapeSeq === 1 ? "x".repeat(100) : "small"
+      },
+      4,
+      (value) => value.length <= 10
+    )
+    const [big, small] = [1, 2].map((tapeSeq) => ({ tapeSeq }) as unknown as TapeEvent.TapeEvent)
+    for (let follower = 0; follower < 3; follower++) {
+      encode(big!)
+      encode(small!)
+    }
+    assert.strictEqual(encodes, 3 + 1)
+  })
 })

@@ -42,4 +42,31 @@ describe("MemoryJournal event size", () => {
       assert.isAbove(checked, 200)
     })
   )
+
+  it.effect("counts `undefined` items and holes of arrays as the `null` JSON writes for them", () =>
+    Effect.gen(function* () {
+      // A limit far above the event's other fields' bound, so the items decide it.
+      const big = 4000
+      const j = yield* MemoryJournal.make({ maxEventBytes: big })
+      const session = makeSession({ id: yield* makeSessionId, principal: "alice", key: null })
+      yield* j.createSession(session)
+      for (const items of [(n: number) => Array.from({ length: n }, () => undefined), (n: number) => new Array(n)]) {
+        for (const n of [100, 700, 780, 800, 1000]) {
+          const event = {
+            _tag: "SessionNote",
+            sessionId: session.id,
+            runId: null,
+            at: 1,
+            author: "test",
+            text: "",
+            extra: items(n)
+          } as unknown as NewTapeEvent
+          const head = yield* j.headSeq(session.id)
+          const size = Buffer.byteLength(JSON.stringify({ ...event, tapeSeq: head + 1 }))
+          const outcome = yield* Effect.either(j.append(session.id, [event]))
+          assert.strictEqual(outcome._tag === "Right", size <= big, `${n} items, ${size} bytes: ${outcome._tag}`)
+        }
+      }
+    })
+  )
 })

@@ -348,7 +348,13 @@ describe("Redaction.redact", () => {
     const warm = Redaction.make({ literals: LITERALS })
     const secretKey = fc.constantFrom("api_key", "Authorization", "db_password", "maxTokens", "tokens", "text", GH)
     const object = fc.dictionary(
-      fc.oneof(secretKey, fc.string({ maxLength: 12 })),
+      // Short names (memoized), long ones (> 64 characters: decided each time) and names holding a secret.
+      fc.oneof(
+        secretKey,
+        fc.string({ maxLength: 12 }),
+        fc.string({ minLength: 65, maxLength: 90 }),
+        fc.constant(`${GH}${"k".repeat(70)}`)
+      ),
       fc.oneof(fc.string(), fc.constant(GH)),
       {
         maxKeys: 8

@@ -35,7 +35,8 @@ const encodedBound = (value: unknown, limit: number, depth = 0): number => {
       let size = 2
       if (Array.isArray(value)) {
         for (const item of value) {
-          size += encodedBound(item, limit, depth + 1) + 1
+          // An `undefined` item (or a hole) is written as `null`.
+          size += (item === undefined ? 4 : encodedBound(item, limit, depth + 1)) + 1
           if (size > limit) return size
         }
         return size

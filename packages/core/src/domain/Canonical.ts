@@ -7,15 +7,19 @@
 import { createHash } from "node:crypto"
 
 // The same few field names recur in every event: each is quoted once (a bounded memo, started over
-// when full), and a key list already in order is not sorted again.
+// when full; only names of at most 64 characters, so arbitrary keys from tool arguments and results
+// neither pin their memory nor outlive their event), and a key list already in order is not sorted again.
 const KEY_MEMO = 1024
+const KEY_MEMO_MAX_LENGTH = 64
 const quoted = new Map<string, string>()
 const quotedKey = (k: string): string => {
   let q = quoted.get(k)
   if (q === undefined) {
-    if (quoted.size >= KEY_MEMO) quoted.clear()
     q = `${JSON.stringify(k)}:`
-    quoted.set(k, q)
+    if (k.length <= KEY_MEMO_MAX_LENGTH) {
+      if (quoted.size >= KEY_MEMO) quoted.clear()
+      quoted.set(k, q)
+    }
   }
   return q
 }

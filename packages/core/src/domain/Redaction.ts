@@ -110,6 +110,8 @@ const marker = (label: string) => `[REDACTED:${label}]`
 
 // Field names whose redaction the walk remembers (per redactor) before it starts over.
 const KEY_MEMO = 1024
+/** Longest field name the per-redactor memo keeps (longer names are decided each time). */
+const KEY_MEMO_MAX_LENGTH = 64
 
 const DEFAULT_SECRET_KEYS = [
   "apikey",
@@ -251,6 +253,8 @@ export const make = (options: RedactionOptions = {}): Redactor => {
   // What the walk decides about a field name depends on the name alone (both functions are pure for
   // fixed rules), and the same few names recur in every event: decided once per name, in a bounded
   // memo (cleared when full, so hostile input can only cost the work it would have cost anyway).
+  // Only short names the redactor leaves alone are kept: a long name (arbitrary JSON keys from tool
+  // arguments and results) would pin its memory, and a name holding a secret must not outlive its event.
   interface KeyRule {
     readonly redacted: string
     readonly secret: boolean
@@ -260,9 +264,11 @@ export const make = (options: RedactionOptions = {}): Redactor => {
   const keyRule = (k: string): KeyRule => {
     let rule = keyRules.get(k)
     if (rule === undefined) {
-      if (keyRules.size >= KEY_MEMO) keyRules.clear()
       rule = { redacted: redactString(k), secret: isSecretKey(k), marker: marker(normalizeKey(k)) }
-      keyRules.set(k, rule)
+      if (k.length <= KEY_MEMO_MAX_LENGTH && rule.redacted === k) {
+        if (keyRules.size >= KEY_MEMO) keyRules.clear()
+        keyRules.set(k, rule)
+      }
     }
     return rule
   }

@@ -51,11 +51,17 @@ export interface Follower {
  * they all take it within the same publication (or its microtasks), so each wire format encodes it
  * once; a miss only encodes again (the same bytes). A small ring searched by identity rather than a
  * `WeakMap`: no ephemeron per event for the garbage collector to trace (~0.5 µs an event less).
+ * The ring holds its events after their streams end: `keep` leaves out values not worth holding
+ * (the transports keep frames of at most 64 KiB, so an idle ring holds at most a few MiB).
  *
  * @since 0.1.0
  * @category Encoding
  */
-export const encodedOnce = <B>(encode: (event: TapeEvent) => B, size = 64): ((event: TapeEvent) => B) => {
+export const encodedOnce = <B>(
+  encode: (event: TapeEvent) => B,
+  size = 64,
+  keep: (value: B) => boolean = () => true
+): ((event: TapeEvent) => B) => {
   const n = Math.max(1, size)
   const keys = new Array<TapeEvent | undefined>(n)
   const values = new Array<B | undefined>(n)
@@ -67,6 +73,7 @@ export const encodedOnce = <B>(encode: (event: TapeEvent) => B, size = 64): ((ev
       if (keys[i] === event) return values[i] as B
     }
     const bytes = encode(event)
+    if (!keep(bytes)) return bytes
     keys[next] = event
     values[next] = bytes
     next = next + 1 === n ? 0 : next + 1

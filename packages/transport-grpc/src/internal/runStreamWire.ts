@@ -168,7 +168,10 @@ export const eventEnvelopes = (
   response: (e: TapeEvent.TapeEvent) => pb.RunStreamResponse
 ): ((event: TapeEvent.TapeEvent) => Buffer) =>
   Follower.encodedOnce(
-    (event): Buffer => (event._tag === "AssistantDelta" ? deltaEnvelope(event) : undefined) ?? envelope(response(event))
+    (event): Buffer =>
+      (event._tag === "AssistantDelta" ? deltaEnvelope(event) : undefined) ?? envelope(response(event)),
+    64,
+    (bytes) => bytes.byteLength <= 64 * 1024
   )
 
 /** The options of {@link makeHandler}. @since 0.1.0 @category Models */

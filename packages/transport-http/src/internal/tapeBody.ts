@@ -19,7 +19,9 @@ const openStreams = Metric.tagged(Metrics.openStreams, "transport", "http")
 
 const tapeFrame = Follower.encodedOnce(
   (event: TapeEvent.TapeEvent): Uint8Array =>
-    Sse.encode({ id: String(event.tapeSeq), event: event._tag, data: JSON.stringify(event) })
+    Sse.encode({ id: String(event.tapeSeq), event: event._tag, data: JSON.stringify(event) }),
+  64,
+  (frame) => frame.byteLength <= 64 * 1024
 )
 
 const frames = (events: ReadonlyArray<TapeEvent.TapeEvent>): Uint8Array =>
