@@ -131,7 +131,9 @@ const workerScript = (): { readonly url: URL; readonly execArgv?: Array<string> 
     if (isCurrent(built)) return { url: built }
     return {
       url: new URL("./writer-worker.ts", import.meta.url),
-      execArgv: [...process.execArgv, "--conditions=@palyra/source", "--import", "tsx"]
+      // tsx resolved from this package (a bare `--import tsx` resolves from the process's working
+      // directory, which need not be inside the repository).
+      execArgv: [...process.execArgv, "--conditions=@palyra/source", "--import", import.meta.resolve("tsx")]
     }
   }
   const sibling = new URL("./writer-worker.js", import.meta.url)
