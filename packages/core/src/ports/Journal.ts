@@ -229,8 +229,11 @@ const appendNowKey: unique symbol = Symbol.for("@palyra/core/Journal/appendNow")
  * @since 0.1.0
  * @category Constructors
  */
-export const withAppendNow = (append: Service["append"], appendNow: AppendNow): Service["append"] =>
-  Object.assign(append, { [appendNowKey]: appendNow })
+export const withAppendNow = (append: Service["append"], appendNow: AppendNow): Service["append"] => {
+  // A new function: the one passed in (maybe another journal's) is left as it was.
+  const marked: Service["append"] = (sessionId, events, effects) => append(sessionId, events, effects)
+  return Object.assign(marked, { [appendNowKey]: appendNow })
+}
 
 /**
  * The plain form of this journal's `append`, when its implementation provides one
