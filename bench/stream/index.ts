@@ -18,7 +18,7 @@ import { connect } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { Caller, Gateway, Journal, ScriptedModel } from "@palyra/core"
+import { Caller, Gateway, Journal, ScriptedModel, type TapeEvent } from "@palyra/core"
 import { gatewayLayer } from "@palyra/core/testing"
 import { SqliteJournal } from "@palyra/journal"
 import { GrpcTransport } from "@palyra/transport-grpc"
@@ -33,21 +33,34 @@ const committedAt = new Map<string, number>()
 // When the scenario's last run started (its `InProgress` transition committed): events committed until
 // then are the start burst's, the rest the steady state's (`p99Ms200Burst` / `p99Ms200Steady`).
 let lastStartAt = 0
+const stamp = (stored: ReadonlyArray<TapeEvent.TapeEvent>) => {
+  const t = now()
+  for (const e of stored) {
+    committedAt.set(`${e.sessionId}:${e.tapeSeq}`, t)
+    if (e._tag === "RunStateChanged" && e.to === "InProgress") lastStartAt = t
+  }
+}
+// The stamp wraps both forms of the append (the tape calls the plain one, `Journal.appendNowOf`);
+// BENCH_APPEND_NOW=0 leaves the plain form out, so the tape takes its Effect form (for A/B runs).
 const timed = Layer.effect(
   Journal.Journal,
-  Effect.map(Journal.Journal, (inner) => ({
-    ...inner,
-    append: (sessionId, events, effects) =>
-      Effect.tap(inner.append(sessionId, events, effects), (stored) =>
-        Effect.sync(() => {
-          const t = now()
-          for (const e of stored) {
-            committedAt.set(`${e.sessionId}:${e.tapeSeq}`, t)
-            if (e._tag === "RunStateChanged" && e.to === "InProgress") lastStartAt = t
-          }
-        })
-      )
-  }))
+  Effect.map(Journal.Journal, (inner) => {
+    const append: Journal.Service["append"] = (sessionId, events, effects) =>
+      Effect.tap(inner.append(sessionId, events, effects), (stored) => Effect.sync(() => stamp(stored)))
+    const innerNow = Journal.appendNowOf(inner)
+    return {
+      ...inner,
+      append:
+        innerNow === undefined || process.env.BENCH_APPEND_NOW === "0"
+          ? append
+          : Journal.withAppendNow(append, (sessionId, events, effects, done) =>
+              innerNow(sessionId, events, effects, (exit) => {
+                if (Exit.isSuccess(exit)) stamp(exit.value)
+                done(exit)
+              })
+            )
+    }
+  })
 ).pipe(Layer.provide(SqliteJournal.layer({ filename: join(dir, "stream.db") })))
 
 // The client's message says how to answer: "bench <deltas> <pace ms>".

@@ -70,7 +70,7 @@ import {
   type TapeEvent
 } from "@palyra/core"
 import Database from "better-sqlite3"
-import { Config, Context, Effect, Either, Layer, Option, Runtime, type Scope } from "effect"
+import { Config, Context, Effect, Either, Exit, Layer, Option, Runtime, type Scope } from "effect"
 import { GENESIS, MIGRATIONS_TABLE, migrations } from "./internal/migrations.js"
 import type { Op, OpResult, WireEffects } from "./internal/protocol.js"
 import { sessionKeyDigest } from "./internal/sessionKey.js"
@@ -489,43 +489,50 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       }
     }
 
-    // One suspended step, no generator: refuse, redact and encode on the caller's fiber, then wait
-    // for the writer's callback. (An append with no effects stores no identifiers outside its events.)
-    const append: Journal.Service["append"] = (sessionId, events, effects = {}) =>
-      Effect.async<ReadonlyArray<TapeEvent.TapeEvent>, AppendError | Errors.PayloadTooLarge>((resume) => {
-        if (closed) return resume(Effect.fail(closedError("append")))
-        const withEffects = !!(
-          effects.createRun ||
-          effects.runTransition ||
-          effects.createApproval ||
-          effects.createCheckpoint
-        )
-        const refused = withEffects ? secretIn("append", effectIds(effects)) : undefined
-        if (refused) return resume(Effect.fail(refused))
-        const prepared: Array<Prepared> = []
-        for (const e of events) {
-          const p = prepare(e)
-          if (Either.isLeft(p)) return resume(Effect.fail(p.left))
-          prepared.push(p.right)
+    // No Effect, no generator: refuse, redact and encode on the caller's stack, hand the write to the
+    // writer, and call `done` from the writer's callback. `append` is this in one `Effect.async`; the
+    // tape calls it directly (`Journal.appendNowOf`) to save a suspend/resume per streamed event.
+    const appendNow: Journal.AppendNow = (sessionId, events, effects = {}, done) => {
+      if (closed) return done(Exit.fail(closedError("append")))
+      const withEffects = !!(
+        effects.createRun ||
+        effects.runTransition ||
+        effects.createApproval ||
+        effects.createCheckpoint
+      )
+      const refused = withEffects ? secretIn("append", effectIds(effects)) : undefined
+      if (refused) return done(Exit.fail(refused))
+      const prepared: Array<Prepared> = []
+      for (const e of events) {
+        const p = prepare(e)
+        if (Either.isLeft(p)) return done(Exit.fail(p.left))
+        prepared.push(p.right)
+      }
+      const op: Op = {
+        op: "append",
+        sessionId,
+        events: prepared,
+        effects: withEffects ? wireEffects(effects) : effects.addTokens ? { addTokens: effects.addTokens } : {}
+      }
+      backend.submit(op, (r) => {
+        if (!r.ok) return done(Exit.fail(toError("append", r) as AppendError))
+        // The stored events are rebuilt from what was sent plus the seqs: no event crosses back.
+        const first = r.seq!
+        const stored: Array<TapeEvent.TapeEvent> = []
+        for (let i = 0; i < prepared.length; i++) {
+          const e = prepared[i]!
+          stored.push({ ...e.body, _tag: e.tag, sessionId, runId: e.runId, tapeSeq: first + i, at: e.at } as never)
         }
-        const op: Op = {
-          op: "append",
-          sessionId,
-          events: prepared,
-          effects: withEffects ? wireEffects(effects) : effects.addTokens ? { addTokens: effects.addTokens } : {}
-        }
-        backend.submit(op, (r) => {
-          if (!r.ok) return resume(Effect.fail(toError("append", r) as AppendError))
-          // The stored events are rebuilt from what was sent plus the seqs: no event crosses back.
-          const first = r.seq!
-          const stored: Array<TapeEvent.TapeEvent> = []
-          for (let i = 0; i < prepared.length; i++) {
-            const e = prepared[i]!
-            stored.push({ ...e.body, _tag: e.tag, sessionId, runId: e.runId, tapeSeq: first + i, at: e.at } as never)
-          }
-          resume(Effect.succeed(stored))
-        })
+        done(Exit.succeed(stored))
       })
+    }
+    const append: Journal.Service["append"] = Journal.withAppendNow(
+      (sessionId, events, effects) =>
+        Effect.async<ReadonlyArray<TapeEvent.TapeEvent>, Journal.AppendError>((resume) =>
+          appendNow(sessionId, events, effects, resume)
+        ),
+      appendNow
+    )
 
     const sync = <A>(method: string, f: () => A) => Effect.try({ try: f, catch: journalError(method) })
 

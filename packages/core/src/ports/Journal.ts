@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Option } from "effect"
+import { Context, Effect, type Exit, Option } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import type { Conflict, JournalError, PayloadTooLarge } from "../domain/Errors.js"
 import { NotFound } from "../domain/Errors.js"
@@ -200,3 +200,47 @@ export const requireRun = (journal: Service, id: RunId): Effect.Effect<Run, Jour
         Option.match({ onNone: () => Effect.fail(new NotFound({ entity: "run", id })), onSome: Effect.succeed })
       )
     )
+
+/** Why an append fails. @since 0.1.0 @category Models */
+export type AppendError = JournalError | PayloadTooLarge | NotFound | Conflict
+
+/**
+ * An append as a plain call: the same write as `append`, with its outcome passed to `done` (once,
+ * possibly before `appendNow` returns) instead of an Effect to run. The tape calls it on its hot
+ * path, where `append`'s own suspend/resume per append was a measurable share of the cost.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type AppendNow = (
+  sessionId: SessionId,
+  events: NonEmptyReadonlyArray<NewTapeEvent>,
+  effects: AppendEffects | undefined,
+  done: (exit: Exit.Exit<ReadonlyArray<TapeEvent>, AppendError>) => void
+) => void
+
+const appendNowKey: unique symbol = Symbol.for("@palyra/core/Journal/appendNow")
+
+/**
+ * Attach the plain form of `append` to `append` itself. The two travel together: a decorator that
+ * replaces a journal's `append` (timing, probes) drops the plain form with it, so callers that ask
+ * for it (`appendNowOf`) fall back to the decorated `append` and nothing is bypassed.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const withAppendNow = (append: Service["append"], appendNow: AppendNow): Service["append"] => {
+  // A new function: the one passed in (maybe another journal's) is left as it was.
+  const marked: Service["append"] = (sessionId, events, effects) => append(sessionId, events, effects)
+  return Object.assign(marked, { [appendNowKey]: appendNow })
+}
+
+/**
+ * The plain form of this journal's `append`, when its implementation provides one
+ * (`withAppendNow`): it performs exactly the write `append` performs.
+ *
+ * @since 0.1.0
+ * @category Accessors
+ */
+export const appendNowOf = (journal: Service): AppendNow | undefined =>
+  (journal.append as Service["append"] & { readonly [appendNowKey]?: AppendNow })[appendNowKey]

@@ -33,9 +33,26 @@ export interface KeyedLock<K> {
    * interruptibility regions per call.
    */
   readonly withLockUninterruptible: <A, E, R>(key: K, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /**
+   * The lock as plain calls, for a holder that is not a fiber (the tape's append, which holds it
+   * from its submit to the journal's callback). `acquire` calls `granted` once the lock is this
+   * caller's — at once when it is free, else when the holder before it calls `release` — and returns
+   * a ticket that `cancel`s the wait (true when it was still waiting). The holder must `release(key)`.
+   * The Effect forms and these share one queue per key.
+   */
+  readonly acquire: (key: K, granted: () => void) => Ticket
+  readonly release: (key: K) => void
   /** Keys currently held or waited on (for tests). */
   readonly size: () => number
 }
+
+/** A place in a key's queue (`KeyedLock.acquire`). @internal */
+export interface Ticket {
+  /** Leave the queue if still waiting (true); false once the lock was granted. */
+  readonly cancel: () => boolean
+}
+
+const grantedTicket: Ticket = { cancel: () => false }
 
 /** @internal */
 export const makeKeyedLock = <K>(): KeyedLock<K> => {
@@ -90,7 +107,36 @@ export const makeKeyedLock = <K>(): KeyedLock<K> => {
       })
     )
 
+  const acquire = (key: K, granted: () => void): Ticket => {
+    let entry = entries.get(key)
+    if (entry === undefined) {
+      entry = { held: false, waiters: [], head: 0 }
+      entries.set(key, entry)
+    }
+    if (!entry.held) {
+      entry.held = true
+      granted()
+      return grantedTicket
+    }
+    const held = entry
+    const waiter: Waiter = { granted: false, wake: granted }
+    held.waiters.push(waiter)
+    return {
+      cancel: () => {
+        if (waiter.granted) return false
+        const i = held.waiters.indexOf(waiter, held.head)
+        if (i >= 0) held.waiters.splice(i, 1)
+        return true
+      }
+    }
+  }
+
   return {
+    acquire,
+    release: (key) => {
+      const entry = entries.get(key)
+      if (entry !== undefined) release(key, entry)
+    },
     withLock: (key, effect) => locked(key, effect, true),
     withLockUninterruptible: (key, effect) => locked(key, effect, false),
     size: () => entries.size

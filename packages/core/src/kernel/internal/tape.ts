@@ -1,9 +1,15 @@
-import { Cause, Chunk, Effect, Exit, Option, type Scope, Stream } from "effect"
+import { Cause, Chunk, Effect, Exit, Option, RuntimeFlags, type Scope, Stream } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import { type JournalError, StreamLagged } from "../../domain/Errors.js"
 import type { RunId, SessionId } from "../../domain/Ids.js"
 import { isRunEnd, type NewTapeEvent, type TapeEvent } from "../../domain/TapeEvent.js"
-import type { AppendEffects, Service as JournalService } from "../../ports/Journal.js"
+import {
+  type AppendEffects,
+  type AppendError,
+  type AppendNow,
+  appendNowOf,
+  type Service as JournalService
+} from "../../ports/Journal.js"
 import { Done, type Failed, type Follower, isFailed } from "../Follower.js"
 import { makeHubs, type Subscriber } from "./hub.js"
 import { makeKeyedLock } from "./sessionLock.js"
@@ -58,16 +64,88 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
     // write has committed — one commit later); once the lock is held, the commit and its
     // publication cannot be: a write handed to the journal commits anyway, and an event committed
     // but never published would be a gap for every live follower.
-    // (One `map`, not `tap` + `sync`, and one uninterruptible lock region: the fewest Effect steps
-    // per append, which runs once per streamed delta.)
-    const append: Tape["append"] = (sessionId, events, effects) =>
-      locks.withLockUninterruptible(
-        sessionId,
-        Effect.map(journal.append(sessionId, events, effects), (stored) => {
-          hubs.publish(sessionId, stored)
-          return stored
+    const appendNow = appendNowOf(journal)
+    const append: Tape["append"] =
+      appendNow === undefined
+        ? // A journal without the plain form (or decorated): the same guarantees in Effect steps.
+          (sessionId, events, effects) =>
+            locks.withLockUninterruptible(
+              sessionId,
+              Effect.map(journal.append(sessionId, events, effects), (stored) => {
+                hubs.publish(sessionId, stored)
+                return stored
+              })
+            )
+        : plainAppend(appendNow)
+
+    // ---- the hot path: one `Effect.async` per append ----
+    // The lock, the journal's write and the publication are plain calls: the lock is taken with a
+    // callback, the write handed to the journal's `appendNow`, and its callback publishes, releases
+    // the lock (handing it straight to the next append of the session) and resumes the fiber. The
+    // commit and its publication run in that callback whatever becomes of the fiber, so they are
+    // uninterruptible by construction. An interruptible caller gets a canceler: while it waits for
+    // the lock, it leaves the queue; once its write was handed over, the interruption waits for the
+    // commit and its publication (as the Effect form's uninterruptible region did). An
+    // uninterruptible caller (the loop) gets none, so no interruption handler is installed per append.
+    // (Measured against the Effect form: PERF-NOTES round 7, the append path.)
+    function plainAppend(appendNow: AppendNow): Tape["append"] {
+      // Releases are trampolined: a write that fails at once (a closed journal) releases inside the
+      // grant of the next, which would otherwise recurse once per waiting append.
+      const releases: Array<SessionId> = []
+      let releasing = false
+      const release = (sessionId: SessionId) => {
+        releases.push(sessionId)
+        if (releasing) return
+        releasing = true
+        try {
+          for (let i = 0; i < releases.length; i++) locks.release(releases[i]!)
+        } finally {
+          releases.length = 0
+          releasing = false
+        }
+      }
+      const start = (
+        interruptible: boolean,
+        sessionId: SessionId,
+        events: NonEmptyReadonlyArray<NewTapeEvent>,
+        effects: AppendEffects | undefined
+      ) =>
+        Effect.async<ReadonlyArray<TapeEvent>, AppendError>((resume) => {
+          // 0 waiting for the lock, 1 written (awaiting the commit), 2 committed and published.
+          let state = 0
+          let settled: (() => void) | undefined
+          const done = (exit: Exit.Exit<ReadonlyArray<TapeEvent>, AppendError>) => {
+            try {
+              if (Exit.isSuccess(exit)) hubs.publish(sessionId, exit.value)
+            } finally {
+              state = 2
+              release(sessionId)
+              resume(exit)
+              settled?.()
+            }
+          }
+          const ticket = locks.acquire(sessionId, () => {
+            state = 1
+            try {
+              appendNow(sessionId, events, effects, done)
+            } catch (defect) {
+              if (state === 1) done(Exit.die(defect))
+            }
+          })
+          if (!interruptible) return
+          return Effect.suspend(() => {
+            if (state === 0 && ticket.cancel()) return Effect.void
+            if (state === 2) return Effect.void
+            return Effect.async<void>((wake) => {
+              settled = () => wake(Effect.void)
+            })
+          })
         })
-      )
+      return (sessionId, events, effects) =>
+        Effect.withFiberRuntime((_, status) =>
+          start(RuntimeFlags.interruptible(status.runtimeFlags), sessionId, events, effects)
+        )
+    }
 
     // A follower: replay pages, then whatever the hub has buffered for it, filtered and deduplicated
     // inline, behind a plain take/onReady interface (no Effect step per event).
