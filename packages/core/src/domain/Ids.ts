@@ -1,8 +1,9 @@
 /**
  * Branded ULID identifiers. ULIDs sort by creation time and are safe in URLs and file names.
  *
- * Ids are generated through Effect's `Clock` and `Random`, so `TestClock`/`TestRandom` make them
- * deterministic in tests. They are monotonic (the ULID spec's monotonic mode): every id sorts after
+ * Ids are generated through Effect's `Clock` and `Random`, so `TestClock` and a provided `Random`
+ * (`Random.make(seed)`) make them deterministic in tests; under the runtime's own `Random` the random
+ * part comes from `crypto.getRandomValues` (see `ulid`). They are monotonic (the ULID spec's monotonic mode): every id sorts after
  * the one made before it with the same `Clock`, also within one millisecond (the random part of the
  * last id is incremented) and when the clock steps back (the last time is kept). The live clock is
  * one per process, so journals that list records `ORDER BY id` list them in creation order; each
