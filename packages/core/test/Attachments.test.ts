@@ -8,8 +8,11 @@ import {
   BlobStore,
   Caller,
   Gateway,
+  Ids,
   Journal,
   MemoryJournal,
+  PromptAssembler,
+  Records,
   ScriptedModel,
   type TapeEvent
 } from "../src/index.js"
@@ -118,6 +121,40 @@ describe("Attachments", () => {
         assert.strictEqual(session.principal, "alice")
       })
     )
+  )
+
+  it.effect("an attachment appended to a history already assembled from reaches the next prompt", () =>
+    Effect.gen(function* () {
+      // The decorator remembers how far it scanned each history array; a run's array only grows.
+      const blobs = BlobStore.memory()
+      const stored = yield* blobs.put(png, "image/png")
+      const assembler = Attachments.resolving(PromptAssembler.fromHistory, blobs)
+      const sessionId = yield* Ids.makeSessionId
+      const runId = yield* Ids.makeRunId
+      const session = Records.makeSession({ id: sessionId, principal: "alice" })
+      const history: Array<TapeEvent.TapeEvent> = []
+      const user = (tapeSeq: number, text: string, withImage: boolean): TapeEvent.TapeEvent => ({
+        _tag: "UserMessage",
+        sessionId,
+        runId,
+        tapeSeq,
+        at: tapeSeq,
+        text,
+        ...(withImage
+          ? { attachments: [{ digest: stored.digest, mediaType: "image/png", size: stored.size, name: "a.png" }] }
+          : {})
+      })
+      const input = { session, runId, history, instructions: undefined, tools: [] }
+      history.push(user(1, "first", false))
+      const before = yield* assembler.assemble(input)
+      const imagesOf = (a: PromptAssembler.Assembled) =>
+        a.request.messages.map((m) => (m.role === "user" ? (m.images?.length ?? 0) : 0))
+      assert.deepStrictEqual(imagesOf(before), [0])
+      history.push(user(2, "second", true))
+      const after = yield* assembler.assemble(input)
+      assert.deepStrictEqual(imagesOf(after), [0, 1])
+      assert.isAbove(after.estimatedTokens, (yield* PromptAssembler.fromHistory.assemble(input)).estimatedTokens)
+    })
   )
 
   it.effect("refusals: a model without images, oversize attachments, binary files — typed, before any run", () =>

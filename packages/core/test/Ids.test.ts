@@ -109,6 +109,21 @@ describe("ULIDs are monotonic", () => {
     })
   )
 
+  it.effect("without a provided Random, the random part is fresh and uses every base32 digit", () =>
+    Effect.gen(function* () {
+      // Each new clock starts its own sequence, so each id below is one fresh draw (no increment).
+      const ids = yield* Effect.forEach(Array.from({ length: 2_000 }), () =>
+        Ids.ulid.pipe(Effect.withClock(manualClock(1_700_000_000_000).clock))
+      )
+      const randomParts = ids.map((id) => id.slice(10))
+      assert.strictEqual(new Set(randomParts).size, ids.length, "no two fresh draws alike")
+      for (let position = 0; position < 16; position++) {
+        const digits = new Set(randomParts.map((r) => r[position]))
+        assert.strictEqual(digits.size, 32, `digit ${position} takes all 32 values`)
+      }
+    })
+  )
+
   it.effect("runs started in the same millisecond are listed in the order they were started", () =>
     Effect.gen(function* () {
       const model = ScriptedModel.make(() => ({ text: "ok" }))

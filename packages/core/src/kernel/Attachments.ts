@@ -196,6 +196,38 @@ export const acceptedWith = (
 const escapeFenced = (text: string) => text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
 const attr = (text: string) => escapeFenced(text).replace(/"/g, "&quot;")
 
+/** How far a history array was scanned for attachments, and whether one was found. */
+interface Scan {
+  scanned: number
+  found: boolean
+}
+
+const scans = new WeakMap<ReadonlyArray<TapeEvent>, Scan>()
+
+/**
+ * Whether a user message of `history` has attachments. A run's history is one array it only appends
+ * to (the loop pushes each committed event) and the prompt is assembled from it at every model call,
+ * so the scan is remembered per array and resumed where it stopped: each event is looked at once per
+ * run instead of once per model call. An array that got shorter is scanned again from the start.
+ */
+const hasAttachments = (history: ReadonlyArray<TapeEvent>): boolean => {
+  let scan = scans.get(history)
+  if (scan === undefined || scan.scanned > history.length) {
+    scan = { scanned: 0, found: false }
+    scans.set(history, scan)
+  }
+  if (scan.found) return true
+  for (let i = scan.scanned; i < history.length; i++) {
+    const e = history[i]!
+    if (e._tag === "UserMessage" && e.attachments !== undefined) {
+      scan.found = true
+      break
+    }
+  }
+  scan.scanned = history.length
+  return scan.found
+}
+
 /**
  * Decorate an assembler: user messages with attachments get their images and their text files (see
  * the module notes). A blob that is gone fails the call with `NotFound` (the tape names bytes the
@@ -219,40 +251,43 @@ export const resolving = (inner: PromptAssembler.Service, blobs: BlobService): P
 
   return {
     assemble: (input) =>
-      Effect.gen(function* () {
-        const assembled = yield* inner.assemble(input)
-        if (!input.history.some((e) => e._tag === "UserMessage" && e.attachments !== undefined)) return assembled
-        const messages = [...assembled.request.messages]
-        let tokens = assembled.estimatedTokens
-        // Pair the tape's user messages with the prompt's from the end (a compaction may have dropped
-        // older ones; decorators may have added to a message's text, never removed from it).
-        let m = messages.length - 1
-        for (let h = input.history.length - 1; h >= 0 && m >= 0; h--) {
-          const e = input.history[h]!
-          if (e._tag !== "UserMessage") continue
-          while (m >= 0 && messages[m]!.role !== "user") m--
-          const msg = messages[m]
-          if (msg?.role !== "user" || !msg.text.startsWith(e.text)) break
-          if (e.attachments !== undefined && e.attachments.length > 0) {
-            const images: Array<ImagePart> = []
-            let text = msg.text
-            for (const a of e.attachments) {
-              tokens += attachmentTokens(a)
-              const blob = yield* load(a.digest)
-              if (a.mediaType.startsWith("image/")) {
-                images.push({ data: blob.bytes, mediaType: a.mediaType })
-                continue
+      // No attachment in the history (the common case): the inner assembler's effect as it is.
+      !hasAttachments(input.history)
+        ? inner.assemble(input)
+        : Effect.gen(function* () {
+            const assembled = yield* inner.assemble(input)
+            const messages = [...assembled.request.messages]
+            let tokens = assembled.estimatedTokens
+            // Pair the tape's user messages with the prompt's from the end (a compaction may have dropped
+            // older ones; decorators may have added to a message's text, never removed from it).
+            let m = messages.length - 1
+            for (let h = input.history.length - 1; h >= 0 && m >= 0; h--) {
+              const e = input.history[h]!
+              if (e._tag !== "UserMessage") continue
+              while (m >= 0 && messages[m]!.role !== "user") m--
+              const msg = messages[m]
+              if (msg?.role !== "user" || !msg.text.startsWith(e.text)) break
+              if (e.attachments !== undefined && e.attachments.length > 0) {
+                const images: Array<ImagePart> = []
+                let text = msg.text
+                for (const a of e.attachments) {
+                  tokens += attachmentTokens(a)
+                  const blob = yield* load(a.digest)
+                  if (a.mediaType.startsWith("image/")) {
+                    images.push({ data: blob.bytes, mediaType: a.mediaType })
+                    continue
+                  }
+                  const body = new TextDecoder().decode(blob.bytes)
+                  text += `\n\n<attachment name="${attr(a.name)}" media-type="${attr(a.mediaType)}" sha256="${a.digest}" untrusted="true">\n${escapeFenced(body)}\n</attachment>`
+                }
+                const next: PromptMessage =
+                  images.length === 0 ? { role: "user", text } : { role: "user", text, images }
+                messages[m] = next
               }
-              const body = new TextDecoder().decode(blob.bytes)
-              text += `\n\n<attachment name="${attr(a.name)}" media-type="${attr(a.mediaType)}" sha256="${a.digest}" untrusted="true">\n${escapeFenced(body)}\n</attachment>`
+              m--
             }
-            const next: PromptMessage = images.length === 0 ? { role: "user", text } : { role: "user", text, images }
-            messages[m] = next
-          }
-          m--
-        }
-        return { request: { ...assembled.request, messages }, estimatedTokens: tokens }
-      })
+            return { request: { ...assembled.request, messages }, estimatedTokens: tokens }
+          })
   }
 }
 

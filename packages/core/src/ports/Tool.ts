@@ -12,8 +12,8 @@ import { InvalidArgument, ToolError } from "../domain/Errors.js"
 import type { RunId, SessionId, ToolCallId } from "../domain/Ids.js"
 import type { Risk } from "../domain/TapeEvent.js"
 import { compile } from "./internal/jsonSchema.js"
-import { timeoutFail } from "./internal/timeout.js"
-import { traced } from "./internal/traced.js"
+import { timeoutFail, timeoutFailOn } from "./internal/timeout.js"
+import { isTracing } from "./internal/traced.js"
 import type { ToolSpec } from "./ModelProvider.js"
 
 /** What a running tool knows about its call. @since 0.1.0 @category Models */
@@ -203,21 +203,29 @@ export const makeRuntime = (tools: ReadonlyArray<AnyTool>): Service => {
   return {
     specs: tools.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters })),
     get: (name) => Option.fromNullable(byName.get(name)),
-    execute: (tool, args, context) =>
-      tool.decode(args).pipe(
-        Effect.flatMap((decoded) => tool.execute(decoded, context)),
-        timeoutFail({
-          duration: tool.timeout,
-          onTimeout: () =>
-            new ToolError({
-              tool: tool.name,
-              reason: "timeout",
-              message: `timed out after ${Duration.format(tool.timeout)}`
+    execute: (tool, args, context) => {
+      const call = Effect.flatMap(tool.decode(args), (decoded) => tool.execute(decoded, context))
+      const timeout = {
+        duration: tool.timeout,
+        onTimeout: () =>
+          new ToolError({
+            tool: tool.name,
+            reason: "timeout",
+            message: `timed out after ${Duration.format(tool.timeout)}`
+          })
+      }
+      const render = (value: unknown) => truncate(renderOutput(value), tool.outputBudget)
+      // One read of the caller's fiber decides the span (none when no tracer is installed) and gives
+      // the timeout its clock and runtime; with a tracer, the timed call runs inside the span.
+      return Effect.withFiberRuntime<ToolOutcome, ToolError>((fiber, status) =>
+        isTracing(fiber.currentTracer)
+          ? Effect.withSpan(Effect.map(timeoutFail(timeout)(call), render), "ToolRuntime.execute", {
+              attributes: { tool: tool.name },
+              captureStackTrace: false
             })
-        }),
-        Effect.map((value) => truncate(renderOutput(value), tool.outputBudget)),
-        traced("ToolRuntime.execute", { attributes: { tool: tool.name }, captureStackTrace: false })
+          : Effect.map(timeoutFailOn(fiber, status, timeout, call), render)
       )
+    }
   }
 }
 

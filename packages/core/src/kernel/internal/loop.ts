@@ -196,22 +196,30 @@ const result = (
   output: string,
   durationMs = 0,
   truncated = false
+): Effect.Effect<void, PalyraError> => Effect.suspend(() => resultNow(ctx, call, status, output, durationMs, truncated))
+
+/** `result` built when it runs: for callers already running (a `flatMap`/`matchEffect` callback). */
+const resultNow = (
+  ctx: RunContext,
+  call: CallView,
+  status: TapeEventOf<"ToolResult">["status"],
+  output: string,
+  durationMs: number,
+  truncated = false
 ): Effect.Effect<void, PalyraError> =>
-  Effect.suspend(() =>
-    emit(ctx, [
-      {
-        _tag: "ToolResult",
-        ...base(ctx),
-        at: nowOf(ctx),
-        toolCallId: call.proposed.toolCallId,
-        tool: call.proposed.tool,
-        status,
-        output,
-        truncated,
-        durationMs
-      }
-    ])
-  )
+  emit(ctx, [
+    {
+      _tag: "ToolResult",
+      ...base(ctx),
+      at: nowOf(ctx),
+      toolCallId: call.proposed.toolCallId,
+      tool: call.proposed.tool,
+      status,
+      output,
+      truncated,
+      durationMs
+    }
+  ])
 
 const execute = (ctx: RunContext, call: CallView, tool: AnyTool, prefix: ReadonlyArray<NewTapeEvent> = []) =>
   spanned(ctx, "AgentLoop.execute")(executeSteps(ctx, call, tool, prefix))
@@ -253,12 +261,12 @@ const executeSteps = (
     onSuccess: (outcome) => {
       const durationMs = nowOf(ctx) - startedAt
       Metrics.unsafeRecord.toolCall(tool.name, "ok", durationMs, ctx.metricLabels)
-      return result(ctx, call, "ok", outcome.output, durationMs, outcome.truncated)
+      return resultNow(ctx, call, "ok", outcome.output, durationMs, outcome.truncated)
     },
     onFailure: (error) => {
       const durationMs = nowOf(ctx) - startedAt
       Metrics.unsafeRecord.toolCall(tool.name, "error", durationMs, ctx.metricLabels)
-      return result(ctx, call, "error", `${error.reason}: ${error.message}`, durationMs)
+      return resultNow(ctx, call, "error", `${error.reason}: ${error.message}`, durationMs)
     }
   })
   return Effect.zipRight(
