@@ -27,7 +27,7 @@ import type { IncomingMessage, ServerResponse } from "node:http"
 import * as Headers from "@effect/platform/Headers"
 import * as HttpTraceContext from "@effect/platform/HttpTraceContext"
 import { Auth, type Caller, Errors, type Follower, Gateway } from "@palyra/core"
-import { Cause, Effect, Exit, type Fiber, FiberId, Option, Runtime } from "effect"
+import { Cause, Effect, Exit, type Fiber, FiberId, Option, Runtime, type Scope } from "effect"
 import { MessagePayload, toApiError } from "../Api.js"
 import { decodeJsonBytes, isJsonType, readNodeBody } from "./body.js"
 import type { HandlerOptions } from "./common.js"
@@ -101,12 +101,12 @@ export const make = (
      * `tapeBody`, fed by a follower, piped with the socket's backpressure); resolves when the body
      * has ended or the client has gone. Interrupted (server shutdown), the body ends cleanly.
      */
-    const pump = (o: Open, follower: Follower.Follower) =>
+    const pump = (o: Open, follow: Effect.Effect<Follower.Follower, unknown, Scope.Scope>) =>
       Effect.async<void>((resume) => {
         o.res.writeHead(200, SSE_HEADERS)
         o.streaming = true
         // The route ends its own streams at shutdown (it interrupts this fiber: `end` below).
-        const { body, end } = tapeBody(options, follower, true)
+        const { body, end } = tapeBody(options, follow, true)
         // `pipe` with the two ends tied by hand rather than `stream.pipeline`, which builds and aborts
         // an `AbortController` per call (a `DOMException` with its stack each time): a body that
         // fails or a response that closes (sent, or the client gone) destroys the other side.
@@ -169,9 +169,7 @@ export const make = (
             yield* Effect.logError("request failed", failure.value)
           return refuse(o.res, failure.value)
         }
-        // The follower is opened and closed here, in the request's fiber and a scope around the pump
-        // (not by the body in fibers of its own: three fewer fiber runs per stream).
-        yield* Effect.scoped(Effect.flatMap(outcome.value.follow, (follower) => pump(o, follower)))
+        yield* pump(o, outcome.value.follow)
       }).pipe(
         Effect.catchAllCause((cause) =>
           Effect.logError("request failed", cause).pipe(

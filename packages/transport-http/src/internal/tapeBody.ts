@@ -34,15 +34,11 @@ const frames = (events: ReadonlyArray<TapeEvent.TapeEvent>): Uint8Array =>
  * `endsItself`: the caller calls `end` at shutdown itself (the fast route does, from its own
  * shutdown watcher), so the body does not fork a fiber per stream to wait for it.
  *
- * `follow` may also be a follower the caller has already opened in its own fiber and scope (the
- * fast route does): the body then only reads and closes it, with no scope or fiber of its own (the
- * caller's scope, closed when the body is done, runs the follower's finalizers).
- *
  * @internal
  */
 export const tapeBody = (
   options: HandlerOptions,
-  follow: Effect.Effect<Follower.Follower, unknown, Scope.Scope> | Follower.Follower,
+  follow: Effect.Effect<Follower.Follower, unknown, Scope.Scope>,
   endsItself = false
 ): { readonly body: Readable; readonly end: () => void } => {
   const heartbeat = options.heartbeatSeconds * 1000
@@ -93,20 +89,11 @@ export const tapeBody = (
       if (ready.length > 0) push(frames(ready))
     }
   }
-  const started = (opened: Follower.Follower) => {
-    follower = opened
-    push(Sse.comment("connected"))
-    timer = setTimeout(beat, heartbeat)
-    pump()
-  }
-  let counted = false
   const open = () => {
-    // The gauge moved directly (no fiber per stream to run `Metric.modify`; no labels to add here).
-    openStreams.unsafeModify(1, [])
-    counted = true
-    if (!Effect.isEffect(follow)) return started(follow)
     const opened = Effect.runSync(Scope.make())
     scope = opened
+    // The gauge moved directly (no fiber per stream to run `Metric.modify`; no labels to add here).
+    openStreams.unsafeModify(1, [])
     if (!endsItself)
       shutdown = Effect.runFork(
         Effect.zipRight(
@@ -117,14 +104,17 @@ export const tapeBody = (
     Effect.runFork(Scope.extend(follow, opened)).addObserver((exit) => {
       if (body.destroyed) return
       if (Exit.isFailure(exit)) return body.destroy(new Error("the tape stream could not start", { cause: exit.cause }))
-      started(exit.value)
+      follower = exit.value
+      push(Sse.comment("connected"))
+      timer = setTimeout(beat, heartbeat)
+      pump()
     })
   }
 
   const body = new Readable({
     read() {
       wanted = true
-      if (!counted) open()
+      if (scope === undefined) open()
       else pump()
     },
     destroy(error, callback) {
@@ -133,8 +123,10 @@ export const tapeBody = (
       follower?.onReady(undefined)
       follower?.close()
       if (shutdown !== undefined) Effect.runFork(Fiber.interrupt(shutdown))
-      if (scope !== undefined) Effect.runFork(Scope.close(scope, Exit.void))
-      if (counted) openStreams.unsafeModify(-1, [])
+      if (scope !== undefined) {
+        Effect.runFork(Scope.close(scope, Exit.void))
+        openStreams.unsafeModify(-1, [])
+      }
       callback(error)
     }
   })
