@@ -59,7 +59,6 @@ import { loadHistory, runLoop } from "./internal/loop.js"
 import { recover } from "./internal/recovery.js"
 import { makeScheduler } from "./internal/scheduler.js"
 import { makeStartGate, type StartGate } from "./internal/startGate.js"
-import { recordAdmittedStart } from "./internal/startNow.js"
 import { makeTape } from "./internal/tape.js"
 import { recordTransition } from "./internal/transition.js"
 import { PromptAssembler } from "./PromptAssembler.js"
@@ -393,14 +392,10 @@ export const make = (
     // A run's span is a child of the span of the request that admitted it (a client's trace goes on
     // into the run); runs picked up at start-up begin their own trace.
     const parents = new Map<RunId, Tracer.AnySpan>()
-    // What admission wrote for a run it started, handed to its loop (which then reads neither again).
-    const admitted = new Map<RunId, { readonly run: Run; readonly session: Session }>()
     const scheduler = yield* makeScheduler(journal, (runId, cancelledBy) => {
       const parent = parents.get(runId)
       parents.delete(runId)
-      const records = admitted.get(runId)
-      admitted.delete(runId)
-      return runLoop(deps, runId, cancelledBy, parent, records)
+      return runLoop(deps, runId, cancelledBy, parent)
     })
 
     // ---- access: the one place ownership is checked ----------------------------------------
@@ -524,7 +519,7 @@ export const make = (
       }
       // The admission's own work goes through the start gate; enqueueing does not (the run's fiber,
       // forked there, must not inherit the gate's scheduler).
-      const { target, created, claimed } = yield* gate(
+      const { target, created } = yield* gate(
         Effect.gen(function* () {
           const target = yield* resolveSession(caller, request)
           if (Option.isNone(agents.get(target.agentId))) {
@@ -550,35 +545,16 @@ export const make = (
             updatedAt: at
           }
           const ref = { sessionId: target.id, runId }
-          const accepted = {
-            _tag: "RunAccepted",
-            ...ref,
-            at,
-            principal: caller.principal,
-            queuedBehind,
-            ...attachments
-          } as const
-          // An idle session's run is admitted and started in one commit (see `startNow.ts`).
-          if (queuedBehind === null && scheduler.claim(target.id, runId)) {
-            yield* recordAdmittedStart(tape, created, accepted, attachments).pipe(
-              Effect.onError(() => scheduler.unclaim(target.id, runId))
-            )
-            return { target, created: { ...created, state: "InProgress" as const }, claimed: true }
-          }
           yield* recordTransition(tape, ref, "Pending", "Accept", "admitted", {
-            extra: [accepted],
+            extra: [{ _tag: "RunAccepted", ...ref, at, principal: caller.principal, queuedBehind, ...attachments }],
             effects: { createRun: created }
           })
-          return { target, created: { ...created, state: "Accepted" as const }, claimed: false }
+          return { target, created }
         })
       )
       const span = yield* Effect.option(Effect.currentSpan)
       if (Option.isSome(span)) parents.set(created.id, span.value)
-      if (claimed) {
-        admitted.set(created.id, { run: created, session: target })
-        yield* scheduler.startClaimed(target.id)
-      } else yield* scheduler.enqueue(target.id, created.id)
-      // Replies report the run as admitted, as before (a started one is `InProgress` in the journal).
+      yield* scheduler.enqueue(target.id, created.id)
       return { session: target, run: { ...created, state: "Accepted" as const } }
     }, traced("Gateway.admit"))
 
@@ -622,7 +598,6 @@ export const make = (
         `cancelled by ${caller.principal}`
       )
       parents.delete(runId)
-      admitted.delete(runId)
       yield* scheduler.dequeue(target.sessionId, runId)
       return yield* requireRun(journal, runId)
     })

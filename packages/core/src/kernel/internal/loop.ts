@@ -812,14 +812,12 @@ export const runLoop = (
   deps: LoopDeps,
   runId: RunId,
   cancelledBy: () => string | undefined,
-  parent?: Tracer.AnySpan | undefined,
-  /** The run and session as its admission just wrote them (it started the run): not read again. */
-  admitted?: { readonly run: Run; readonly session: Session } | undefined
+  parent?: Tracer.AnySpan | undefined
 ) =>
   Effect.gen(function* () {
-    const run = admitted?.run ?? (yield* requireRun(deps.journal, runId))
+    const run = yield* requireRun(deps.journal, runId)
     if (isTerminal(run.state)) return
-    const session = admitted?.session ?? (yield* requireSession(deps.journal, run.sessionId))
+    const session = yield* requireSession(deps.journal, run.sessionId)
     const history = yield* deps.history?.load(session) ?? loadHistory(deps.journal, session)
     const agent = deps.agents.get(session.agentId)
     const clock = yield* Effect.clock

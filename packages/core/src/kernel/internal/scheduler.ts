@@ -15,16 +15,6 @@ import { endOf, guarded, none, RunHooks } from "../RunHooks.js"
 export interface Scheduler {
   /** Queue a run of the session; starts a worker for the session when none runs. */
   readonly enqueue: (sessionId: SessionId, runId: RunId) => Effect.Effect<void>
-  /**
-   * Reserve the session for this run if nothing is active or queued on it (true): later runs queue
-   * behind it at once, and its worker starts with `startClaimed` once its admission committed (or
-   * `unclaim` if that failed). Lets an idle session's run be admitted and started in one commit.
-   */
-  readonly claim: (sessionId: SessionId, runId: RunId) => boolean
-  /** Start the worker of a session claimed with `claim`. */
-  readonly startClaimed: (sessionId: SessionId) => Effect.Effect<void>
-  /** Give up a claim whose admission failed (runs queued behind it meanwhile still run). */
-  readonly unclaim: (sessionId: SessionId, runId: RunId) => Effect.Effect<void>
   /** The run a new run of this session would queue behind, if any. */
   readonly lastOf: (sessionId: SessionId) => RunId | undefined
   /** Interrupt a running run (its loop records the cancellation); false when it is not running. */
@@ -103,22 +93,6 @@ export const makeScheduler = (
         return Effect.asVoid(Effect.forkIn(worker(sessionId), scope))
       })
 
-    const claim: Scheduler["claim"] = (sessionId, runId) => {
-      if (queues.has(sessionId) || active.has(sessionId)) return false
-      queues.set(sessionId, [runId])
-      return true
-    }
-    const startClaimed: Scheduler["startClaimed"] = (sessionId) =>
-      Effect.asVoid(Effect.forkIn(worker(sessionId), scope))
-    const unclaim: Scheduler["unclaim"] = (sessionId, runId) =>
-      Effect.suspend(() => {
-        const queue = queues.get(sessionId)
-        const i = queue?.indexOf(runId) ?? -1
-        if (queue && i >= 0) queue.splice(i, 1)
-        // Runs that queued behind the claim have no worker yet: start it (it ends when none is left).
-        return queue === undefined ? Effect.void : startClaimed(sessionId)
-      })
-
     const dequeue: Scheduler["dequeue"] = (sessionId, runId) =>
       Effect.suspend(() => {
         const queue = queues.get(sessionId)
@@ -157,9 +131,6 @@ export const makeScheduler = (
 
     return {
       enqueue,
-      claim,
-      startClaimed,
-      unclaim,
       dequeue,
       interrupt,
       awaitEnd,
