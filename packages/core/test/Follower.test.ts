@@ -138,6 +138,42 @@ describe("Gateway.follow", () => {
   )
 })
 
+describe("a follower whose wake-up callback throws", () => {
+  it.live("delays neither the other followers nor the run, nor later appends", () =>
+    Effect.gen(function* () {
+      const gateway = yield* Gateway.Gateway
+      const { session, run } = yield* gateway.sendMessage(alice, { text: "one" })
+      yield* gateway.awaitRun(alice, run.id)
+      const warnings: Array<string> = []
+      const onWarning = (w: Error) => warnings.push(w.message)
+      process.on("warning", onWarning)
+      const outcome = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const bad = yield* gateway.follow(alice, session.id, 0)
+          while (bad.take() !== undefined) {} // caught up: the next publication wakes it
+          bad.onReady(() => {
+            throw new Error("embedder bug")
+          })
+          const good = yield* gateway.follow(alice, session.id, 0)
+          const second = yield* gateway.sendMessage(alice, { text: "two", sessionId: session.id })
+          const { end } = yield* drain(
+            good,
+            (e) => e.runId === second.run.id && e._tag === "RunStateChanged" && e.to === "Done"
+          )
+          const third = yield* gateway.sendMessage(alice, { text: "three", sessionId: session.id })
+          return { end, done: yield* gateway.awaitRun(alice, third.run.id).pipe(Effect.timeout("5 seconds")) }
+        })
+      ).pipe(
+        Effect.zipLeft(Effect.sleep("10 millis")), // warnings are emitted on a later tick
+        Effect.ensuring(Effect.sync(() => process.off("warning", onWarning)))
+      )
+      assert.isUndefined(outcome.end)
+      assert.strictEqual(outcome.done.state, "Done")
+      assert.isTrue(warnings.some((w) => w.includes("embedder bug")))
+    }).pipe(Effect.provide(layer()))
+  )
+})
+
 describe("Follower.encodedOnce", () => {
   it("encodes an event once while it is among the last `size` encoded, and again (the same result) after", () => {
     let encodes = 0

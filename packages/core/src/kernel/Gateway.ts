@@ -518,43 +518,56 @@ export const make = (
         })
       }
       // The admission's own work goes through the start gate; enqueueing does not (the run's fiber,
-      // forked there, must not inherit the gate's scheduler).
-      const { target, created } = yield* gate(
-        Effect.gen(function* () {
-          const target = yield* resolveSession(caller, request)
-          if (Option.isNone(agents.get(target.agentId))) {
-            return yield* new Conflict({
-              message: `session ${target.id} is bound to agent ${target.agentId}, which is no longer configured`
+      // forked there, must not inherit the gate's scheduler). Once the admission is handed to the
+      // journal, committing it and queueing the run are one uninterruptible region: a caller that goes
+      // away then (a client disconnect) cannot leave an admitted run that nothing drives.
+      const { target, created } = yield* Effect.uninterruptibleMask((restore) =>
+        gate(
+          Effect.gen(function* () {
+            const { target, attachments, runId, at, queuedBehind, head } = yield* restore(
+              Effect.gen(function* () {
+                const target = yield* resolveSession(caller, request)
+                if (Option.isNone(agents.get(target.agentId))) {
+                  return yield* new Conflict({
+                    message: `session ${target.id} is bound to agent ${target.agentId}, which is no longer configured`
+                  })
+                }
+                const attachments = yield* admitAttachments(request, target.agentId)
+                const runId = yield* makeRunId
+                yield* Effect.annotateCurrentSpan({ sessionId: target.id, runId })
+                const at = yield* Clock.currentTimeMillis
+                const queuedBehind = scheduler.lastOf(target.id) ?? null
+                const head = yield* journal.headSeq(target.id)
+                return { target, attachments, runId, at, queuedBehind, head }
+              })
+            )
+            const created: Run = {
+              id: runId,
+              sessionId: target.id,
+              principal: caller.principal,
+              state: "Pending",
+              input: request.text,
+              startSeq: head + 1,
+              error: null,
+              createdAt: at,
+              updatedAt: at
+            }
+            const ref = { sessionId: target.id, runId }
+            yield* recordTransition(tape, ref, "Pending", "Accept", "admitted", {
+              extra: [{ _tag: "RunAccepted", ...ref, at, principal: caller.principal, queuedBehind, ...attachments }],
+              effects: { createRun: created }
             })
-          }
-          const attachments = yield* admitAttachments(request, target.agentId)
-          const runId = yield* makeRunId
-          yield* Effect.annotateCurrentSpan({ sessionId: target.id, runId })
-          const at = yield* Clock.currentTimeMillis
-          const queuedBehind = scheduler.lastOf(target.id) ?? null
-          const head = yield* journal.headSeq(target.id)
-          const created: Run = {
-            id: runId,
-            sessionId: target.id,
-            principal: caller.principal,
-            state: "Pending",
-            input: request.text,
-            startSeq: head + 1,
-            error: null,
-            createdAt: at,
-            updatedAt: at
-          }
-          const ref = { sessionId: target.id, runId }
-          yield* recordTransition(tape, ref, "Pending", "Accept", "admitted", {
-            extra: [{ _tag: "RunAccepted", ...ref, at, principal: caller.principal, queuedBehind, ...attachments }],
-            effects: { createRun: created }
+            return { target, created }
           })
-          return { target, created }
-        })
+        ).pipe(
+          Effect.tap(({ target, created }) =>
+            Effect.flatMap(Effect.option(Effect.currentSpan), (span) => {
+              if (Option.isSome(span)) parents.set(created.id, span.value)
+              return scheduler.enqueue(target.id, created.id)
+            })
+          )
+        )
       )
-      const span = yield* Effect.option(Effect.currentSpan)
-      if (Option.isSome(span)) parents.set(created.id, span.value)
-      yield* scheduler.enqueue(target.id, created.id)
       return { session: target, run: { ...created, state: "Accepted" as const } }
     }, traced("Gateway.admit"))
 

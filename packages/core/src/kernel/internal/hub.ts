@@ -34,11 +34,18 @@ export interface Hubs {
 /** @internal */
 export const makeHubs = (limit: number): Hubs => {
   const hubs = new Map<SessionId, Set<Subscriber>>()
+  // A wake-up runs the subscriber's own callback (`Follower.onReady`, public API) inside the
+  // publication, which runs inside the journal's answer to a commit: one that throws must neither
+  // stop the other subscribers' wake-ups nor the answers to the other writes of that commit.
   const wake = (s: Subscriber) => {
     const w = s.wake
     if (w === undefined) return
     s.wake = undefined
-    w()
+    try {
+      w()
+    } catch (defect) {
+      process.emitWarning(`a tape subscriber's wake-up callback threw: ${String(defect)}`, "PalyraWarning")
+    }
   }
   return {
     attach: (sessionId) => {
