@@ -90,7 +90,9 @@ export const makeScheduler = (
           return Effect.void
         }
         queues.set(sessionId, [runId])
-        return Effect.asVoid(Effect.forkIn(worker(sessionId), scope))
+        // Interruptible whatever the caller's region (admission enqueues uninterruptibly, and a
+        // forked fiber inherits that): runs must stay cancellable and the scope must close them.
+        return Effect.asVoid(Effect.forkIn(Effect.interruptible(worker(sessionId)), scope))
       })
 
     const dequeue: Scheduler["dequeue"] = (sessionId, runId) =>
