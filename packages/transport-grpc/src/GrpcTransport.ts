@@ -133,25 +133,35 @@ export const withServerSpan =
     })
 
 /**
+ * One Gateway call as the request's authenticated caller, on the runtime, with the request's abort
+ * signal, inside a server span; typed errors become `ConnectError`s. Every handler goes through it.
+ */
+const callGateway = async <A>(
+  runtime: Runtime.Runtime<Gateway.Gateway>,
+  ctx: HandlerContext,
+  f: (gateway: Gateway.Service, caller: Caller) => Effect.Effect<A, unknown, Gateway.Gateway>
+): Promise<A> => {
+  const caller = ctx.values.get(callerKey)
+  if (!caller) throw new ConnectError("unauthenticated", Code.Unauthenticated)
+  const exit = await Runtime.runPromiseExit(runtime)(
+    Effect.flatMap(Gateway.Gateway, (g) => f(g, caller)).pipe(withServerSpan(ctx)),
+    { signal: ctx.signal }
+  )
+  if (Exit.isSuccess(exit)) return exit.value
+  throw toConnectError(exit.cause)
+}
+
+/**
  * The Connect routes over a runtime that provides the `Gateway`.
  *
  * @since 0.1.0
  * @category Constructors
  */
 export const routes = (runtime: Runtime.Runtime<Gateway.Gateway>) => {
-  const run = async <A>(
+  const run = <A>(
     ctx: HandlerContext,
     f: (gateway: Gateway.Service, caller: Caller) => Effect.Effect<A, unknown, Gateway.Gateway>
-  ) => {
-    const caller = ctx.values.get(callerKey)
-    if (!caller) throw new ConnectError("unauthenticated", Code.Unauthenticated)
-    const exit = await Runtime.runPromiseExit(runtime)(
-      Effect.flatMap(Gateway.Gateway, (g) => f(g, caller)).pipe(withServerSpan(ctx)),
-      { signal: ctx.signal }
-    )
-    if (Exit.isSuccess(exit)) return exit.value
-    throw toConnectError(exit.cause)
-  }
+  ) => callGateway(runtime, ctx, f)
 
   return (router: ConnectRouter) => {
     router.service(Health, {
@@ -490,18 +500,6 @@ const eventResponse = (event: TapeEvent.TapeEvent): pb.RunStreamResponse => {
 /** gRPC RunStream's own handler: the same auth, runtime, span and logic as the connect-es route. */
 const grpcRunStreamHandler = (runtime: Runtime.Runtime<Gateway.Gateway>, options: Options, shutdown: AbortSignal) => {
   const authenticate = Auth.makeAuthenticator(options.tokens)
-  const call =
-    (ctx: HandlerContext): Call =>
-    async (f) => {
-      const caller = ctx.values.get(callerKey)
-      if (!caller) throw new ConnectError("unauthenticated", Code.Unauthenticated)
-      const exit = await Runtime.runPromiseExit(runtime)(
-        Effect.flatMap(Gateway.Gateway, (g) => f(g, caller)).pipe(withServerSpan(ctx)),
-        { signal: ctx.signal }
-      )
-      if (Exit.isSuccess(exit)) return exit.value
-      throw toConnectError(exit.cause)
-    }
   return RunStreamWire.makeHandler({
     readMaxBytes: options.maxMessageBytes ?? 1024 * 1024,
     shutdownSignal: shutdown,
@@ -511,7 +509,7 @@ const grpcRunStreamHandler = (runtime: Runtime.Runtime<Gateway.Gateway>, options
       ctx.values.set(callerKey, result.caller)
       return undefined
     },
-    items: (requests, ctx) => runStreamItems(runtime, requests, ctx.signal, call(ctx)),
+    items: (requests, ctx) => runStreamItems(runtime, requests, ctx.signal, (f) => callGateway(runtime, ctx, f)),
     // The envelope is memoized per event (RunStreamWire.eventEnvelopes): the message itself need not be.
     response: (event) => create(pb.RunStreamResponseSchema, { payload: { case: "event", value: toPbEvent(event) } })
   })

@@ -8,9 +8,9 @@
  * @since 0.1.0
  */
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2"
-import type { Errors, Gateway } from "@palyra/core"
-import { Effect, Runtime, type Scope } from "effect"
-import type { ServeOptions } from "./GrpcTransport.js"
+import type { Gateway } from "@palyra/core"
+import { Effect, Runtime } from "effect"
+import type * as GrpcTransport from "./GrpcTransport.js"
 import { listen } from "./internal/listen.js"
 
 type Handle = (req: Http2ServerRequest, res: Http2ServerResponse) => void
@@ -24,13 +24,7 @@ type Handle = (req: Http2ServerRequest, res: Http2ServerResponse) => void
  * @since 0.1.0
  * @category Constructors
  */
-export const serve = (
-  options: ServeOptions
-): Effect.Effect<
-  { readonly url: string; readonly port: number },
-  Errors.InvalidArgument,
-  Gateway.Gateway | Scope.Scope
-> =>
+export const serve: typeof GrpcTransport.serve = (options) =>
   Effect.gen(function* () {
     const runtime = yield* Effect.runtime<Gateway.Gateway>()
     const shutdown = new AbortController()

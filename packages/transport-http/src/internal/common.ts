@@ -2,9 +2,9 @@
  * What every handler shares: options, the error mapping and server-sent event responses.
  */
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Errors, Metrics } from "@palyra/core"
+import { Errors, type Gateway, Metrics } from "@palyra/core"
 import { Effect, Schedule, Stream } from "effect"
-import { type ApiError, toApiError } from "../Api.js"
+import { type ApiError, type MessagePayload, toApiError } from "../Api.js"
 import * as Sse from "../Sse.js"
 import type { Limits } from "./body.js"
 
@@ -38,3 +38,13 @@ export const sseResponse = (body: Stream.Stream<Uint8Array, unknown>) =>
     contentType: "text/event-stream",
     headers: { "cache-control": "no-cache", "x-accel-buffering": "no", connection: "keep-alive" }
   })
+
+/** A decoded `MessagePayload` as the Gateway's request (the HttpApi route and the fast route share it). */
+export const messageRequest = (body: typeof MessagePayload.Type): Gateway.MessageRequest => ({
+  text: body.text,
+  sessionId: body.sessionId,
+  key: body.sessionKey,
+  channel: body.channel,
+  agent: body.agent,
+  attachments: body.attachments
+})

@@ -30,7 +30,7 @@ import { Auth, type Caller, Errors, type Follower, Gateway } from "@palyra/core"
 import { Cause, Effect, Exit, type Fiber, FiberId, Option, Runtime, type Scope } from "effect"
 import { MessagePayload, toApiError } from "../Api.js"
 import { decodeJsonBytes, isJsonType, readNodeBody } from "./body.js"
-import type { HandlerOptions } from "./common.js"
+import { type HandlerOptions, messageRequest } from "./common.js"
 import { tapeBody } from "./tapeBody.js"
 
 /** The one request target served here. */
@@ -151,14 +151,7 @@ export const make = (
           Effect.gen(function* () {
             const bytes = yield* readNodeBody(req, options.limits.maxBytes)
             const body = yield* decodeJsonBytes(MessagePayload, bytes, options.limits)
-            return yield* gateway.startRun(caller, {
-              text: body.text,
-              sessionId: body.sessionId,
-              key: body.sessionKey,
-              channel: body.channel,
-              agent: body.agent,
-              attachments: body.attachments
-            })
+            return yield* gateway.startRun(caller, messageRequest(body))
           })
         )
         if (Exit.isFailure(outcome)) {

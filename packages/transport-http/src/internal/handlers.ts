@@ -21,7 +21,7 @@ import {
 import { backgroundHandlers } from "./background.js"
 import { readJson } from "./body.js"
 import { chatCompletions } from "./chat.js"
-import { answer, type HandlerOptions } from "./common.js"
+import { answer, type HandlerOptions, messageRequest } from "./common.js"
 import { approvalEvents, auth, runList } from "./consoleHandlers.js"
 import type { CookieSessions } from "./cookieSession.js"
 import { readMessage } from "./multipart.js"
@@ -39,14 +39,7 @@ const runs = (options: HandlerOptions) =>
             Effect.gen(function* () {
               const caller = yield* CurrentCaller
               const body = yield* readMessage(options.limits)
-              const request = {
-                text: body.text,
-                sessionId: body.sessionId,
-                key: body.sessionKey,
-                channel: body.channel,
-                agent: body.agent,
-                attachments: body.attachments
-              }
+              const request = messageRequest(body)
               if (urlParams.stream === true) {
                 const started = yield* gateway.startRun(caller, request)
                 return tapeResponse(options, started.follow)

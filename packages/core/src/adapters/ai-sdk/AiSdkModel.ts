@@ -340,6 +340,11 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
       yield* sink({ type: "finish", reason })
     })
 
+  // The call settings both paths pass (only those configured).
+  const settings = {
+    ...(options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }),
+    ...(options.temperature === undefined ? {} : { temperature: options.temperature })
+  }
   const attempt = (
     request: ModelRequest,
     sink: (event: ModelEvent) => Effect.Effect<void, unknown>,
@@ -360,8 +365,7 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
               abortSignal,
               // Errors arrive as stream parts and are mapped below; the SDK's default logs them to stderr.
               onError: () => {},
-              ...(options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }),
-              ...(options.temperature === undefined ? {} : { temperature: options.temperature })
+              ...settings
             }),
           catch: toError
         })
@@ -415,8 +419,7 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
               ...(functions === undefined ? {} : { tools: functions }),
               toolChoice: { type: "auto" },
               abortSignal,
-              ...(options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }),
-              ...(options.temperature === undefined ? {} : { temperature: options.temperature })
+              ...settings
             }),
           catch: toError
         })
