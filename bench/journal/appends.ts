@@ -15,22 +15,9 @@ import { Records } from "@palyra/core"
 import { SqliteJournal } from "@palyra/journal"
 import { Effect } from "effect"
 import { loopProbe, round } from "../lib/report.js"
+import { event, sid } from "./events.js"
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-bench-appends-"))
-const OUTPUT = "The file lists 12 entries: README.md, package.json, src/, test/, … (a realistic tool output) ".repeat(2)
-const sid = (i: number) => `01KA${String(i).padStart(22, "0")}`
-const event = (s: string, i: number) => ({
-  _tag: "ToolResult" as const,
-  sessionId: s as never,
-  runId: null,
-  at: Date.now(),
-  toolCallId: "01KA0000000000000000000TC1" as never,
-  tool: "fs.list",
-  status: "ok" as const,
-  output: `${OUTPUT} #${i}`,
-  truncated: false,
-  durationMs: 3
-})
 
 let n = 0
 const phase = (writer: SqliteJournal.WriterMode, perWriter: number) =>

@@ -18,9 +18,9 @@ import { SqliteJournal } from "@palyra/journal"
 import Database from "better-sqlite3"
 import { Effect, type Layer, ManagedRuntime, Schema } from "effect"
 import { loopProbe, percentile, quick, result, round, table } from "../lib/report.js"
+import { event, OUTPUT, sid } from "./events.js"
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-bench-journal-"))
-const OUTPUT = "The file lists 12 entries: README.md, package.json, src/, test/, … (a realistic tool output) ".repeat(2)
 
 const fileBytes = (filename: string) => {
   const db = new Database(filename)
@@ -36,19 +36,6 @@ const fileBytes = (filename: string) => {
 }
 
 const session = (id: string) => Records.makeSession({ id: id as never, principal: "bench" })
-const sid = (i: number) => `01KA${String(i).padStart(22, "0")}`
-const event = (s: string, i: number) => ({
-  _tag: "ToolResult" as const,
-  sessionId: s as never,
-  runId: null,
-  at: Date.now(),
-  toolCallId: "01KA0000000000000000000TC1" as never,
-  tool: "fs.list",
-  status: "ok" as const,
-  output: `${OUTPUT} #${i}`,
-  truncated: false,
-  durationMs: 3
-})
 
 // ---- 1. appends: single writer, then 32 concurrent writers ----------------------------------
 const appendPhase = async (writers: number, perWriter: number, writer?: SqliteJournal.WriterMode) => {
