@@ -27,7 +27,7 @@ const recordingJournal = () => {
 const usage = { inputTokens: 7, outputTokens: 3 }
 
 describe("the loop's appends", () => {
-  it.effect("a plain turn commits three times: admission, start, and the answer with its request and Done", () =>
+  it.effect("a plain turn on an idle session commits twice: admission with its start, then the answer with Done", () =>
     Effect.gen(function* () {
       const { groups, layer } = recordingJournal()
       const model = ScriptedModel.make([{ text: ["Hel", "lo"], usage }])
@@ -37,10 +37,11 @@ describe("the loop's appends", () => {
         return yield* collect(events)
       }).pipe(Effect.provide(gatewayLayer({ model, journal: layer })), Effect.scoped)
       assert.deepStrictEqual(groups.map(tags), [
-        ["RunAccepted", "RunStateChanged"],
-        ["UserMessage", "RunStateChanged"],
+        ["RunAccepted", "RunStateChanged", "UserMessage", "RunStateChanged"],
         ["ModelRequest", "AssistantDelta", "AssistantMessage", "Usage", "RunStateChanged"]
       ])
+      const states = groups[0]!.flatMap((e) => (e._tag === "RunStateChanged" ? [`${e.from}→${e.to}`] : []))
+      assert.deepStrictEqual(states, ["Pending→Accepted", "Accepted→InProgress"])
       // The subscriber saw exactly what was committed, in order.
       assert.deepStrictEqual(
         tags(seen),
@@ -49,7 +50,43 @@ describe("the loop's appends", () => {
     })
   )
 
-  it.effect("a one-tool turn commits five times; the staged answer's tokens are on the session", () =>
+  it.effect("a run queued behind another is admitted alone and records its Start when it actually starts", () =>
+    Effect.gen(function* () {
+      const { groups, layer } = recordingJournal()
+      const model = ScriptedModel.make([
+        { text: "one", usage },
+        { text: "two", usage }
+      ])
+      const alice = Caller.user("alice")
+      const [first, second] = yield* Effect.gen(function* () {
+        const gateway = yield* Gateway.Gateway
+        // Both admitted in the same fiber step sequence: the second queues behind the first.
+        const first = yield* gateway.sendMessage(alice, { text: "a", key: "k" })
+        const second = yield* gateway.sendMessage(alice, { text: "b", key: "k" })
+        return [yield* gateway.awaitRun(alice, first.run.id), yield* gateway.awaitRun(alice, second.run.id)] as const
+      }).pipe(Effect.provide(gatewayLayer({ model, journal: layer })), Effect.scoped)
+      assert.deepStrictEqual([first.state, second.state], ["Done", "Done"])
+      const ofRun = (id: string) => groups.filter((g) => g[0]?.runId === id).map(tags)
+      assert.deepStrictEqual(ofRun(first.id)[0], ["RunAccepted", "RunStateChanged", "UserMessage", "RunStateChanged"])
+      assert.deepStrictEqual(ofRun(second.id).slice(0, 2), [
+        ["RunAccepted", "RunStateChanged"],
+        ["UserMessage", "RunStateChanged"]
+      ])
+      const accepted = groups.flat().find((e) => e._tag === "RunAccepted" && e.runId === second.id)
+      assert.strictEqual(accepted?._tag === "RunAccepted" ? accepted.queuedBehind : undefined, first.id)
+      // One run at a time: the second's start comes after the first's Done, and the tape is gap-free.
+      const tape = groups.flat()
+      const doneAt = tape.findIndex((e) => e._tag === "RunStateChanged" && e.runId === first.id && e.to === "Done")
+      const startAt = tape.findIndex((e) => e._tag === "UserMessage" && e.runId === second.id)
+      assert.isTrue(doneAt >= 0 && doneAt < startAt)
+      assert.deepStrictEqual(
+        tape.map((e) => e.tapeSeq),
+        tape.map((_, i) => i + 1)
+      )
+    })
+  )
+
+  it.effect("a one-tool turn commits four times; the staged answer's tokens are on the session", () =>
     Effect.gen(function* () {
       const { groups, layer } = recordingJournal()
       const { tool, calls } = recordingTool("calc", "low")
@@ -68,8 +105,7 @@ describe("the loop's appends", () => {
       }).pipe(Effect.provide(gatewayLayer({ model, tools: [tool], journal: layer })), Effect.scoped)
       assert.deepStrictEqual(calls, [{ x: 2 }])
       assert.deepStrictEqual(groups.map(tags), [
-        ["RunAccepted", "RunStateChanged"],
-        ["UserMessage", "RunStateChanged"],
+        ["RunAccepted", "RunStateChanged", "UserMessage", "RunStateChanged"],
         ["ModelRequest", "AssistantMessage", "ToolProposed", "Usage", "PolicyDecided", "ToolStarted"],
         ["ToolResult"],
         ["ModelRequest", "AssistantDelta", "AssistantMessage", "Usage", "RunStateChanged"]
@@ -95,7 +131,7 @@ describe("the loop's appends", () => {
         yield* collect(events)
       }).pipe(Effect.provide(gatewayLayer({ model, tools: [tool], journal: layer })), Effect.scoped)
       assert.deepStrictEqual(calls, [])
-      assert.deepStrictEqual(groups.map(tags).slice(2, 4), [
+      assert.deepStrictEqual(groups.map(tags).slice(1, 3), [
         ["ModelRequest", "AssistantMessage", "ToolProposed", "PolicyDecided"],
         ["ToolResult"]
       ])

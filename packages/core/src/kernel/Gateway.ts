@@ -59,6 +59,7 @@ import { loadHistory, runLoop } from "./internal/loop.js"
 import { recover } from "./internal/recovery.js"
 import { makeScheduler } from "./internal/scheduler.js"
 import { makeStartGate, type StartGate } from "./internal/startGate.js"
+import { recordAdmittedStart } from "./internal/startNow.js"
 import { makeTape } from "./internal/tape.js"
 import { recordTransition } from "./internal/transition.js"
 import { PromptAssembler } from "./PromptAssembler.js"
@@ -392,10 +393,14 @@ export const make = (
     // A run's span is a child of the span of the request that admitted it (a client's trace goes on
     // into the run); runs picked up at start-up begin their own trace.
     const parents = new Map<RunId, Tracer.AnySpan>()
-    const scheduler = yield* makeScheduler(journal, (runId, cancelledBy) => {
+    // What admission wrote for a run it admitted with its start, handed to its loop (not read again).
+    const admitted = new Map<RunId, { readonly run: Run; readonly session: Session }>()
+    const scheduler = yield* makeScheduler(journal, (runId, cancelledBy, claimed) => {
       const parent = parents.get(runId)
       parents.delete(runId)
-      return runLoop(deps, runId, cancelledBy, parent)
+      const records = admitted.get(runId)
+      admitted.delete(runId)
+      return runLoop(deps, runId, cancelledBy, parent, claimed ? records : undefined)
     })
 
     // ---- access: the one place ownership is checked ----------------------------------------
@@ -524,7 +529,7 @@ export const make = (
       const { target, created } = yield* Effect.uninterruptibleMask((restore) =>
         gate(
           Effect.gen(function* () {
-            const { target, attachments, runId, at, queuedBehind, head } = yield* restore(
+            const { target, attachments, runId, at, head } = yield* restore(
               Effect.gen(function* () {
                 const target = yield* resolveSession(caller, request)
                 if (Option.isNone(agents.get(target.agentId))) {
@@ -536,9 +541,8 @@ export const make = (
                 const runId = yield* makeRunId
                 yield* Effect.annotateCurrentSpan({ sessionId: target.id, runId })
                 const at = yield* Clock.currentTimeMillis
-                const queuedBehind = scheduler.lastOf(target.id) ?? null
                 const head = yield* journal.headSeq(target.id)
-                return { target, attachments, runId, at, queuedBehind, head }
+                return { target, attachments, runId, at, head }
               })
             )
             const created: Run = {
@@ -553,18 +557,36 @@ export const make = (
               updatedAt: at
             }
             const ref = { sessionId: target.id, runId }
+            const queuedBehind = scheduler.lastOf(target.id) ?? null
+            const accepted = { _tag: "RunAccepted" as const, ...ref, at, principal: caller.principal, queuedBehind, ...attachments }
+            const span = yield* Effect.option(Effect.currentSpan)
+            // An idle session's run is claimed (synchronously: later runs queue behind it) and
+            // admitted with its start in one commit; a cancel before its worker picks it up takes
+            // the claim (`cancelRun`). A failed commit stores nothing and gives the claim up.
+            if (queuedBehind === null && scheduler.claim(target.id, runId)) {
+              admitted.set(runId, { run: { ...created, state: "InProgress" }, session: target })
+              if (Option.isSome(span)) parents.set(runId, span.value)
+              yield* recordAdmittedStart(tape, created, accepted, attachments).pipe(
+                Effect.onError(() =>
+                  Effect.suspend(() => {
+                    admitted.delete(runId)
+                    parents.delete(runId)
+                    return scheduler.unclaim(target.id, runId)
+                  })
+                )
+              )
+              return { target, created, claimed: true }
+            }
             yield* recordTransition(tape, ref, "Pending", "Accept", "admitted", {
-              extra: [{ _tag: "RunAccepted", ...ref, at, principal: caller.principal, queuedBehind, ...attachments }],
+              extra: [accepted],
               effects: { createRun: created }
             })
-            return { target, created }
+            if (Option.isSome(span)) parents.set(runId, span.value)
+            return { target, created, claimed: false }
           })
         ).pipe(
-          Effect.tap(({ target, created }) =>
-            Effect.flatMap(Effect.option(Effect.currentSpan), (span) => {
-              if (Option.isSome(span)) parents.set(created.id, span.value)
-              return scheduler.enqueue(target.id, created.id)
-            })
+          Effect.tap(({ target, created, claimed }) =>
+            claimed ? scheduler.startClaimed(target.id) : scheduler.enqueue(target.id, created.id)
           )
         )
       )
@@ -596,20 +618,35 @@ export const make = (
     ) {
       const target = yield* run(caller, runId)
       if (isTerminal(target.state)) return target
+      const ref = { sessionId: target.sessionId, runId }
+      const by = `cancelled by ${caller.principal}`
+      // Admitted with its start, not picked up by its worker yet: the cancel takes it (the worker
+      // skips it) and it ends `Cancelled` with nothing else written. Uninterruptible: a taken run
+      // nobody records would stay `InProgress` with nothing driving it.
+      const took = yield* Effect.uninterruptible(
+        Effect.suspend(() => {
+          if (!scheduler.takeClaimed(runId)) return Effect.succeed(false)
+          parents.delete(runId)
+          admitted.delete(runId)
+          return recordTransition(tape, ref, "InProgress", "Cancel", by).pipe(
+            Effect.ensuring(scheduler.dequeue(target.sessionId, runId)),
+            Effect.as(true)
+          )
+        })
+      )
+      if (took) return yield* requireRun(journal, runId)
       if (yield* scheduler.interrupt(runId, caller.principal)) {
         // The approvals it waited for were closed as it ended: tell the live inboxes.
         const closed = yield* journal.listApprovals({ runId, status: "expired" })
         yield* Effect.forEach(closed, approvals.announce, { discard: true })
+        const after = yield* requireRun(journal, runId)
+        if (isTerminal(after.state)) return after
+        // Interrupted before its loop could record anything (still in its prologue): record it here.
+        yield* recordTransition(tape, ref, after.state, "Cancel", by)
         return yield* requireRun(journal, runId)
       }
       // Queued (not started yet): mark it cancelled; the worker skips terminal runs.
-      yield* recordTransition(
-        tape,
-        { sessionId: target.sessionId, runId },
-        target.state,
-        "Cancel",
-        `cancelled by ${caller.principal}`
-      )
+      yield* recordTransition(tape, ref, target.state, "Cancel", by)
       parents.delete(runId)
       yield* scheduler.dequeue(target.sessionId, runId)
       return yield* requireRun(journal, runId)

@@ -812,12 +812,14 @@ export const runLoop = (
   deps: LoopDeps,
   runId: RunId,
   cancelledBy: () => string | undefined,
-  parent?: Tracer.AnySpan | undefined
+  parent?: Tracer.AnySpan | undefined,
+  /** The run and session as its admission wrote them when it committed the run's start too. */
+  admitted?: { readonly run: Run; readonly session: Session } | undefined
 ) =>
   Effect.gen(function* () {
-    const run = yield* requireRun(deps.journal, runId)
+    const run = admitted?.run ?? (yield* requireRun(deps.journal, runId))
     if (isTerminal(run.state)) return
-    const session = yield* requireSession(deps.journal, run.sessionId)
+    const session = admitted?.session ?? (yield* requireSession(deps.journal, run.sessionId))
     const history = yield* deps.history?.load(session) ?? loadHistory(deps.journal, session)
     const agent = deps.agents.get(session.agentId)
     const clock = yield* Effect.clock

@@ -1,4 +1,4 @@
-import { Deferred, Effect, Exit, Fiber, FiberMap, Option, type Scope } from "effect"
+import { Deferred, Effect, Exit, Fiber, FiberMap, Option, Runtime, type Scope } from "effect"
 import type { JournalError, NotFound } from "../../domain/Errors.js"
 import type { RunId, SessionId } from "../../domain/Ids.js"
 import type { Run } from "../../domain/Records.js"
@@ -15,6 +15,23 @@ import { endOf, guarded, none, RunHooks } from "../RunHooks.js"
 export interface Scheduler {
   /** Queue a run of the session; starts a worker for the session when none runs. */
   readonly enqueue: (sessionId: SessionId, runId: RunId) => Effect.Effect<void>
+  /**
+   * Reserve an idle session (nothing active or queued) for this run, synchronously: later runs queue
+   * behind it at once. The run is then "admitted, not started" until its worker picks it up: its
+   * admission commits its start, then `startClaimed` forks the worker (or `unclaim` if the commit
+   * failed). A cancel meanwhile takes it with `takeClaimed`, and the worker then skips it.
+   */
+  readonly claim: (sessionId: SessionId, runId: RunId) => boolean
+  /** Start the worker of a session claimed with `claim` (its start committed). */
+  readonly startClaimed: (sessionId: SessionId) => Effect.Effect<void>
+  /** Give up a claim whose start did not commit (runs queued behind it meanwhile still run). */
+  readonly unclaim: (sessionId: SessionId, runId: RunId) => Effect.Effect<void>
+  /**
+   * A cancel of a claimed run its worker has not picked up yet: true when this call took it (the
+   * worker will never drive it; the caller records the cancellation, then `dequeue`s it); false
+   * when it is not claimed (then it is running, queued the usual way, or over).
+   */
+  readonly takeClaimed: (runId: RunId) => boolean
   /** The run a new run of this session would queue behind, if any. */
   readonly lastOf: (sessionId: SessionId) => RunId | undefined
   /** Interrupt a running run (its loop records the cancellation); false when it is not running. */
@@ -32,12 +49,16 @@ export interface Scheduler {
 /** @internal */
 export const makeScheduler = (
   journal: JournalService,
-  drive: (runId: RunId, cancelledBy: () => string | undefined) => Effect.Effect<void, unknown>
+  drive: (runId: RunId, cancelledBy: () => string | undefined, claimed: boolean) => Effect.Effect<void, unknown>
 ): Effect.Effect<Scheduler, never, Scope.Scope> =>
   Effect.gen(function* () {
     const scope = yield* Effect.scope
     const runHooks = yield* RunHooks
     const fibers = yield* FiberMap.make<RunId>()
+    // Runs admitted with their start, not picked up by their worker yet ("admitted, not started").
+    const claimed = new Set<RunId>()
+    // Claimed runs a cancel took before their worker picked them up: the worker skips them.
+    const taken = new Set<RunId>()
     const queues = new Map<SessionId, Array<RunId>>()
     const active = new Map<SessionId, RunId>()
     const cancels = new Map<RunId, string>()
@@ -70,12 +91,22 @@ export const makeScheduler = (
             queues.delete(sessionId)
             return
           }
-          active.set(sessionId, next)
-          const fiber = yield* FiberMap.run(
-            fibers,
-            next,
-            drive(next, () => cancels.get(next))
-          )
+          // Picking the run up and forking its loop into the map is one synchronous step (what
+          // `FiberMap.run` does, plus the claim check): a cancel finds the run claimed or running.
+          const fiber = yield* Effect.withFiberRuntime<Fiber.RuntimeFiber<void, unknown> | undefined>((parent) => {
+            if (taken.delete(next)) return Effect.succeed(undefined)
+            const wasClaimed = claimed.delete(next)
+            active.set(sessionId, next)
+            const runtime = Runtime.make({
+              context: parent.currentContext,
+              fiberRefs: parent.getFiberRefs(),
+              runtimeFlags: Runtime.defaultRuntime.runtimeFlags
+            })
+            const forked = Runtime.runFork(runtime)(drive(next, () => cancels.get(next), wasClaimed))
+            FiberMap.unsafeSet(fibers, next, forked, { interruptAs: parent.id() })
+            return Effect.succeed(forked)
+          })
+          if (fiber === undefined) continue
           yield* Fiber.await(fiber)
           active.delete(sessionId)
           yield* ended(next)
@@ -92,8 +123,37 @@ export const makeScheduler = (
         queues.set(sessionId, [runId])
         // Interruptible whatever the caller's region (admission enqueues uninterruptibly, and a
         // forked fiber inherits that): runs must stay cancellable and the scope must close them.
-        return Effect.asVoid(Effect.forkIn(Effect.interruptible(worker(sessionId)), scope))
+        return startWorker(sessionId)
       })
+
+    const claim: Scheduler["claim"] = (sessionId, runId) => {
+      if (queues.has(sessionId) || active.has(sessionId)) return false
+      queues.set(sessionId, [runId])
+      claimed.add(runId)
+      return true
+    }
+    const startWorker = (sessionId: SessionId) =>
+      Effect.asVoid(Effect.forkIn(Effect.interruptible(worker(sessionId)), scope))
+    const unclaim: Scheduler["unclaim"] = (sessionId, runId) =>
+      Effect.suspend(() => {
+        claimed.delete(runId)
+        taken.delete(runId)
+        const queue = queues.get(sessionId)
+        const i = queue?.indexOf(runId) ?? -1
+        if (queue && i >= 0) queue.splice(i, 1)
+        if (queue === undefined) return Effect.void
+        // No worker runs for a claimed session yet: start one for the runs queued behind the claim.
+        if (queue.length === 0) {
+          queues.delete(sessionId)
+          return Effect.void
+        }
+        return startWorker(sessionId)
+      })
+    const takeClaimed: Scheduler["takeClaimed"] = (runId) => {
+      if (!claimed.delete(runId)) return false
+      taken.add(runId)
+      return true
+    }
 
     const dequeue: Scheduler["dequeue"] = (sessionId, runId) =>
       Effect.suspend(() => {
@@ -133,6 +193,10 @@ export const makeScheduler = (
 
     return {
       enqueue,
+      claim,
+      startClaimed: startWorker,
+      unclaim,
+      takeClaimed,
       dequeue,
       interrupt,
       awaitEnd,
