@@ -558,7 +558,14 @@ export const make = (
             }
             const ref = { sessionId: target.id, runId }
             const queuedBehind = scheduler.lastOf(target.id) ?? null
-            const accepted = { _tag: "RunAccepted" as const, ...ref, at, principal: caller.principal, queuedBehind, ...attachments }
+            const accepted = {
+              _tag: "RunAccepted" as const,
+              ...ref,
+              at,
+              principal: caller.principal,
+              queuedBehind,
+              ...attachments
+            }
             const span = yield* Effect.option(Effect.currentSpan)
             // An idle session's run is claimed (synchronously: later runs queue behind it) and
             // admitted with its start in one commit; a cancel before its worker picks it up takes
