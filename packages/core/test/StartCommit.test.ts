@@ -76,6 +76,55 @@ describe("a run start in one commit", () => {
     })
   )
 
+  it.live("two first messages with one new key: one session, the loser's run re-admitted into it", () =>
+    Effect.gen(function* () {
+      const inner = yield* MemoryJournal.make()
+      const entered = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      let creations = 0
+      // The first start that creates the session waits (its session not stored yet) until released.
+      const journal: Journal.Service = {
+        ...inner,
+        append: (sessionId, events, effects) =>
+          effects?.createSession !== undefined && creations++ === 0
+            ? Effect.zipRight(
+                Effect.zipRight(Deferred.succeed(entered, undefined), Deferred.await(release)),
+                inner.append(sessionId, events, effects)
+              )
+            : inner.append(sessionId, events, effects)
+      }
+      const model = ScriptedModel.make([{ text: "one" }, { text: "two" }])
+      const out = yield* Effect.gen(function* () {
+        const gateway = yield* Gateway.Gateway
+        const loser = yield* Effect.fork(gateway.sendMessage(alice, { text: "a", key: "k" }))
+        yield* Deferred.await(entered)
+        // The second finds no session either, creates it and wins.
+        const winner = yield* gateway.sendMessage(alice, { text: "b", key: "k" })
+        yield* Deferred.succeed(release, undefined)
+        const lost = yield* Fiber.join(loser)
+        const done = [yield* gateway.awaitRun(alice, winner.run.id), yield* gateway.awaitRun(alice, lost.run.id)]
+        const sessions = yield* gateway.listSessions(alice)
+        const tape = yield* gateway.readTape(alice, winner.session.id, { afterSeq: 0 })
+        return { winner, lost, done, sessions, tape }
+      }).pipe(Effect.provide(gatewayLayer({ model, journal: Layer.succeed(Journal.Journal, journal) })), Effect.scoped)
+      assert.strictEqual(out.lost.session.id, out.winner.session.id)
+      assert.strictEqual(out.sessions.length, 1)
+      assert.deepStrictEqual(
+        out.done.map((r) => r.state),
+        ["Done", "Done"]
+      )
+      assert.strictEqual(creations, 2)
+      assert.deepStrictEqual(
+        out.tape.filter((e) => e._tag === "UserMessage").map((e) => (e._tag === "UserMessage" ? e.text : "")),
+        ["b", "a"]
+      )
+      assert.deepStrictEqual(
+        out.tape.map((e) => e.tapeSeq),
+        out.tape.map((_, i) => i + 1)
+      )
+    })
+  )
+
   for (const onInterruptedRuns of ["resume", "fail"] as const) {
     it.live(`a process that dies right after the start's commit: the next one ${onInterruptedRuns}s the run`, () =>
       Effect.gen(function* () {

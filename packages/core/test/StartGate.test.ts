@@ -9,21 +9,26 @@ import { Caller, Gateway, Journal, MemoryJournal, ScriptedModel } from "../src/i
 import { makeStartGate, turnScheduler } from "../src/kernel/internal/startGate.js"
 import { collect, gapFree, gatewayLayer } from "../src/testing.js"
 
-/** A memory journal whose session creations wait for `release`, counting those in flight. */
+/**
+ * A memory journal whose session creations (a new session is created in its first run's start
+ * commit) wait for `release`, counting those in flight.
+ */
 const holdingJournal = (release: Deferred.Deferred<void>) => {
   const seen = { inFlight: 0, created: 0 }
   const layer = Layer.effect(
     Journal.Journal,
     Effect.map(Journal.Journal, (inner) => ({
       ...inner,
-      createSession: (session) =>
-        Effect.gen(function* () {
-          seen.created++
-          seen.inFlight++
-          yield* Deferred.await(release)
-          seen.inFlight--
-          return yield* inner.createSession(session)
-        })
+      append: (sessionId, events, effects) =>
+        effects?.createSession === undefined
+          ? inner.append(sessionId, events, effects)
+          : Effect.gen(function* () {
+              seen.created++
+              seen.inFlight++
+              yield* Deferred.await(release)
+              seen.inFlight--
+              return yield* inner.append(sessionId, events, effects)
+            })
     }))
   ).pipe(Layer.provide(MemoryJournal.layer()))
   return { seen, layer }

@@ -72,7 +72,7 @@ import {
 import Database from "better-sqlite3"
 import { Config, Context, Effect, Either, Exit, Layer, Option, Runtime, type Scope } from "effect"
 import { GENESIS, MIGRATIONS_TABLE, migrations } from "./internal/migrations.js"
-import type { Op, OpResult, WireEffects } from "./internal/protocol.js"
+import type { Op, OpResult, SessionCreation, WireEffects } from "./internal/protocol.js"
 import { sessionKeyDigest } from "./internal/sessionKey.js"
 import { makeSqlClient } from "./internal/sqlClient.js"
 import type { StoredRow } from "./internal/verify.js"
@@ -416,6 +416,40 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       return Either.right({ tag: event._tag, runId: event.runId, at: event.at, payload, body })
     }
 
+    /** The identifiers a new session row stores. */
+    const sessionIds = (s: Records.Session) => ({
+      id: s.id,
+      principal: s.principal,
+      "parent id": s.parentId,
+      agent: s.agentId
+    })
+
+    /** A new session as the writer inserts it (only the redacted key is written; the raw key lives on as its digest). */
+    const sessionCreation = (s: Records.Session): SessionCreation => {
+      const digest = s.key === null ? null : sessionKeyDigest(s.principal, s.key)
+      return {
+        principal: s.principal,
+        digest,
+        params: [
+          s.id,
+          s.principal,
+          text(s.key),
+          digest,
+          text(s.channel),
+          text(s.title),
+          s.parentId,
+          s.parentSeq,
+          s.resetGeneration,
+          s.historyFromSeq,
+          s.tokensUsed,
+          s.archived ? 1 : 0,
+          s.createdAt,
+          s.updatedAt,
+          s.agentId
+        ]
+      }
+    }
+
     /** The identifiers an append would store outside its events. */
     const effectIds = ({
       createRun: r,
@@ -437,9 +471,10 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
 
     /** An append's effects, redacted, as the writer's statement parameters. */
     const wireEffects = (e: Journal.AppendEffects): WireEffects => {
-      const { createRun: r, runTransition: t, createApproval: a, createCheckpoint: c } = e
+      const { createRun: r, runTransition: t, createApproval: a, createCheckpoint: c, createSession: s } = e
       return {
         addTokens: e.addTokens,
+        createSession: s && sessionCreation(s),
         createRun: r && [
           r.id,
           r.sessionId,
@@ -498,10 +533,19 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
         effects.createRun ||
         effects.runTransition ||
         effects.createApproval ||
-        effects.createCheckpoint
+        effects.createCheckpoint ||
+        effects.createSession
       )
-      const refused = withEffects ? secretIn("append", effectIds(effects)) : undefined
+      const refused = withEffects
+        ? (secretIn("append", effectIds(effects)) ??
+          (effects.createSession && secretIn("append", sessionIds(effects.createSession))))
+        : undefined
       if (refused) return done(Exit.fail(refused))
+      if (effects.createSession && effects.createSession.id !== sessionId) {
+        return done(
+          Exit.fail(new Errors.Conflict({ message: `session ${effects.createSession.id} is not the append's session` }))
+        )
+      }
       const prepared: Array<Prepared> = []
       for (const e of events) {
         const p = prepare(e)
@@ -606,37 +650,13 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       headSeq: (sessionId) => sync("headSeq", () => backend.readHead(sessionId) ?? 0),
       createSession: (s) =>
         Effect.suspend(() => {
-          const refused = secretIn("createSession", {
-            id: s.id,
-            principal: s.principal,
-            "parent id": s.parentId,
-            agent: s.agentId
-          })
+          const refused = secretIn("createSession", sessionIds(s))
           if (refused) return Effect.fail(refused)
-          const digest = s.key === null ? null : sessionKeyDigest(s.principal, s.key)
           return Effect.asVoid(
             write("createSession", {
               op: "createSession",
               id: s.id,
-              principal: s.principal,
-              digest,
-              params: [
-                s.id,
-                s.principal,
-                text(s.key),
-                digest,
-                text(s.channel),
-                text(s.title),
-                s.parentId,
-                s.parentSeq,
-                s.resetGeneration,
-                s.historyFromSeq,
-                s.tokensUsed,
-                s.archived ? 1 : 0,
-                s.createdAt,
-                s.updatedAt,
-                s.agentId
-              ]
+              ...sessionCreation(s)
             })
           )
         }) as Effect.Effect<void, Errors.Conflict | Errors.JournalError>,

@@ -72,10 +72,27 @@ export const make = (options: MemoryOptions = {}): Effect.Effect<Service> =>
     const approvals = new Map<ApprovalId, ApprovalRecord>()
     const checkpoints = new Map<string, Checkpoint>()
 
+    /** Why this session cannot be created (its id exists, or its principal's key is taken), if so. */
+    const keyTaken = (session: Session): string | undefined => {
+      if (sessions.has(session.id)) return `session ${session.id} exists`
+      if (session.key !== null) {
+        for (const s of sessions.values()) {
+          if (s.principal === session.principal && s.key === session.key && !s.archived) return "session key is taken"
+        }
+      }
+      return undefined
+    }
+
     const append: Service["append"] = (sessionId, events, effects = {}) =>
       atomically(
         Effect.suspend((): Effect.Effect<ReadonlyArray<TapeEvent>, NotFound | PayloadTooLarge | Conflict> => {
-          const session = sessions.get(sessionId)
+          const created = effects.createSession
+          if (created !== undefined) {
+            const taken =
+              created.id !== sessionId ? `session ${created.id} is not the append's session` : keyTaken(created)
+            if (taken) return Effect.fail(new Conflict({ message: taken }))
+          }
+          const session = created ?? sessions.get(sessionId)
           if (session === undefined) return Effect.fail(new NotFound({ entity: "session", id: sessionId }))
           const tape = tapes.get(sessionId) ?? []
           let seq = tape.length === 0 ? 0 : tape[tape.length - 1]!.tapeSeq
@@ -161,14 +178,8 @@ export const make = (options: MemoryOptions = {}): Effect.Effect<Service> =>
       createSession: (session) =>
         atomically(
           Effect.suspend(() => {
-            if (sessions.has(session.id)) return Effect.fail(new Conflict({ message: `session ${session.id} exists` }))
-            if (session.key !== null) {
-              for (const s of sessions.values()) {
-                if (s.principal === session.principal && s.key === session.key && !s.archived) {
-                  return Effect.fail(new Conflict({ message: "session key is taken" }))
-                }
-              }
-            }
+            const taken = keyTaken(session)
+            if (taken) return Effect.fail(new Conflict({ message: taken }))
             sessions.set(session.id, session)
             return Effect.void
           })

@@ -439,10 +439,11 @@ export const make = (
             new Conflict({ message: `session ${found.id} is answered by agent ${found.agentId}, not ${agent}` })
           )
 
-    const resolveSession: Service["resolveSession"] = Effect.fnUntraced(function* (
-      caller: Caller.Caller,
-      target: SessionTarget
-    ) {
+    /**
+     * The session a target names, or a new one described but not stored (`isNew`): its creator
+     * stores it — `resolveSession` on its own, admission inside the run's first append.
+     */
+    const findOrDescribe = Effect.fnUntraced(function* (caller: Caller.Caller, target: SessionTarget) {
       if (caller.principal.length === 0) {
         return yield* new InvalidArgument({ message: "principal must not be empty", field: "principal" })
       }
@@ -452,23 +453,38 @@ export const make = (
       if (target.sessionId !== undefined) {
         const found = yield* session(caller, target.sessionId)
         if (found.archived) return yield* new Conflict({ message: `session ${found.id} is archived` })
-        return yield* keepsAgent(found, target.agent)
+        return { session: yield* keepsAgent(found, target.agent), isNew: false }
       }
       if (target.key !== undefined) {
         const existing = yield* journal.findSessionByKey(caller.principal, target.key)
-        if (Option.isSome(existing)) return yield* keepsAgent(existing.value, target.agent)
+        if (Option.isSome(existing)) return { session: yield* keepsAgent(existing.value, target.agent), isNew: false }
       }
       const bound =
         target.agent === undefined && target.channel !== undefined
           ? agents.bindingFor(target.channel, target.account, target.conversation)
           : Option.none()
-      return yield* newSession({
+      const at = yield* Clock.currentTimeMillis
+      const described = makeSession({
+        id: yield* makeSessionId,
+        createdAt: at,
+        updatedAt: at,
         principal: caller.principal,
         key: target.key ?? null,
         channel: target.channel ?? null,
         title: target.title ?? null,
         agentId: target.agent ?? Option.getOrElse(bound, () => DEFAULT_AGENT)
-      }).pipe(
+      })
+      return { session: described, isNew: true }
+    })
+
+    const resolveSession: Service["resolveSession"] = Effect.fnUntraced(function* (
+      caller: Caller.Caller,
+      target: SessionTarget
+    ) {
+      const { session: found, isNew } = yield* findOrDescribe(caller, target)
+      if (!isNew) return found
+      return yield* journal.createSession(found).pipe(
+        Effect.as(found),
         // Two concurrent creations with one key: the loser reuses the winner's session.
         Effect.catchTag("Conflict", (e) =>
           target.key === undefined
@@ -509,10 +525,12 @@ export const make = (
         return { attachments: refs }
       })
 
-    const admit = Effect.fnUntraced(function* (
+    /** Admit a run; a new session is created inside its first append (once, see `admit`). */
+    const admitOnce = Effect.fnUntraced(function* (
       caller: Caller.Caller,
       request: MessageRequest,
-      gate: StartGate = (effect) => effect
+      gate: StartGate,
+      lost: { keyRace: boolean }
     ) {
       if (request.text.length === 0)
         return yield* new InvalidArgument({ message: "text must not be empty", field: "text" })
@@ -529,9 +547,9 @@ export const make = (
       const { target, created } = yield* Effect.uninterruptibleMask((restore) =>
         gate(
           Effect.gen(function* () {
-            const { target, attachments, runId, at, head } = yield* restore(
+            const { target, isNew, attachments, runId, at, head } = yield* restore(
               Effect.gen(function* () {
-                const target = yield* resolveSession(caller, request)
+                const { session: target, isNew } = yield* findOrDescribe(caller, request)
                 if (Option.isNone(agents.get(target.agentId))) {
                   return yield* new Conflict({
                     message: `session ${target.id} is bound to agent ${target.agentId}, which is no longer configured`
@@ -541,8 +559,8 @@ export const make = (
                 const runId = yield* makeRunId
                 yield* Effect.annotateCurrentSpan({ sessionId: target.id, runId })
                 const at = yield* Clock.currentTimeMillis
-                const head = yield* journal.headSeq(target.id)
-                return { target, attachments, runId, at, head }
+                const head = isNew ? 0 : yield* journal.headSeq(target.id)
+                return { target, isNew, attachments, runId, at, head }
               })
             )
             const created: Run = {
@@ -573,7 +591,13 @@ export const make = (
             if (queuedBehind === null && scheduler.claim(target.id, runId)) {
               admitted.set(runId, { run: { ...created, state: "InProgress" }, session: target })
               if (Option.isSome(span)) parents.set(runId, span.value)
-              yield* recordAdmittedStart(tape, created, accepted, attachments).pipe(
+              yield* recordAdmittedStart(tape, created, accepted, attachments, isNew ? target : undefined).pipe(
+                Effect.tapErrorTag("Conflict", () =>
+                  Effect.sync(() => {
+                    // A session with this key was created meanwhile: the caller re-admits into it.
+                    lost.keyRace = isNew && request.key !== undefined
+                  })
+                ),
                 Effect.onError(() =>
                   Effect.suspend(() => {
                     admitted.delete(runId)
@@ -599,6 +623,16 @@ export const make = (
       )
       return { session: target, run: { ...created, state: "Accepted" as const } }
     }, traced("Gateway.admit"))
+
+    const admit = (caller: Caller.Caller, request: MessageRequest, gate: StartGate = (effect) => effect) => {
+      const lost = { keyRace: false }
+      return admitOnce(caller, request, gate, lost).pipe(
+        // Two first messages with one new key: the loser's run goes into the winner's session.
+        Effect.catchTag("Conflict", (e) =>
+          lost.keyRace ? admitOnce(caller, request, gate, { keyRace: false }) : Effect.fail(e)
+        )
+      )
+    }
 
     const startRun: Service["startRun"] = (caller, request) =>
       Effect.gen(function* () {

@@ -27,6 +27,11 @@ import type { ApprovalScope, NewTapeEvent, TapeEvent } from "../domain/TapeEvent
 
 /** Changes committed in the same transaction as an append. @since 0.1.0 @category Models */
 export interface AppendEffects {
+  /**
+   * Create the append's session first, in the same transaction (its id must be the append's):
+   * fails with `Conflict` (and appends nothing) if the id exists or the principal's key is taken.
+   */
+  readonly createSession?: Session | undefined
   /** Insert this run (its first events are usually `RunAccepted` + `UserMessage`). */
   readonly createRun?: Run | undefined
   /** Compare-and-set a run's state: fails with `Conflict` (and appends nothing) unless it is `from`. */

@@ -102,6 +102,49 @@ export const journalContract = (name: string, make: () => Layer.Layer<Journal, u
     )
 
     test(
+      "an append can create its session: one commit, or nothing when the id or the key is taken",
+      Effect.gen(function* () {
+        const j = yield* Journal
+        const s = session("alice", "k")
+        const r = run(s)
+        const stored = yield* j.append(s.id, [note(s, "first", r.id)], { createSession: s, createRun: r })
+        assert.deepStrictEqual(
+          stored.map((e) => e.tapeSeq),
+          [1]
+        )
+        assert.strictEqual(Option.map(yield* j.getSession(s.id), (x) => x.key).pipe(Option.getOrNull), "k")
+        assert.strictEqual(
+          Option.map(yield* j.findSessionByKey("alice", "k"), (x) => x.id).pipe(Option.getOrNull),
+          s.id
+        )
+        assert.strictEqual(Option.map(yield* j.getRun(r.id), (x) => x.state).pipe(Option.getOrNull), "Pending")
+        assert.strictEqual(yield* j.headSeq(s.id), 1)
+        // The same key again (another id), and the same id again: Conflict, nothing stored.
+        const rival = session("alice", "k")
+        const lost = run(rival)
+        const byKey = yield* Effect.flip(
+          j.append(rival.id, [note(rival, "rival", lost.id)], { createSession: rival, createRun: lost })
+        )
+        assert.strictEqual(byKey._tag, "Conflict")
+        const byId = yield* Effect.flip(j.append(s.id, [note(s, "again")], { createSession: s }))
+        assert.strictEqual(byId._tag, "Conflict")
+        assert.isTrue(Option.isNone(yield* j.getSession(rival.id)))
+        assert.isTrue(Option.isNone(yield* j.getRun(lost.id)))
+        assert.deepStrictEqual(
+          (yield* j.readTape(s.id, { afterSeq: 0 })).map((e) => (e._tag === "SessionNote" ? e.text : "")),
+          ["first"]
+        )
+        // The session takes appends as any other; another principal may use the same key.
+        yield* j.append(s.id, [note(s, "second")])
+        const bob = session("bob", "k")
+        yield* j.append(bob.id, [note(bob, "bob's")], { createSession: bob })
+        assert.strictEqual(yield* j.headSeq(s.id), 2)
+        assert.strictEqual(yield* j.headSeq(bob.id), 1)
+        assert.isTrue((yield* j.verify).ok)
+      })
+    )
+
+    test(
       "concurrent appends to one session stay gap-free and lose nothing",
       Effect.gen(function* () {
         const j = yield* Journal

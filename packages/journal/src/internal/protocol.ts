@@ -34,6 +34,16 @@ export interface WireEffects {
   readonly createApproval?: ReadonlyArray<unknown> | undefined
   /** The `insertCheckpoint` parameters: id, session id, from, to, summary, state (JSON), created at. */
   readonly createCheckpoint?: ReadonlyArray<unknown> | undefined
+  /** Create the append's session first (the same fields as the `createSession` op). */
+  readonly createSession?: SessionCreation | undefined
+}
+
+/** A session to insert: its principal and key digest (for the uniqueness check), and its row. @internal */
+export interface SessionCreation {
+  readonly principal: string
+  readonly digest: string | null
+  /** The `insertSession` parameters (the key redacted), starting with the session id. */
+  readonly params: ReadonlyArray<unknown>
 }
 
 /** @internal */
@@ -47,14 +57,10 @@ export interface AppendOp {
 /** @internal */
 export type Op =
   | AppendOp
-  | {
+  | ({
       readonly op: "createSession"
       readonly id: string
-      readonly principal: string
-      readonly digest: string | null
-      /** The `insertSession` parameters (the key redacted). */
-      readonly params: ReadonlyArray<unknown>
-    }
+    } & SessionCreation)
   | { readonly op: "updateSession"; readonly id: string; readonly params: Record<string, unknown> }
   | {
       readonly op: "resolveApproval" | "useGrant" | "revokeGrant"

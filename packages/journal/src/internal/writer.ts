@@ -1,6 +1,6 @@
 import type Database from "better-sqlite3"
 import { type RecordTable, rowHash, versionHash, versionOf } from "./chain.js"
-import type { AppendOp, Op, OpResult, WireEffects } from "./protocol.js"
+import type { AppendOp, Op, OpResult, SessionCreation, WireEffects } from "./protocol.js"
 
 /**
  * The journal's writer: every write to the journal's file, as plain synchronous functions over one
@@ -49,7 +49,8 @@ const hasEffects = (e: WireEffects) =>
   e.createRun !== undefined ||
   e.runTransition !== undefined ||
   e.createApproval !== undefined ||
-  e.createCheckpoint !== undefined
+  e.createCheckpoint !== undefined ||
+  e.createSession !== undefined
 
 /** @internal */
 export const makeWriter = (db: Database.Database, maxBatch: number): Writer => {
@@ -158,8 +159,24 @@ export const makeWriter = (db: Database.Database, maxBatch: number): Writer => {
     return seq
   }
 
+  /** Why a session cannot be created: its id exists, or its principal's key is taken. */
+  const sessionRefusal = (id: string, s: SessionCreation): Refusal | undefined => {
+    if (st.sessionExists.get(id)) return new Refusal("Conflict", `session ${id} exists`)
+    if (s.digest !== null && st.sessionByKey.get(s.principal, s.digest)) {
+      return new Refusal("Conflict", `session key ${s.params[2] as string} is taken`)
+    }
+    return undefined
+  }
+
   const applyEffects = (p: AppendOp, at: number) => {
-    const { createRun, runTransition, createApproval, createCheckpoint } = p.effects
+    const { createRun, runTransition, createApproval, createCheckpoint, createSession } = p.effects
+    // The session first: everything else in the append belongs to it.
+    if (createSession) {
+      const refused = sessionRefusal(p.sessionId, createSession)
+      if (refused) throw refused
+      st.insertSession.run(...createSession.params)
+      recordVersion("sessions", p.sessionId)
+    }
     // First, so a later refusal in this append rolls the checkpoint back with the rest.
     if (createCheckpoint) {
       const id = createCheckpoint[0] as string
@@ -224,6 +241,19 @@ export const makeWriter = (db: Database.Database, maxBatch: number): Writer => {
       db.transaction(() => {
         for (const p of batch) {
           let h = local.get(p.sessionId)
+          if (p.effects.createSession !== undefined) {
+            // A new session's first append: its head starts at 0 once the session row is in.
+            const fresh = { seq: 0, tokens: 0, lastAt: -1 }
+            const mark = head
+            try {
+              results.push({ ok: true, seq: withSavepoint(p, fresh) })
+              local.set(p.sessionId, fresh)
+            } catch (error) {
+              head = mark
+              results.push(failed(error))
+            }
+            continue
+          }
           if (h === undefined) {
             const seq = readHead(p.sessionId)
             h = seq === null ? null : { seq, tokens: 0, lastAt: -1 }
@@ -285,10 +315,8 @@ export const makeWriter = (db: Database.Database, maxBatch: number): Writer => {
     try {
       switch (op.op) {
         case "createSession": {
-          if (st.sessionExists.get(op.id)) return failed(new Refusal("Conflict", `session ${op.id} exists`))
-          if (op.digest !== null && st.sessionByKey.get(op.principal, op.digest)) {
-            return failed(new Refusal("Conflict", `session key ${op.params[2] as string} is taken`))
-          }
+          const refused = sessionRefusal(op.id, op)
+          if (refused) return failed(refused)
           writeRecord("sessions", op.id, st.insertSession, op.params)
           return { ok: true }
         }

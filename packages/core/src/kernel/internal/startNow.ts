@@ -1,7 +1,7 @@
 import { Effect, Either } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import type { Conflict, InvalidTransition, JournalError, NotFound, PayloadTooLarge } from "../../domain/Errors.js"
-import type { Run } from "../../domain/Records.js"
+import type { Run, Session } from "../../domain/Records.js"
 import { transition as nextState } from "../../domain/RunState.js"
 import type { Attachment, NewTapeEvent, TapeEvent } from "../../domain/TapeEvent.js"
 import * as Metrics from "../Metrics.js"
@@ -25,7 +25,9 @@ export const recordAdmittedStart = (
   tape: Tape,
   created: Run,
   accepted: NewTapeEvent & { readonly _tag: "RunAccepted" },
-  attachments: { readonly attachments?: ReadonlyArray<Attachment> }
+  attachments: { readonly attachments?: ReadonlyArray<Attachment> },
+  /** A new session, created in the same commit (a taken key fails it with `Conflict`, nothing stored). */
+  createSession?: Session | undefined
 ): Written =>
   Effect.clockWith((clock): Written => {
     const acceptedState = nextState("Pending", "Accept")
@@ -43,6 +45,7 @@ export const recordAdmittedStart = (
     return Effect.tap(
       tape.append(ref.sessionId, events, {
         createRun: created,
+        createSession,
         runTransition: { runId: created.id, from: "Pending", to: started.right, error: undefined }
       }),
       () =>
