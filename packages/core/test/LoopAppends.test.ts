@@ -10,44 +10,62 @@ import { Caller, Gateway, Journal, MemoryJournal, Metrics, ScriptedModel, type T
 import { collect, gatewayLayer, tags } from "../src/testing.js"
 import { recordingTool } from "./helpers.js"
 
-/** A memory journal that records what each append stored, as one group per commit. */
+/**
+ * A memory journal that records what each append stored, as one group per commit, and which
+ * commits created a session (inside an append, or on their own: `createSession`, one commit more).
+ */
 const recordingJournal = () => {
   const groups: Array<ReadonlyArray<TapeEvent.TapeEvent>> = []
+  const sessions = { inAppend: 0, alone: 0 }
   const layer = Layer.effect(
     Journal.Journal,
     Effect.map(Journal.Journal, (inner) => ({
       ...inner,
+      createSession: (session) =>
+        Effect.zipLeft(
+          inner.createSession(session),
+          Effect.sync(() => sessions.alone++)
+        ),
       append: (sessionId, events, effects) =>
-        Effect.tap(inner.append(sessionId, events, effects), (stored) => Effect.sync(() => groups.push(stored)))
+        Effect.tap(inner.append(sessionId, events, effects), (stored) =>
+          Effect.sync(() => {
+            groups.push(stored)
+            if (effects?.createSession !== undefined) sessions.inAppend++
+          })
+        )
     }))
   ).pipe(Layer.provide(MemoryJournal.layer()))
-  return { groups, layer }
+  return { groups, sessions, layer }
 }
 
 const usage = { inputTokens: 7, outputTokens: 3 }
 
 describe("the loop's appends", () => {
-  it.effect("a plain turn on an idle session commits twice: admission with its start, then the answer with Done", () =>
-    Effect.gen(function* () {
-      const { groups, layer } = recordingJournal()
-      const model = ScriptedModel.make([{ text: ["Hel", "lo"], usage }])
-      const seen = yield* Effect.gen(function* () {
-        const gateway = yield* Gateway.Gateway
-        const { events } = yield* gateway.startRun(Caller.user("alice"), { text: "hi" })
-        return yield* collect(events)
-      }).pipe(Effect.provide(gatewayLayer({ model, journal: layer })), Effect.scoped)
-      assert.deepStrictEqual(groups.map(tags), [
-        ["RunAccepted", "RunStateChanged", "UserMessage", "RunStateChanged"],
-        ["ModelRequest", "AssistantDelta", "AssistantMessage", "Usage", "RunStateChanged"]
-      ])
-      const states = groups[0]!.flatMap((e) => (e._tag === "RunStateChanged" ? [`${e.from}→${e.to}`] : []))
-      assert.deepStrictEqual(states, ["Pending→Accepted", "Accepted→InProgress"])
-      // The subscriber saw exactly what was committed, in order.
-      assert.deepStrictEqual(
-        tags(seen),
-        groups.flat().map((e) => e._tag)
-      )
-    })
+  it.effect(
+    "a plain turn on a new session commits twice: the session with the admission and start, then the answer",
+    () =>
+      Effect.gen(function* () {
+        const { groups, sessions, layer } = recordingJournal()
+        const model = ScriptedModel.make([{ text: ["Hel", "lo"], usage }])
+        const seen = yield* Effect.gen(function* () {
+          const gateway = yield* Gateway.Gateway
+          const { events } = yield* gateway.startRun(Caller.user("alice"), { text: "hi" })
+          return yield* collect(events)
+        }).pipe(Effect.provide(gatewayLayer({ model, journal: layer })), Effect.scoped)
+        assert.deepStrictEqual(groups.map(tags), [
+          ["RunAccepted", "RunStateChanged", "UserMessage", "RunStateChanged"],
+          ["ModelRequest", "AssistantDelta", "AssistantMessage", "Usage", "RunStateChanged"]
+        ])
+        const states = groups[0]!.flatMap((e) => (e._tag === "RunStateChanged" ? [`${e.from}→${e.to}`] : []))
+        assert.deepStrictEqual(states, ["Pending→Accepted", "Accepted→InProgress"])
+        // The new session was created inside the first commit, not by a commit of its own.
+        assert.deepStrictEqual(sessions, { inAppend: 1, alone: 0 })
+        // The subscriber saw exactly what was committed, in order.
+        assert.deepStrictEqual(
+          tags(seen),
+          groups.flat().map((e) => e._tag)
+        )
+      })
   )
 
   it.effect("a run queued behind another is admitted alone and records its Start when it actually starts", () =>
