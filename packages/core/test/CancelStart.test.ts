@@ -8,7 +8,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Option, Scheduler } from "effect"
 import type { RunId, SessionId } from "../src/domain/Ids.js"
-import { Caller, Gateway, Journal, MemoryJournal, ScriptedModel, type TapeEvent } from "../src/index.js"
+import { Caller, Errors, Gateway, Journal, MemoryJournal, ScriptedModel, type TapeEvent } from "../src/index.js"
 import { gatewayLayer, tags } from "../src/testing.js"
 
 const alice = Caller.user("alice")
@@ -184,6 +184,49 @@ describe("cancelling a run admitted with its start", () => {
           "RunStateChanged"
         ])
         assert.strictEqual(Option.isSome(yield* inner.getRun(next.run.id)), true)
+      }).pipe(Effect.provide(gatewayLayer({ model, journal: Layer.succeed(Journal.Journal, journal) })), Effect.scoped)
+    })
+  )
+})
+
+describe("a cancellation of a claimed run that does not commit", () => {
+  it.live("gives the run back: the cancel fails, the run is driven to its end", () =>
+    Effect.gen(function* () {
+      const inner = yield* MemoryJournal.make()
+      const worker = holdingScheduler()
+      let refused = 0
+      const journal: Journal.Service = {
+        ...inner,
+        append: (sessionId, events, effects) =>
+          Effect.suspend(() => {
+            // The cancel's commit fails once (nothing stored).
+            if (isCancel(events) && refused++ === 0) {
+              return Effect.fail(new Errors.JournalError({ method: "append", message: "the disk went away" }))
+            }
+            return Effect.tap(inner.append(sessionId, events, effects), () =>
+              Effect.sync(() => {
+                if (effects?.createRun !== undefined && isStart(events)) worker.hold()
+              })
+            )
+          })
+      }
+      const model = ScriptedModel.make([{ text: "answered" }])
+      yield* Effect.gen(function* () {
+        const gateway = yield* Gateway.Gateway
+        const { run } = yield* gateway
+          .sendMessage(alice, { text: "a", key: "k" })
+          .pipe(Effect.withScheduler(worker.scheduler))
+        const cancel = yield* Effect.flip(gateway.cancelRun(alice, run.id))
+        assert.strictEqual(cancel._tag, "JournalError")
+        worker.runHeld()
+        const done = yield* gateway.awaitRun(alice, run.id).pipe(Effect.timeout("10 seconds"))
+        assert.strictEqual(done.state, "Done")
+        assert.strictEqual(model.prompts.length, 1)
+        const tape = yield* gateway.readTape(alice, run.sessionId, { afterSeq: 0 })
+        assert.deepStrictEqual(
+          tape.map((e) => e.tapeSeq),
+          tape.map((_, i) => i + 1)
+        )
       }).pipe(Effect.provide(gatewayLayer({ model, journal: Layer.succeed(Journal.Journal, journal) })), Effect.scoped)
     })
   )

@@ -662,15 +662,17 @@ export const make = (
       const ref = { sessionId: target.sessionId, runId }
       const by = `cancelled by ${caller.principal}`
       // Admitted with its start, not picked up by its worker yet: the cancel takes it (the worker
-      // skips it) and it ends `Cancelled` with nothing else written. Uninterruptible: a taken run
-      // nobody records would stay `InProgress` with nothing driving it.
+      // skips it) and it ends `Cancelled` with nothing else written. Uninterruptible, and a
+      // cancellation that did not commit gives the run back: a taken run nobody records would stay
+      // `InProgress` with nothing driving it.
       const took = yield* Effect.uninterruptible(
         Effect.suspend(() => {
           if (!scheduler.takeClaimed(runId)) return Effect.succeed(false)
           parents.delete(runId)
           admitted.delete(runId)
           return recordTransition(tape, ref, "InProgress", "Cancel", by).pipe(
-            Effect.ensuring(scheduler.dequeue(target.sessionId, runId)),
+            Effect.tapErrorCause(() => scheduler.untake(target.sessionId, runId)),
+            Effect.tap(() => scheduler.dequeue(target.sessionId, runId)),
             Effect.as(true)
           )
         })

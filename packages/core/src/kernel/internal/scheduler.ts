@@ -32,6 +32,8 @@ export interface Scheduler {
    * when it is not claimed (then it is running, queued the usual way, or over).
    */
   readonly takeClaimed: (runId: RunId) => boolean
+  /** Give a taken run back (its cancellation did not commit): it is driven as if never taken. */
+  readonly untake: (sessionId: SessionId, runId: RunId) => Effect.Effect<void>
   /** The run a new run of this session would queue behind, if any. */
   readonly lastOf: (sessionId: SessionId) => RunId | undefined
   /** Interrupt a running run (its loop records the cancellation); false when it is not running. */
@@ -155,6 +157,16 @@ export const makeScheduler = (
       return true
     }
 
+    const untake: Scheduler["untake"] = (sessionId, runId) =>
+      Effect.suspend(() => {
+        // Not reached by its worker yet: claimed again. Already skipped: queued again.
+        if (taken.delete(runId)) {
+          claimed.add(runId)
+          return Effect.void
+        }
+        return enqueue(sessionId, runId)
+      })
+
     const dequeue: Scheduler["dequeue"] = (sessionId, runId) =>
       Effect.suspend(() => {
         const queue = queues.get(sessionId)
@@ -197,6 +209,7 @@ export const makeScheduler = (
       startClaimed: startWorker,
       unclaim,
       takeClaimed,
+      untake,
       dequeue,
       interrupt,
       awaitEnd,
