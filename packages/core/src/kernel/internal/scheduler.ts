@@ -171,7 +171,11 @@ export const makeScheduler = (
       Effect.suspend(() => {
         const queue = queues.get(sessionId)
         const i = queue?.indexOf(runId) ?? -1
-        if (queue && i >= 0) queue.splice(i, 1)
+        if (queue && i >= 0) {
+          queue.splice(i, 1)
+          // Its worker will never reach it now, so it will not clear the mark of a taken run either.
+          taken.delete(runId)
+        }
         return ended(runId)
       })
 
