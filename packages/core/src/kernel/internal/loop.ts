@@ -823,6 +823,7 @@ export const runLoop = (
     const clock = yield* Effect.clock
     const tracer = yield* Effect.tracer
     const metricLabels = yield* FiberRef.get(FiberRef.currentMetricLabels)
+    const loaded = history.length
     const ctx: RunContext = {
       deps,
       agent: Option.getOrElse(agent, () => deps.agents.list[0]!),
@@ -838,7 +839,8 @@ export const runLoop = (
     }
     if (Option.isNone(agent)) {
       // The session's agent was removed from the configuration: nothing may answer in its name.
-      return yield* fail(ctx, new Conflict({ message: `agent ${session.agentId} is not configured` }))
+      yield* fail(ctx, new Conflict({ message: `agent ${session.agentId} is not configured` }))
+      return ended(ctx, loaded)
     }
 
     const body = Effect.gen(function* () {
@@ -904,6 +906,7 @@ export const runLoop = (
           : cancelled(ctx, by).pipe(Effect.catchAllCause((c) => Effect.logError("could not record cancellation", c)))
       })
     )
+    return ended(ctx, loaded)
   }).pipe(
     Effect.catchAllCause((cause) =>
       Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("run loop could not start", cause)
@@ -915,6 +918,23 @@ export const runLoop = (
       ...(parent === undefined ? { root: true } : { parent })
     })
   )
+
+/**
+ * A run's end, as the loop holds it: what it committed goes back to the history cache (so the
+ * session's next run need not read it again), and the run's own events are answered for the
+ * after-run hooks (`RunHooks.RunEnd.events`: they decide without reading the tape back). `loaded`
+ * is how much of `ctx.history` was read at the run's start; the rest is what the run committed,
+ * in commit order.
+ */
+const ended = (ctx: RunContext, loaded: number): ReadonlyArray<TapeEvent> => {
+  const { history, run } = ctx
+  ctx.deps.history?.committed(ctx.session, history, loaded)
+  let i = history.length
+  while (i > 0 && history[i - 1]!.tapeSeq >= run.startSeq) i--
+  const out: Array<TapeEvent> = []
+  for (; i < history.length; i++) if (history[i]!.runId === run.id) out.push(history[i]!)
+  return out
+}
 
 /**
  * The tail of a history from `seq` on: what a run's view is folded from (its events all have a

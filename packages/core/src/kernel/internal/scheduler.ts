@@ -3,6 +3,7 @@ import type { JournalError, NotFound } from "../../domain/Errors.js"
 import type { RunId, SessionId } from "../../domain/Ids.js"
 import type { Run } from "../../domain/Records.js"
 import { isTerminal } from "../../domain/RunState.js"
+import type { TapeEvent } from "../../domain/TapeEvent.js"
 import { type Service as JournalService, requireRun } from "../../ports/Journal.js"
 import { endOf, guarded, none, RunHooks } from "../RunHooks.js"
 
@@ -32,7 +33,11 @@ export interface Scheduler {
 /** @internal */
 export const makeScheduler = (
   journal: JournalService,
-  drive: (runId: RunId, cancelledBy: () => string | undefined) => Effect.Effect<void, unknown>
+  /** Runs the run's loop; it answers the run's events when it ended the run (`RunHooks.RunEnd.events`). */
+  drive: (
+    runId: RunId,
+    cancelledBy: () => string | undefined
+  ) => Effect.Effect<ReadonlyArray<TapeEvent> | undefined | void, unknown>
 ): Effect.Effect<Scheduler, never, Scope.Scope> =>
   Effect.gen(function* () {
     const scope = yield* Effect.scope
@@ -44,7 +49,7 @@ export const makeScheduler = (
     const endHooks = new Map<RunId, Array<() => void>>()
     const endWaiters = new Map<RunId, Array<(run: Run) => void>>()
 
-    const ended = (runId: RunId) =>
+    const ended = (runId: RunId, events?: ReadonlyArray<TapeEvent> | undefined) =>
       Effect.gen(function* () {
         cancels.delete(runId)
         const hooks = endHooks.get(runId) ?? []
@@ -58,7 +63,7 @@ export const makeScheduler = (
           endWaiters.delete(runId)
           for (const f of waiters) f(run.value)
           // After-run hooks: in their own fiber, so they never delay the run's end.
-          if (runHooks !== none) yield* Effect.forkIn(guarded(runHooks, endOf(run.value)), scope)
+          if (runHooks !== none) yield* Effect.forkIn(guarded(runHooks, endOf(run.value, events)), scope)
         }
       })
 
@@ -76,9 +81,9 @@ export const makeScheduler = (
             next,
             drive(next, () => cancels.get(next))
           )
-          yield* Fiber.await(fiber)
+          const exit = yield* Fiber.await(fiber)
           active.delete(sessionId)
-          yield* ended(next)
+          yield* ended(next, Exit.isSuccess(exit) && exit.value !== undefined ? exit.value : undefined)
         }
       })
 
