@@ -878,17 +878,10 @@ export const runLoop = (
     })
 
     const startedAt = nowOf(ctx)
+    const budget = budgetTimer(ctx)
     yield* body.pipe(
       Effect.ensuring(Effect.suspend(() => Metrics.recordRunDuration(nowOf(ctx) - startedAt))),
-      Effect.timeoutFail({
-        duration: ctx.agent.budgets.wallClock,
-        onTimeout: () =>
-          new BudgetExceeded({
-            budget: "wallClock",
-            limit: Duration.toMillis(ctx.agent.budgets.wallClock),
-            used: Duration.toMillis(ctx.agent.budgets.wallClock)
-          })
-      }),
+      budget.within,
       Effect.catchAllCause((cause) => {
         if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
         const failure = Cause.failureOption(cause)
@@ -899,6 +892,11 @@ export const runLoop = (
       }),
       Effect.onInterrupt(() => {
         const by = cancelledBy()
+        if (by === undefined && budget.expired()) {
+          return fail(ctx, wallClockExceeded(ctx)).pipe(
+            Effect.catchAllCause((c) => Effect.logError("could not record run failure", c))
+          )
+        }
         return by === undefined
           ? // shutdown: park the run where it is (what is staged is written first, so the tape has
             // it as if it had its own append); the next start resumes or marks it
@@ -918,6 +916,40 @@ export const runLoop = (
       ...(parent === undefined ? { root: true } : { parent })
     })
   )
+
+const wallClockExceeded = (ctx: RunContext) => {
+  const limit = Duration.toMillis(ctx.agent.budgets.wallClock)
+  return new BudgetExceeded({ budget: "wallClock", limit, used: limit })
+}
+
+/**
+ * The run's wall-clock budget as one timer: a fiber sleeping on the run's clock (a `TestClock`
+ * drives it as before) that, when the budget runs out, marks the run expired and interrupts the
+ * run's own fiber; the run's `onInterrupt` then records the `wallClock` failure instead of parking
+ * or cancelling. `Effect.timeoutFail` raced two forked fibers (the run's body moved into one of
+ * them, with a copy of the run fiber's refs); the body now runs in the run's fiber and the timer is
+ * interrupted (not awaited) when it ends. Interruption lands where it did: after the write in
+ * progress (`emit` is uninterruptible), or inside an await (the model's stream, a tool, an approval).
+ */
+const budgetTimer = (ctx: RunContext) => {
+  let expired = false
+  const within = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.withFiberRuntime<A, E, R>((run) => {
+      const timer = Effect.runFork(
+        Effect.flatMap(ctx.clock.sleep(ctx.agent.budgets.wallClock), () =>
+          Effect.sync(() => {
+            expired = true
+            run.unsafeInterruptAsFork(run.id())
+          })
+        )
+      )
+      return Effect.ensuring(
+        self,
+        Effect.sync(() => timer.unsafeInterruptAsFork(run.id()))
+      )
+    })
+  return { within, expired: () => expired }
+}
 
 /**
  * A run's end, as the loop holds it: what it committed goes back to the history cache (so the
