@@ -2,7 +2,7 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
-import { Caller, Errors, Gateway, Journal, type RunHooks, ScriptedModel, Tool } from "@palyra/core"
+import { Caller, Errors, Gateway, Journal, Records, type RunHooks, ScriptedModel, Tool } from "@palyra/core"
 import { Learning } from "@palyra/core/memory"
 import { gatewayLayer } from "@palyra/core/testing"
 import { Deferred, Effect, Option, Schedule, Schema } from "effect"
@@ -127,6 +127,68 @@ describe("RunHooks.RunEnd.events", () => {
               journal: SqliteJournal.layer({ filename })
             })
           ),
+          Effect.scoped
+        )
+      }).pipe(Effect.scoped)
+  )
+
+  it.live(
+    "a run that fails before Start (its agent is no longer configured) hands over its events: no UserMessage, no proposal",
+    () =>
+      Effect.gen(function* () {
+        const filename = fresh()
+        const session = "01KA0000000000000000000SES" as never
+        const runId = "01KA0000000000000000000RUN" as never
+        // A queued run left by an earlier process, in a session bound to an agent since removed.
+        yield* Effect.gen(function* () {
+          const journal = yield* SqliteJournal.make({ filename })
+          yield* journal.createSession(Records.makeSession({ id: session, principal: "alice", agentId: "gone" }))
+          const base = { sessionId: session, runId, at: 1 }
+          yield* journal.append(session, [{ _tag: "RunAccepted", ...base, principal: "alice", queuedBehind: null }], {
+            createRun: {
+              id: runId,
+              sessionId: session,
+              principal: "alice",
+              state: "Pending",
+              input: "Remember that the gate code is 4711.",
+              startSeq: 1,
+              error: null,
+              createdAt: 1,
+              updatedAt: 1
+            }
+          })
+          yield* journal.append(
+            session,
+            [{ _tag: "RunStateChanged", ...base, from: "Pending", to: "Accepted", reason: "admitted" }],
+            { runTransition: { runId, from: "Pending", to: "Accepted" } }
+          )
+        }).pipe(Effect.scoped)
+        const store = yield* SqliteMemoryStore.make({ filename })
+        const queue = yield* SqliteTaskQueue.make({ filename })
+        const ended = yield* Deferred.make<RunHooks.RunEnd>()
+        const hooks: RunHooks.Service = { onRunEnd: (end) => Deferred.succeed(ended, end) }
+        yield* Effect.gen(function* () {
+          const journal = yield* Journal.Journal
+          const learning = yield* Learning.make({ queue, store, journal, extractor: "deterministic" })
+          const end = yield* Deferred.await(ended).pipe(Effect.timeout("10 seconds"))
+          assert.strictEqual(end.run.state, "Failed")
+          assert.isDefined(end.events)
+          const tape = yield* journal.readTape(session, { afterSeq: 0, runId })
+          assert.deepStrictEqual(
+            end.events!.map((e) => [e._tag, e.tapeSeq]),
+            tape.map((e) => [e._tag, e.tapeSeq])
+          )
+          assert.notInclude(
+            end.events!.map((e) => e._tag),
+            "UserMessage"
+          )
+          const input = { run: end.run, session: Option.getOrThrow(yield* journal.getSession(session)) }
+          assert.deepStrictEqual(yield* Learning.deterministic({ ...input, events: end.events! }), [])
+          assert.deepStrictEqual(yield* Learning.deterministic({ ...input, events: tape }), [])
+          assert.isTrue(Option.isNone(yield* learning.afterRun(end.run, end.events)))
+          assert.isTrue(Option.isNone(yield* learning.afterRun(end.run)))
+        }).pipe(
+          Effect.provide(gatewayLayer({ model: model(), runHooks: hooks, journal: SqliteJournal.layer({ filename }) })),
           Effect.scoped
         )
       }).pipe(Effect.scoped)
