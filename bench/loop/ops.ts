@@ -46,10 +46,14 @@ const main = async () => {
       return (original as (...a: Array<unknown>) => unknown).apply(this, args)
     }
   }
-  const start = proto.start as (...a: Array<unknown>) => unknown
-  proto.start = function (this: unknown, ...args: Array<unknown>) {
-    fibers++
-    return start.apply(this, args)
+  // A fiber begins with `start` (run synchronously: `runPromise`, `runSync`, `immediate`) or
+  // `resume` (a fork, `Runtime.runFork`) or `startFork` (a race's two sides): all are counted.
+  for (const begin of ["start", "startFork", "resume"]) {
+    const original = proto[begin] as (...a: Array<unknown>) => unknown
+    proto[begin] = function (this: unknown, ...args: Array<unknown>) {
+      fibers++
+      return original.apply(this, args)
+    }
   }
   for (let i = 0; i < 20; i++) await runtime.runPromise(once)
   counts.clear()

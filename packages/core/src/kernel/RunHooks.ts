@@ -12,12 +12,19 @@
 import { Context, Effect } from "effect"
 import * as Caller from "../domain/Caller.js"
 import type { Run } from "../domain/Records.js"
+import type { TapeEvent } from "../domain/TapeEvent.js"
 
 /** A run that ended, with the principal it ran as. @since 0.1.0 @category Models */
 export interface RunEnd {
   readonly run: Run
   /** The run's owner, as a non-operator caller (what the run acted as). */
   readonly caller: Caller.Caller
+  /**
+   * The run's committed events as its loop held them at the end (absent when no loop ended it: a
+   * run cancelled while queued, a cancelled or crashed loop), in tape order; streamed
+   * `AssistantDelta`s may be missing. Lets a hook decide without reading the run's tape back.
+   */
+  readonly events?: ReadonlyArray<TapeEvent> | undefined
 }
 
 /** @since 0.1.0 @category Models */
@@ -53,4 +60,7 @@ export const guarded = (hook: Service, end: RunEnd): Effect.Effect<void> =>
   )
 
 /** The end of `run` as a hook sees it. @since 0.1.0 @category Constructors */
-export const endOf = (run: Run): RunEnd => ({ run, caller: Caller.user(run.principal) })
+export const endOf = (run: Run, events?: ReadonlyArray<TapeEvent> | undefined): RunEnd =>
+  events === undefined
+    ? { run, caller: Caller.user(run.principal) }
+    : { run, caller: Caller.user(run.principal), events }

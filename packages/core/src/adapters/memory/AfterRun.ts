@@ -25,7 +25,7 @@
 import { Clock, Deferred, type Duration, Effect, FiberId, Layer, Metric, Option, Schedule } from "effect"
 import { InvalidArgument } from "../../domain/Errors.js"
 import type { Run } from "../../domain/Records.js"
-import type { Risk } from "../../domain/TapeEvent.js"
+import type { Risk, TapeEvent } from "../../domain/TapeEvent.js"
 import * as Gateway from "../../kernel/Gateway.js"
 import * as Kernel from "../../kernel/Kernel.js"
 import type * as PromptAssembler from "../../kernel/PromptAssembler.js"
@@ -131,10 +131,14 @@ export const make = (options: Options): AfterRun => {
   const journalReady = Deferred.unsafeMake<JournalService>(FiberId.none)
   const autoIngest = memory?.autoIngest === true
   /** The run's user messages as notes of its principal (`[memory] auto_ingest`). */
-  const ingest = (run: Run) =>
+  const ingest = (run: Run, held: ReadonlyArray<TapeEvent> | undefined) =>
     Effect.gen(function* () {
-      const journal = yield* Deferred.await(journalReady)
-      const events = yield* journal.readTape(run.sessionId, { afterSeq: Math.max(0, run.startSeq - 1), runId: run.id })
+      // The loop's events of the run when it handed them over (`RunEnd.events`), else the tape's.
+      const events =
+        held ??
+        (yield* Effect.flatMap(Deferred.await(journalReady), (journal) =>
+          journal.readTape(run.sessionId, { afterSeq: Math.max(0, run.startSeq - 1), runId: run.id })
+        ))
       const said = events.flatMap((e) => (e._tag === "UserMessage" && e.text.trim().length > 0 ? [e] : []))
       if (said.length === 0 || store === undefined) return
       yield* store.saveMany(
@@ -148,16 +152,16 @@ export const make = (options: Options): AfterRun => {
       )
     }).pipe(Effect.withSpan("AfterRun.ingest", { attributes: { runId: run.id } }))
   const runEnd: RunHooks.Service = {
-    onRunEnd: ({ run }) =>
+    onRunEnd: ({ run, events }) =>
       Effect.all(
         [
-          autoIngest ? ingest(run) : Effect.void,
+          autoIngest ? ingest(run, events) : Effect.void,
           learningOn
             ? Effect.flatMap(
                 Deferred.await(learningReady),
                 Option.match({
                   onNone: () => Effect.void,
-                  onSome: (learning) => Effect.asVoid(learning.afterRun(run))
+                  onSome: (learning) => Effect.asVoid(learning.afterRun(run, events))
                 })
               )
             : Effect.void

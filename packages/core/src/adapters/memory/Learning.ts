@@ -113,9 +113,15 @@ export interface Service {
   readonly enqueueReflection: (runId: RunId) => Effect.Effect<Task, InvalidArgument | PayloadTooLarge | JournalError>
   /**
    * At a run's end: its reflection queued (`Some`), or `None` when the deterministic extractor finds
-   * nothing in the run's tape (a model or custom extractor always gets the task).
+   * nothing in the run's tape (a model or custom extractor always gets the task). `events`, when
+   * given, are the run's committed events as its loop held them (`RunHooks.RunEnd.events`): the
+   * verdict is taken from them instead of a read of the run's tape (the same events, so the same
+   * verdict).
    */
-  readonly afterRun: (run: Run) => Effect.Effect<Option.Option<Task>, InvalidArgument | PayloadTooLarge | JournalError>
+  readonly afterRun: (
+    run: Run,
+    events?: ReadonlyArray<TapeEvent> | undefined
+  ) => Effect.Effect<Option.Option<Task>, InvalidArgument | PayloadTooLarge | JournalError>
   /** Reflect on a run now (what the task handler does). */
   readonly reflect: (runId: RunId) => Effect.Effect<Reflection, JournalError | NotFound | Conflict>
   /** Handlers for `TaskQueue.worker` (`memory.reflect`). */
@@ -535,14 +541,17 @@ export const make = (options: Options): Effect.Effect<Service, InvalidArgument> 
         maxAttempts: options.maxAttempts ?? 3
       })
 
-    // The deterministic extractor's verdict is known from one read of the run's tape, so a run it
-    // would find nothing in costs no task (its reflection would only note "0 candidate(s)").
-    const afterRun: Service["afterRun"] = (run) =>
+    // The deterministic extractor's verdict is known from the run's events (the loop's, else one
+    // read of the run's tape), so a run it would find nothing in costs no task (its reflection
+    // would only note "0 candidate(s)").
+    const afterRun: Service["afterRun"] = (run, events) =>
       (mode === "deterministic"
-        ? Effect.map(
-            journal.readTape(run.sessionId, { afterSeq: Math.max(0, run.startSeq - 1), runId: run.id }),
-            (events) => deterministicProposals(run, events).length > 0
-          )
+        ? events !== undefined
+          ? Effect.succeed(deterministicProposals(run, events).length > 0)
+          : Effect.map(
+              journal.readTape(run.sessionId, { afterSeq: Math.max(0, run.startSeq - 1), runId: run.id }),
+              (read) => deterministicProposals(run, read).length > 0
+            )
         : Effect.succeed(true)
       ).pipe(
         Effect.flatMap((worth) =>

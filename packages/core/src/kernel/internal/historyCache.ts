@@ -17,6 +17,14 @@ import type { Service as JournalService } from "../../ports/Journal.js"
  */
 export interface HistoryCache {
   readonly load: (session: Session) => Effect.Effect<Array<TapeEvent>, PalyraError>
+  /**
+   * What a run committed, handed back at its end: `history` is what `load` answered with the run's
+   * committed events appended from `from` on. They extend the session's entry only while their
+   * `tapeSeq`s continue it without a gap (tape order is gap-free per session, so a gap is exactly
+   * an append the run did not make: another writer's, another process's); from the first gap on,
+   * the next `load` reads the tape as before.
+   */
+  readonly committed: (session: Session, history: ReadonlyArray<TapeEvent>, from: number) => void
   /** Sessions held (for tests). */
   readonly size: () => number
 }
@@ -59,6 +67,17 @@ export const makeHistoryCache = (
         while (entries.size > capacity) entries.delete(entries.keys().next().value!)
         return [...e.events]
       })
+    },
+    committed: (session, history, from) => {
+      const entry = entries.get(session.id)
+      if (entry === undefined || session.parentId !== null || entry.fromSeq !== session.historyFromSeq) return
+      for (let i = from; i < history.length; i++) {
+        const e = history[i]!
+        if (e.tapeSeq <= entry.lastSeq) continue
+        if (e.tapeSeq !== entry.lastSeq + 1) return
+        if (keep(e)) entry.events.push(e)
+        entry.lastSeq = e.tapeSeq
+      }
     },
     size: () => entries.size
   }

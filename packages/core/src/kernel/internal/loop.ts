@@ -825,6 +825,7 @@ export const runLoop = (
     const clock = yield* Effect.clock
     const tracer = yield* Effect.tracer
     const metricLabels = yield* FiberRef.get(FiberRef.currentMetricLabels)
+    const loaded = history.length
     const ctx: RunContext = {
       deps,
       agent: Option.getOrElse(agent, () => deps.agents.list[0]!),
@@ -840,7 +841,8 @@ export const runLoop = (
     }
     if (Option.isNone(agent)) {
       // The session's agent was removed from the configuration: nothing may answer in its name.
-      return yield* fail(ctx, new Conflict({ message: `agent ${session.agentId} is not configured` }))
+      yield* fail(ctx, new Conflict({ message: `agent ${session.agentId} is not configured` }))
+      return ended(ctx, loaded)
     }
 
     const body = Effect.gen(function* () {
@@ -878,17 +880,10 @@ export const runLoop = (
     })
 
     const startedAt = nowOf(ctx)
+    const budget = budgetTimer(ctx)
     yield* body.pipe(
       Effect.ensuring(Effect.suspend(() => Metrics.recordRunDuration(nowOf(ctx) - startedAt))),
-      Effect.timeoutFail({
-        duration: ctx.agent.budgets.wallClock,
-        onTimeout: () =>
-          new BudgetExceeded({
-            budget: "wallClock",
-            limit: Duration.toMillis(ctx.agent.budgets.wallClock),
-            used: Duration.toMillis(ctx.agent.budgets.wallClock)
-          })
-      }),
+      budget.within,
       Effect.catchAllCause((cause) => {
         if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
         const failure = Cause.failureOption(cause)
@@ -899,6 +894,11 @@ export const runLoop = (
       }),
       Effect.onInterrupt(() => {
         const by = cancelledBy()
+        if (by === undefined && budget.expired()) {
+          return fail(ctx, wallClockExceeded(ctx)).pipe(
+            Effect.catchAllCause((c) => Effect.logError("could not record run failure", c))
+          )
+        }
         return by === undefined
           ? // shutdown: park the run where it is (what is staged is written first, so the tape has
             // it as if it had its own append); the next start resumes or marks it
@@ -906,6 +906,7 @@ export const runLoop = (
           : cancelled(ctx, by).pipe(Effect.catchAllCause((c) => Effect.logError("could not record cancellation", c)))
       })
     )
+    return ended(ctx, loaded)
   }).pipe(
     Effect.catchAllCause((cause) =>
       Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("run loop could not start", cause)
@@ -917,6 +918,57 @@ export const runLoop = (
       ...(parent === undefined ? { root: true } : { parent })
     })
   )
+
+const wallClockExceeded = (ctx: RunContext) => {
+  const limit = Duration.toMillis(ctx.agent.budgets.wallClock)
+  return new BudgetExceeded({ budget: "wallClock", limit, used: limit })
+}
+
+/**
+ * The run's wall-clock budget as one timer: a fiber sleeping on the run's clock (a `TestClock`
+ * drives it as before) that, when the budget runs out, marks the run expired and interrupts the
+ * run's own fiber; the run's `onInterrupt` then records the `wallClock` failure instead of parking
+ * or cancelling. `Effect.timeoutFail` raced two forked fibers (the run's body moved into one of
+ * them, with a copy of the run fiber's refs); the body now runs in the run's fiber and the timer is
+ * interrupted (not awaited) when it ends. Interruption lands where it did: after the write in
+ * progress (`emit` is uninterruptible), or inside an await (the model's stream, a tool, an approval).
+ */
+const budgetTimer = (ctx: RunContext) => {
+  let expired = false
+  const within = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.withFiberRuntime<A, E, R>((run) => {
+      const timer = Effect.runFork(
+        Effect.flatMap(ctx.clock.sleep(ctx.agent.budgets.wallClock), () =>
+          Effect.sync(() => {
+            expired = true
+            run.unsafeInterruptAsFork(run.id())
+          })
+        )
+      )
+      return Effect.ensuring(
+        self,
+        Effect.sync(() => timer.unsafeInterruptAsFork(run.id()))
+      )
+    })
+  return { within, expired: () => expired }
+}
+
+/**
+ * A run's end, as the loop holds it: what it committed goes back to the history cache (so the
+ * session's next run need not read it again), and the run's own events are answered for the
+ * after-run hooks (`RunHooks.RunEnd.events`: they decide without reading the tape back). `loaded`
+ * is how much of `ctx.history` was read at the run's start; the rest is what the run committed,
+ * in commit order.
+ */
+const ended = (ctx: RunContext, loaded: number): ReadonlyArray<TapeEvent> => {
+  const { history, run } = ctx
+  ctx.deps.history?.committed(ctx.session, history, loaded)
+  let i = history.length
+  while (i > 0 && history[i - 1]!.tapeSeq >= run.startSeq) i--
+  const out: Array<TapeEvent> = []
+  for (; i < history.length; i++) if (history[i]!.runId === run.id) out.push(history[i]!)
+  return out
+}
 
 /**
  * The tail of a history from `seq` on: what a run's view is folded from (its events all have a

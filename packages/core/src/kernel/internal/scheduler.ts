@@ -3,6 +3,7 @@ import type { JournalError, NotFound } from "../../domain/Errors.js"
 import type { RunId, SessionId } from "../../domain/Ids.js"
 import type { Run } from "../../domain/Records.js"
 import { isTerminal } from "../../domain/RunState.js"
+import type { TapeEvent } from "../../domain/TapeEvent.js"
 import { type Service as JournalService, requireRun } from "../../ports/Journal.js"
 import { endOf, guarded, none, RunHooks } from "../RunHooks.js"
 
@@ -51,7 +52,12 @@ export interface Scheduler {
 /** @internal */
 export const makeScheduler = (
   journal: JournalService,
-  drive: (runId: RunId, cancelledBy: () => string | undefined, claimed: boolean) => Effect.Effect<void, unknown>
+  /** Runs the run's loop; it answers the run's events when it ended the run (`RunHooks.RunEnd.events`). */
+  drive: (
+    runId: RunId,
+    cancelledBy: () => string | undefined,
+    claimed: boolean
+  ) => Effect.Effect<ReadonlyArray<TapeEvent> | undefined | void, unknown>
 ): Effect.Effect<Scheduler, never, Scope.Scope> =>
   Effect.gen(function* () {
     const scope = yield* Effect.scope
@@ -67,7 +73,7 @@ export const makeScheduler = (
     const endHooks = new Map<RunId, Array<() => void>>()
     const endWaiters = new Map<RunId, Array<(run: Run) => void>>()
 
-    const ended = (runId: RunId) =>
+    const ended = (runId: RunId, events?: ReadonlyArray<TapeEvent> | undefined) =>
       Effect.gen(function* () {
         cancels.delete(runId)
         const hooks = endHooks.get(runId) ?? []
@@ -81,7 +87,7 @@ export const makeScheduler = (
           endWaiters.delete(runId)
           for (const f of waiters) f(run.value)
           // After-run hooks: in their own fiber, so they never delay the run's end.
-          if (runHooks !== none) yield* Effect.forkIn(guarded(runHooks, endOf(run.value)), scope)
+          if (runHooks !== none) yield* Effect.forkIn(guarded(runHooks, endOf(run.value, events)), scope)
         }
       })
 
@@ -95,7 +101,9 @@ export const makeScheduler = (
           }
           // Picking the run up and forking its loop into the map is one synchronous step (what
           // `FiberMap.run` does, plus the claim check): a cancel finds the run claimed or running.
-          const fiber = yield* Effect.withFiberRuntime<Fiber.RuntimeFiber<void, unknown> | undefined>((parent) => {
+          const fiber = yield* Effect.withFiberRuntime<
+            Fiber.RuntimeFiber<ReadonlyArray<TapeEvent> | undefined | void, unknown> | undefined
+          >((parent) => {
             if (taken.delete(next)) return Effect.succeed(undefined)
             const wasClaimed = claimed.delete(next)
             active.set(sessionId, next)
@@ -109,9 +117,9 @@ export const makeScheduler = (
             return Effect.succeed(forked)
           })
           if (fiber === undefined) continue
-          yield* Fiber.await(fiber)
+          const exit = yield* Fiber.await(fiber)
           active.delete(sessionId)
-          yield* ended(next)
+          yield* ended(next, Exit.isSuccess(exit) && exit.value !== undefined ? exit.value : undefined)
         }
       })
 
