@@ -75,14 +75,19 @@ writeFileSync(
 // BENCH_CPU_PROF=<dir> profiles the daemon (`node --cpu-prof`); the profile is written when it exits.
 // BENCH_HEAP_PROF=<dir>: `--heap-prof` (what is live at exit); BENCH_ALLOC_PROF=<dir>: every allocation
 // sampled, collected ones included, written after the turns (summary: `node bench/lib/allocprof.mjs`).
-const profile = process.env.BENCH_CPU_PROF
-  ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
-  : process.env.BENCH_HEAP_PROF
-    ? ["--heap-prof", `--heap-prof-dir=${process.env.BENCH_HEAP_PROF}`, "--heap-prof-interval=65536"]
-    : process.env.BENCH_ALLOC_PROF
-      ? // Everything allocated, collected objects included (see ../lib/alloc-on-signal.mjs).
-        ["--import", new URL("../lib/alloc-on-signal.mjs", import.meta.url).href]
-      : []
+const profile = [
+  ...(process.env.BENCH_CPU_PROF
+    ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
+    : process.env.BENCH_HEAP_PROF
+      ? ["--heap-prof", `--heap-prof-dir=${process.env.BENCH_HEAP_PROF}`, "--heap-prof-interval=65536"]
+      : process.env.BENCH_ALLOC_PROF
+        ? // Everything allocated, collected objects included (see ../lib/alloc-on-signal.mjs).
+          ["--import", new URL("../lib/alloc-on-signal.mjs", import.meta.url).href]
+        : []),
+  // BENCH_TURN_TRACE=<dir>: the daemon's GCs and event-loop delay and the client's turns on one clock
+  // (with BENCH_CPU_PROF, also what the daemon ran during the slow turns: `node bench/turn/trace-report.mjs`).
+  ...(process.env.BENCH_TURN_TRACE ? ["--import", new URL("./trace-preload.mjs", import.meta.url).href] : [])
+]
 const daemon = spawn(
   process.execPath,
   [...shebangFlags(bin), ...profile, ...gcFlags, bin, "--port", "0", "--log-format", "json"],
