@@ -16,7 +16,8 @@ const summarize = (list) => {
   const byKind = {}
   for (const t of list)
     for (const g of overlap(t)) {
-      const k = (byKind[g.kind] ??= { count: 0, ms: 0 })
+      byKind[g.kind] ??= { count: 0, ms: 0 }
+      const k = byKind[g.kind]
       k.count++
       k.ms += g.ms
     }
@@ -30,7 +31,8 @@ const summarize = (list) => {
 const slow = turns.filter((t) => t.ms > 2 * p50)
 const totals = {}
 for (const g of daemon.gcs) {
-  const k = (totals[g.kind] ??= { count: 0, ms: 0, maxMs: 0 })
+  totals[g.kind] ??= { count: 0, ms: 0, maxMs: 0 }
+  const k = totals[g.kind]
   k.count++
   k.ms = Math.round((k.ms + g.ms) * 100) / 100
   k.maxMs = Math.max(k.maxMs, Math.round(g.ms * 100) / 100)
