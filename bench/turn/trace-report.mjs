@@ -99,6 +99,28 @@ if (profileFile) {
         .map(([k, ms]) => `${ms.toFixed(1)} ms ${k}`)
     }
   }
+  // Long tasks: stretches of consecutive busy samples over 8 ms, with the frames that fill them
+  // (on a loaded machine a stretch also holds time the thread was descheduled).
+  const stretches = []
+  let run = []
+  const flush = () => {
+    const ms = run.reduce((a, s) => a + s.dt, 0)
+    if (ms > 8) {
+      const frames = new Map()
+      for (const s of run) frames.set(where(s.frame), (frames.get(where(s.frame)) ?? 0) + s.dt)
+      const top = [...frames].sort((a, b) => b[1] - a[1]).slice(0, 6)
+      stretches.push({ ms: Math.round(ms * 10) / 10, top: top.map(([k, v]) => `${v.toFixed(1)} ${k}`) })
+    }
+    run = []
+  }
+  for (let i = 0; i < samples.length; i++) {
+    const s = samples[i]
+    const previous = samples[i - 1]
+    if (previous !== undefined && s.at - previous.at > previous.dt + 0.5) flush()
+    run.push(s)
+  }
+  flush()
+  console.log(JSON.stringify({ longTasks: stretches.sort((a, b) => b.ms - a.ms).slice(0, 12) }, null, 1))
   const fast = turns.filter((t) => t.ms <= 2 * p50)
   console.log(JSON.stringify({ daemonBusyInSlow: inTurns(slow), daemonBusyInOthers: inTurns(fast) }, null, 1))
 }
