@@ -144,6 +144,7 @@ if (client.status !== 0) {
 }
 const figures = JSON.parse(client.stdout.trim().split("\n").at(-1)!) as {
   plain: { p50: number; p99: number }
+  steady: { p50: number; p99: number }
   tool: { p50: number; p99: number }
   turnsPerSec20: number
 }
@@ -171,6 +172,12 @@ table("a turn end to end: POST /v1/runs?stream=true → final RunStateChanged (m
     goal: "p50 ≤ 2, p99 ≤ 5"
   },
   {
+    turn: "  the same, second half of the plain turns (warm)",
+    p50: round(figures.steady.p50),
+    p99: round(figures.steady.p99),
+    goal: ""
+  },
+  {
     turn: "one time.now call (two model calls)",
     p50: round(figures.tool.p50),
     p99: round(figures.tool.p99),
@@ -191,6 +198,8 @@ table("load", [
 result("turn", {
   turnP50Ms: round(figures.plain.p50),
   turnP99Ms: round(figures.plain.p99),
+  turnP50SteadyMs: round(figures.steady.p50),
+  turnP99SteadyMs: round(figures.steady.p99),
   toolTurnP50Ms: round(figures.tool.p50),
   turnsPerSec20: round(figures.turnsPerSec20, 1),
   rssAfter200SessionsMb: round(rss, 1),
