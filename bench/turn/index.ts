@@ -75,14 +75,19 @@ writeFileSync(
 // BENCH_CPU_PROF=<dir> profiles the daemon (`node --cpu-prof`); the profile is written when it exits.
 // BENCH_HEAP_PROF=<dir>: `--heap-prof` (what is live at exit); BENCH_ALLOC_PROF=<dir>: every allocation
 // sampled, collected ones included, written after the turns (summary: `node bench/lib/allocprof.mjs`).
-const profile = process.env.BENCH_CPU_PROF
-  ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
-  : process.env.BENCH_HEAP_PROF
-    ? ["--heap-prof", `--heap-prof-dir=${process.env.BENCH_HEAP_PROF}`, "--heap-prof-interval=65536"]
-    : process.env.BENCH_ALLOC_PROF
-      ? // Everything allocated, collected objects included (see ../lib/alloc-on-signal.mjs).
-        ["--import", new URL("../lib/alloc-on-signal.mjs", import.meta.url).href]
-      : []
+const profile = [
+  ...(process.env.BENCH_CPU_PROF
+    ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
+    : process.env.BENCH_HEAP_PROF
+      ? ["--heap-prof", `--heap-prof-dir=${process.env.BENCH_HEAP_PROF}`, "--heap-prof-interval=65536"]
+      : process.env.BENCH_ALLOC_PROF
+        ? // Everything allocated, collected objects included (see ../lib/alloc-on-signal.mjs).
+          ["--import", new URL("../lib/alloc-on-signal.mjs", import.meta.url).href]
+        : []),
+  // BENCH_TURN_TRACE=<dir>: the daemon's GCs and event-loop delay and the client's turns on one clock
+  // (with BENCH_CPU_PROF, also what the daemon ran during the slow turns: `node bench/turn/trace-report.mjs`).
+  ...(process.env.BENCH_TURN_TRACE ? ["--import", new URL("./trace-preload.mjs", import.meta.url).href] : [])
+]
 const daemon = spawn(
   process.execPath,
   [...shebangFlags(bin), ...profile, ...gcFlags, bin, "--port", "0", "--log-format", "json"],
@@ -139,6 +144,7 @@ if (client.status !== 0) {
 }
 const figures = JSON.parse(client.stdout.trim().split("\n").at(-1)!) as {
   plain: { p50: number; p99: number }
+  steady: { p50: number; p99: number }
   tool: { p50: number; p99: number }
   turnsPerSec20: number
 }
@@ -166,6 +172,12 @@ table("a turn end to end: POST /v1/runs?stream=true → final RunStateChanged (m
     goal: "p50 ≤ 2, p99 ≤ 5"
   },
   {
+    turn: "  the same, second half of the plain turns (warm)",
+    p50: round(figures.steady.p50),
+    p99: round(figures.steady.p99),
+    goal: ""
+  },
+  {
     turn: "one time.now call (two model calls)",
     p50: round(figures.tool.p50),
     p99: round(figures.tool.p99),
@@ -186,6 +198,8 @@ table("load", [
 result("turn", {
   turnP50Ms: round(figures.plain.p50),
   turnP99Ms: round(figures.plain.p99),
+  turnP50SteadyMs: round(figures.steady.p50),
+  turnP99SteadyMs: round(figures.steady.p99),
   toolTurnP50Ms: round(figures.tool.p50),
   turnsPerSec20: round(figures.turnsPerSec20, 1),
   rssAfter200SessionsMb: round(rss, 1),
