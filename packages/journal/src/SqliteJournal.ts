@@ -132,6 +132,8 @@ export interface Options {
    * default 1 MiB; 0: every batch by message). Tests and benches. @internal
    */
   readonly writerRingBytes?: number | undefined
+  /** Called with each batch's id and the path it took to the writer thread (tests). @internal */
+  readonly onHandOff?: ((id: number, path: "ring" | "message") => void) | undefined
 }
 
 /**

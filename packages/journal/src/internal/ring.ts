@@ -12,8 +12,10 @@
  * Layout: three `Int32` control words (doorbell, read counter, write counter), then the data. The
  * counters count bytes and wrap at 2³² (the capacity is a power of two, so `counter & mask` is the
  * position across the wrap). An entry is four `Int32`s (its size in bytes, aligned to 4; its id; its
- * header's and payloads' UTF-8 byte lengths) and the two strings; an entry never wraps: a size of -1
- * means "continue at the start".
+ * header's and payloads' lengths in UTF-16 units) and the two strings as UTF-16: a copy (or a
+ * widening of a one-byte string), ~15× cheaper than transcoding to UTF-8 for text with any
+ * non-Latin-1 character (measured: 0.5 against 9.5 µs for a 32-event batch of 14 K characters), and
+ * an exact size known up front. An entry never wraps: a size of -1 means "continue at the start".
  * @internal
  */
 
@@ -68,8 +70,7 @@ export const ringWriter = (sab: SharedArrayBuffer): RingWriter => {
     buffer: sab,
     ring,
     tryWrite: (id, header, payloads) => {
-      // At most 3 UTF-8 bytes per UTF-16 unit: reserve the worst case, write, then count what was used.
-      const need = ENTRY_HEADER + ((3 * (header.length + payloads.length) + 3) & ~3)
+      const need = ENTRY_HEADER + ((2 * (header.length + payloads.length) + 3) & ~3)
       const write = Atomics.load(control, WRITE)
       const free = capacity - ((write - Atomics.load(control, READ)) | 0)
       let pos = write & mask
@@ -81,16 +82,15 @@ export const ringWriter = (sab: SharedArrayBuffer): RingWriter => {
         pos = 0
       }
       const start = pos + ENTRY_HEADER
-      const headerBytes = bytes.write(header, start, "utf8")
-      const payloadBytes = bytes.write(payloads, start + headerBytes, "utf8")
-      const size = (ENTRY_HEADER + headerBytes + payloadBytes + 3) & ~3
+      bytes.write(header, start, "utf16le")
+      bytes.write(payloads, start + 2 * header.length, "utf16le")
       const at = pos >> 2
-      words[at] = size
+      words[at] = need
       words[at + 1] = id
-      words[at + 2] = headerBytes
-      words[at + 3] = payloadBytes
+      words[at + 2] = header.length
+      words[at + 3] = payloads.length
       // The store publishes the entry (and the wrap marker): the reader loads WRITE first.
-      Atomics.store(control, WRITE, (write + skip + size) | 0)
+      Atomics.store(control, WRITE, (write + skip + need) | 0)
       ring()
       return true
     }
@@ -142,12 +142,12 @@ export const ringReader = (sab: SharedArrayBuffer): RingReader => {
       const pos = next()!
       const at = pos >> 2
       const size = words[at]!
-      const headerBytes = words[at + 2]!
       const start = pos + ENTRY_HEADER
+      const end = start + 2 * words[at + 2]!
       const entry = {
         id: words[at + 1]!,
-        header: bytes.toString("utf8", start, start + headerBytes),
-        payloads: bytes.toString("utf8", start + headerBytes, start + headerBytes + words[at + 3]!)
+        header: bytes.toString("utf16le", start, end),
+        payloads: bytes.toString("utf16le", end, end + 2 * words[at + 3]!)
       }
       Atomics.store(control, READ, (Atomics.load(control, READ) + size) | 0)
       return entry

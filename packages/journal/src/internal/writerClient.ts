@@ -98,8 +98,11 @@ export const inlineBackend = (
     }
   })
 
-/** Batches posted and not yet answered, at most: one committing, one on its way. */
-const MAX_IN_FLIGHT = 2
+/**
+ * Batches handed over and not yet answered, at most: one committing, the rest waiting in the ring
+ * (or as messages), which the worker takes together for its next commit.
+ */
+const MAX_IN_FLIGHT = 8
 
 /** The sources the worker bundle is built from (tsup.config.ts), to tell whether a build is current. */
 const workerSources = [
@@ -168,6 +171,8 @@ export const workerBackend = (
     readonly onWriterStopped?: ((reason: string) => void) | undefined
     /** The request ring's size in bytes (a power of two; 0: every batch by message). */
     readonly writerRingBytes?: number | undefined
+    /** Called with each batch's id and the path it took to the worker (tests). */
+    readonly onHandOff?: ((id: number, path: "ring" | "message") => void) | undefined
   },
   maxBatch: number,
   st: { readonly sessionExists: Database.Statement; readonly maxSeq: Database.Statement },
@@ -208,9 +213,11 @@ export const workerBackend = (
     channel.port1.unref()
     /** Hand one submission over: through the ring when it fits (a batch), else by message; then the doorbell. */
     const send = (message: ToWorker) => {
-      if (message.type === "batch" && ringBytes > 0 && ring.tryWrite(message.id, message.header, message.payloads)) return
+      if (message.type === "batch" && ringBytes > 0 && ring.tryWrite(message.id, message.header, message.payloads))
+        return options.onHandOff?.(message.id, "ring")
       channel.port1.postMessage(message)
       ring.ring()
+      if (message.type === "batch") options.onHandOff?.(message.id, "message")
     }
 
     const heads = new Map<string, number>()
