@@ -12,8 +12,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { Errors, Records, type TapeEvent } from "@palyra/core"
 import Database from "better-sqlite3"
 import { Deferred, Effect, Either, Exit, Fiber, Schedule, Scope } from "effect"
-import { makeRingBuffer, ringReader, ringWriter } from "../src/internal/ring.js"
 import { SqliteJournal } from "../src/index.js"
+import { makeRingBuffer, ringReader, ringWriter } from "../src/internal/ring.js"
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-ring-"))
 type SessionId = TapeEvent.TapeEvent["sessionId"]

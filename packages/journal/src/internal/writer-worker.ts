@@ -70,7 +70,9 @@ for (;;) {
   const ops: Array<Op> = decodeBatch(first)
   let n = 1
   let next: ToWorker | undefined
-  while (ops.length < options.maxBatch && (next = take()) !== undefined && next.type === "batch") {
+  while (ops.length < options.maxBatch) {
+    next = take()
+    if (next === undefined || next.type === "close") break
     for (const op of decodeBatch(next)) ops.push(op)
     n++
   }
