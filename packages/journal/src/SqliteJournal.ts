@@ -127,13 +127,6 @@ export interface Options {
    * supervisor restart it) rather than keep answering. palyrad exits with an error.
    */
   readonly onWriterStopped?: ((reason: string) => void) | undefined
-  /**
-   * The size in bytes of the shared ring writes cross to the writer thread by (a power of two,
-   * default 1 MiB; 0: every batch by message). Tests and benches. @internal
-   */
-  readonly writerRingBytes?: number | undefined
-  /** Called with each batch's id and the path it took to the writer thread (tests). @internal */
-  readonly onHandOff?: ((id: number, path: "ring" | "message") => void) | undefined
 }
 
 /**

@@ -20,7 +20,7 @@ const message = (session: TapeEvent.TapeEvent["sessionId"], i: number): TapeEven
 
 describe("the writer thread's answers", () => {
   it("a batch of committed appends is answered as a transferable Float64Array of first seqs", () => {
-    const { reply, transfer } = encodeAnswer(7, 2, 1.5, [
+    const { reply, transfer } = encodeAnswer(7, 1.5, [
       { ok: true, seq: 1 },
       { ok: true, seq: 4 },
       { ok: true, seq: 2 ** 40 }
@@ -29,7 +29,7 @@ describe("the writer thread's answers", () => {
     expect(reply.seqs).toBeInstanceOf(Float64Array)
     expect([...reply.seqs!]).toEqual([1, 4, 2 ** 40])
     expect(transfer).toEqual([reply.seqs!.buffer])
-    expect(reply).toMatchObject({ id: 7, n: 2, ms: 1.5 })
+    expect(reply).toMatchObject({ id: 7, ms: 1.5 })
   })
 
   it("a batch with a failure, a record write or a write without a seq is answered op by op", () => {
@@ -45,7 +45,7 @@ describe("the writer thread's answers", () => {
       [{ ok: true }]
     ]
     for (const results of batches) {
-      const { reply, transfer } = encodeAnswer(1, 1, 0, results)
+      const { reply, transfer } = encodeAnswer(1, 0, results)
       expect(reply.seqs).toBeUndefined()
       expect(reply.results).toEqual(results)
       expect(transfer).toEqual([])

@@ -78,43 +78,25 @@ export type OpResult =
       readonly id?: string | undefined
     }
 
-/**
- * Main thread → worker, by message (a batch goes through the shared ring, `ring.ts`, when it fits).
- * Ring entries and messages share one id sequence: the worker takes them in id order.
- * @internal
- */
+/** Main thread → worker. @internal */
 export type ToWorker =
   | { readonly type: "batch"; readonly id: number; readonly header: string; readonly payloads: string }
-  | { readonly type: "close"; readonly id: number }
+  | { readonly type: "close" }
 
 /**
- * Worker → main thread: the results of the `n` batches `id`, `id + 1`, … that committed together,
- * in op order, and the time their commits took. When every op was an append that committed (the hot
- * path), the results are only their first seqs, as one transferable `Float64Array` (`seqs`): no
- * array of objects is cloned on the worker and rebuilt here. Otherwise `results` has one `OpResult`
- * per op.
+ * Worker → main thread: the results of one batch, in op order, and the time its commits took. When
+ * every op was an append that committed (the hot path), the results are only their first seqs, as
+ * one transferable `Float64Array` (`seqs`): no array of objects is cloned on the worker and rebuilt
+ * here. Otherwise `results` has one `OpResult` per op.
  * @internal
  */
 export type FromWorker =
-  | {
-      readonly id: number
-      readonly n: number
-      readonly ms: number
-      readonly seqs: Float64Array
-      readonly results?: undefined
-    }
-  | {
-      readonly id: number
-      readonly n: number
-      readonly ms: number
-      readonly results: ReadonlyArray<OpResult>
-      readonly seqs?: undefined
-    }
+  | { readonly id: number; readonly ms: number; readonly seqs: Float64Array; readonly results?: undefined }
+  | { readonly id: number; readonly ms: number; readonly results: ReadonlyArray<OpResult>; readonly seqs?: undefined }
 
-/** An answer: the first seqs alone when every op was an append that committed (see `FromWorker`). @internal */
+/** A batch's answer: its first seqs alone when every op was an append that committed (see `FromWorker`). @internal */
 export const encodeAnswer = (
   id: number,
-  n: number,
   ms: number,
   results: ReadonlyArray<OpResult>
 ): { readonly reply: FromWorker; readonly transfer: ReadonlyArray<ArrayBuffer> } => {
@@ -122,10 +104,10 @@ export const encodeAnswer = (
   for (let i = 0; i < results.length; i++) {
     const r = results[i]!
     if (!r.ok || r.seq === undefined || r.changes !== undefined || r.row !== undefined)
-      return { reply: { id, n, ms, results }, transfer: [] }
+      return { reply: { id, ms, results }, transfer: [] }
     seqs[i] = r.seq
   }
-  return { reply: { id, n, ms, seqs }, transfer: [seqs.buffer as ArrayBuffer] }
+  return { reply: { id, ms, seqs }, transfer: [seqs.buffer as ArrayBuffer] }
 }
 
 type HeaderOp = Exclude<Op, AppendOp> | (Omit<AppendOp, "events"> & { readonly events: ReadonlyArray<HeaderEvent> })

@@ -1,10 +1,9 @@
 import { existsSync, statSync } from "node:fs"
-import { MessageChannel, Worker } from "node:worker_threads"
+import { Worker } from "node:worker_threads"
 import { Errors } from "@palyra/core"
 import type Database from "better-sqlite3"
 import { Effect, Runtime, type Scope } from "effect"
 import { encodeBatch, type FromWorker, type Op, type OpResult, type ToWorker } from "./protocol.js"
-import { DEFAULT_RING_BYTES, makeRingBuffer, ringWriter } from "./ring.js"
 import { makeWriter } from "./writer.js"
 import type { WorkerOptions } from "./writer-worker.js"
 
@@ -98,18 +97,14 @@ export const inlineBackend = (
     }
   })
 
-/**
- * Batches handed over and not yet answered, at most: one committing, the rest waiting in the ring
- * (or as messages), which the worker takes together for its next commit.
- */
-const MAX_IN_FLIGHT = 8
+/** Batches posted and not yet answered, at most: one committing, one on its way. */
+const MAX_IN_FLIGHT = 2
 
 /** The sources the worker bundle is built from (tsup.config.ts), to tell whether a build is current. */
 const workerSources = [
   "./writer-worker.ts",
   "./writer.ts",
   "./protocol.ts",
-  "./ring.ts",
   "./chain.ts",
   "../../build/core-canonical.ts",
   "../../../core/src/domain/Canonical.ts"
@@ -149,14 +144,10 @@ const workerScript = (): { readonly url: URL; readonly execArgv?: Array<string> 
 /**
  * The writer in a worker thread that owns the write connection (this thread keeps its own
  * connection for reads: in WAL mode a read sees every commit answered before it started). Writes
- * queue here and cross as one batch (two strings) per turn of the event loop, at most
- * `MAX_IN_FLIGHT` batches at a time (what arrives meanwhile forms the next batch: group commit
- * across the thread boundary). A batch is written into the shared ring (`ring.ts`) the worker sleeps
- * on between commits, so what formed while it committed is taken without a message; when the ring
- * is full or the batch is bigger than it, it goes by message instead, in the same id order. The
- * worker answers with one message per commit (which may cover several batches). It commits before it
- * answers, so nothing is acknowledged that a crash could lose. If the worker dies, everything
- * unanswered and every later write fails with `JournalError`.
+ * queue here and cross as one message per batch (two strings), at most `MAX_IN_FLIGHT` batches at a time (what
+ * arrives meanwhile forms the next batch: group commit across the thread boundary). The worker
+ * commits before it answers, so nothing is acknowledged that a crash could lose. If the worker dies,
+ * everything unanswered and every later write fails with `JournalError`.
  *
  * Session heads: the worker owns them for writing; this thread keeps a bounded copy advanced by
  * answers (read from the index on a miss), so `headSeq` is never behind an acknowledged append.
@@ -169,10 +160,6 @@ export const workerBackend = (
     readonly busyTimeoutMs?: number | undefined
     readonly onWorker?: ((worker: Worker) => void) | undefined
     readonly onWriterStopped?: ((reason: string) => void) | undefined
-    /** The request ring's size in bytes (a power of two; 0: every batch by message). */
-    readonly writerRingBytes?: number | undefined
-    /** Called with each batch's id and the path it took to the worker (tests). */
-    readonly onHandOff?: ((id: number, path: "ring" | "message") => void) | undefined
   },
   maxBatch: number,
   st: { readonly sessionExists: Database.Statement; readonly maxSeq: Database.Statement },
@@ -180,25 +167,16 @@ export const workerBackend = (
 ): Effect.Effect<Backend, Errors.JournalError, Scope.Scope> =>
   Effect.gen(function* () {
     const runtime = yield* Effect.runtime<never>()
-    const ringBytes = options.writerRingBytes ?? DEFAULT_RING_BYTES
-    const ring = ringWriter(makeRingBuffer(ringBytes === 0 ? 64 : ringBytes))
-    const channel = new MessageChannel()
     const workerData: WorkerOptions = {
       filename: options.filename,
       synchronous: options.synchronous ?? "NORMAL",
       busyTimeoutMs: options.busyTimeoutMs ?? 5000,
-      maxBatch,
-      ring: ring.buffer,
-      port: channel.port2
+      maxBatch
     }
     const worker = yield* Effect.try({
       try: () => {
         const script = workerScript()
-        return new Worker(script.url, {
-          workerData,
-          transferList: [channel.port2],
-          ...(script.execArgv ? { execArgv: script.execArgv } : {})
-        })
+        return new Worker(script.url, { workerData, ...(script.execArgv ? { execArgv: script.execArgv } : {}) })
       },
       catch: (cause) =>
         new Errors.JournalError({
@@ -210,15 +188,6 @@ export const workerBackend = (
     options.onWorker?.(worker)
     // Only keep the process alive while writes are outstanding.
     worker.unref()
-    channel.port1.unref()
-    /** Hand one submission over: through the ring when it fits (a batch), else by message; then the doorbell. */
-    const send = (message: ToWorker) => {
-      if (message.type === "batch" && ringBytes > 0 && ring.tryWrite(message.id, message.header, message.payloads))
-        return options.onHandOff?.(message.id, "ring")
-      channel.port1.postMessage(message)
-      ring.ring()
-      if (message.type === "batch") options.onHandOff?.(message.id, "message")
-    }
 
     const heads = new Map<string, number>()
     const advance = (sessionId: string, seq: number) => {
@@ -255,7 +224,8 @@ export const workerBackend = (
         const { header, payloads } = encodeBatch(batch.map((p) => p.op))
         if (inFlight.size === 0) worker.ref()
         inFlight.set(id, batch)
-        send({ type: "batch", id, header, payloads })
+        const message: ToWorker = { type: "batch", id, header, payloads }
+        worker.postMessage(message)
       }
     }
     const schedule = () => {
@@ -266,27 +236,17 @@ export const workerBackend = (
     }
 
     worker.on("message", (reply: FromWorker) => {
-      const { seqs, results } = reply
-      let at = 0
-      let appends = 0
-      const batches: Array<ReadonlyArray<Pending>> = []
-      for (let k = 0; k < reply.n; k++) {
-        const batch = inFlight.get(reply.id + k)
-        if (batch === undefined) continue
-        inFlight.delete(reply.id + k)
-        batches.push(batch)
-        appends += countAppends(batch)
-      }
+      const batch = inFlight.get(reply.id)
+      if (batch === undefined) return
+      inFlight.delete(reply.id)
       if (inFlight.size === 0) worker.unref()
-      recordMetric(reply.ms, appends)
-      for (const batch of batches) {
-        for (let i = 0; i < batch.length; i++, at++) {
-          const p = batch[i]!
-          const r: OpResult = seqs !== undefined ? { ok: true, seq: seqs[at]! } : results[at]!
-          if (r.ok && p.op.op === "append" && r.seq !== undefined)
-            advance(p.op.sessionId, r.seq + p.op.events.length - 1)
-          p.done(r)
-        }
+      recordMetric(reply.ms, countAppends(batch))
+      const { seqs, results } = reply
+      for (let i = 0; i < batch.length; i++) {
+        const p = batch[i]!
+        const r: OpResult = seqs !== undefined ? { ok: true, seq: seqs[i]! } : results[i]!
+        if (r.ok && p.op.op === "append" && r.seq !== undefined) advance(p.op.sessionId, r.seq + p.op.events.length - 1)
+        p.done(r)
       }
       if (queued.length > 0) schedule()
       idle()
@@ -326,7 +286,8 @@ export const workerBackend = (
         closing = true
         worker.ref()
         onExit.push(() => resume(Effect.void))
-        send({ type: "close", id: nextId++ })
+        const message: ToWorker = { type: "close" }
+        worker.postMessage(message)
       }
       if (scheduled !== undefined) clearImmediate(scheduled)
       post()
