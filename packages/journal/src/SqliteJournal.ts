@@ -306,12 +306,14 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
     const redactor = options.redaction === false ? Redaction.none : Redaction.make(options.redaction || {})
     const redact = redactor.redact
     const text = <A extends string | null>(value: A): A => (value === null ? null : redactor.redactString(value)) as A
-    // Identifiers already found clean (event kinds, run ids repeat on every append): bounded.
+    // Identifiers already found clean (event kinds, run ids repeat on every append): bounded, the
+    // oldest forgotten first (a Set iterates in insertion order) — emptying it at once made every
+    // identifier of the live runs pay its redaction scan again on the same append.
     const cleanIds = new Set<string>()
     const isClean = (value: string) => {
       if (cleanIds.has(value)) return true
       if (redactor.redactString(value) !== value) return false
-      if (cleanIds.size >= 1024) cleanIds.clear()
+      if (cleanIds.size >= 1024) cleanIds.delete(cleanIds.values().next().value as string)
       cleanIds.add(value)
       return true
     }
