@@ -167,18 +167,6 @@ const emit = (ctx: RunContext, events: Events, effects: AppendEffects = {}) =>
     })
   )
 
-// `emit` for a caller that is itself the moment of the write (the plain model sink: the provider
-// calls it when the delta is due and runs the result next): the staged events are taken now, so the
-// write needs no `suspend` of its own. Uninterruptible like `emit`, for the same reason.
-const write = (ctx: RunContext, events: Events) => {
-  const taken = takeStaged(ctx, events, {})
-  return Effect.uninterruptible(
-    Effect.map(ctx.deps.tape.append(ctx.session.id, taken.events as Events, taken.effects), (stored) =>
-      observe(ctx, stored, taken.count)
-    )
-  )
-}
-
 /** What writing a streamed delta can fail with. */
 type SinkError = Effect.Effect.Error<ReturnType<typeof emit>> | BudgetExceeded
 
@@ -599,7 +587,9 @@ const streamAnswer = (
       const chunk = buffer
       buffer = ""
       if (++eventsThisTurn > b.maxEventsPerTurn) return overBudget()
-      return write(ctx, [{ _tag: "AssistantDelta", ...base(ctx), at, turn, text: chunk }])
+      // `emit` takes what is staged inside its uninterruptible region, not here: an interruption
+      // between this call and the write's start (the runtime may yield there) loses nothing staged.
+      return emit(ctx, [{ _tag: "AssistantDelta", ...base(ctx), at, turn, text: chunk }])
     }
     const propose = (event: Extract<ModelEvent, { type: "tool-call" }>): Effect.Effect<void, SinkError> | undefined => {
       if (++eventsThisTurn > b.maxEventsPerTurn) return overBudget()
