@@ -8,6 +8,7 @@
 import { Duration, Effect, Layer, Stream } from "effect"
 import { ProviderError, type ProviderErrorReason } from "../domain/Errors.js"
 import {
+  drainNow,
   type FinishReason,
   type ModelEvent,
   ModelProvider,
@@ -106,6 +107,22 @@ export const make = (
     streamTo: (request, sink) =>
       Effect.flatMap(plan(request), ({ events, delay }) =>
         Effect.forEach(events, (event) => Effect.zipRight(pace(event, delay), sink(event)), { discard: true })
+      ),
+    // Unpaced, the events are all due now: a plain drive (no Effect step per event the sink handles
+    // plainly). Paced, each event waits for its delay, then the sink is called.
+    streamToNow: (request, sink) =>
+      Effect.flatMap(plan(request), ({ events, delay }) =>
+        delay === undefined
+          ? drainNow(events, sink)
+          : Effect.forEach(
+              events,
+              (event) =>
+                Effect.zipRight(
+                  pace(event, delay),
+                  Effect.suspend(() => sink(event) ?? Effect.void)
+                ),
+              { discard: true }
+            )
       )
   }
 }

@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import { Context, type Effect, Stream } from "effect"
+import { Context, Effect, Stream } from "effect"
 import type { ProviderError } from "../domain/Errors.js"
 
 /** An image of a user message: its bytes and media type (`image/png`, `image/jpeg`, `image/gif`, `image/webp`). @since 0.1.0 @category Models */
@@ -78,7 +78,24 @@ export interface Service {
     request: ModelRequest,
     sink: (event: ModelEvent) => Effect.Effect<void, unknown>
   ) => Effect.Effect<void, unknown>
+  /**
+   * The same call into a plain sink (`SinkNow`): the provider calls `sink` when an event is due and
+   * runs (and waits for) the effect it returns, if any, before its next event. Optional, additive:
+   * the agent loop uses it when present (most deltas cost a plain call, no Effect step), else
+   * `streamTo`, else `stream`. Interrupting the effect must abort the request.
+   */
+  readonly streamToNow?: (request: ModelRequest, sink: SinkNow<unknown>) => Effect.Effect<void, unknown>
 }
+
+/**
+ * A sink handling an event with a plain call. It returns `undefined` when the event is handled, or
+ * an effect (a write, a failure) that the caller must run, and wait for, before the next event:
+ * the sink's state already counts that effect as done, so it may not be dropped or reordered.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type SinkNow<E> = (event: ModelEvent) => Effect.Effect<void, E> | undefined
 
 /**
  * Run one model call into a sink, through `streamTo` when the provider has it.
@@ -94,6 +111,50 @@ export const runInto = <E>(
   model.streamTo
     ? (model.streamTo(request, sink) as Effect.Effect<void, E | ProviderError>)
     : Stream.runForEach(model.stream(request), sink)
+
+/**
+ * Run one model call into a plain sink: through `streamToNow` when the provider has it, else
+ * through `streamTo`/`stream` with the sink called lazily, once per event, when the event is due.
+ *
+ * @since 0.1.0
+ * @category Utils
+ */
+export const runIntoNow = <E>(
+  model: Service,
+  request: ModelRequest,
+  sink: SinkNow<E>
+): Effect.Effect<void, E | ProviderError> =>
+  model.streamToNow
+    ? (model.streamToNow(request, sink) as Effect.Effect<void, E | ProviderError>)
+    : runInto(model, request, (event) => Effect.suspend(() => sink(event) ?? Effect.void))
+
+/**
+ * Drive a plain sink over events that are all available now (a provider's helper for `streamToNow`):
+ * consecutive events the sink handles plainly cost no Effect step; an effect it returns is run
+ * before the next event. After `yieldEvery` plain events in a row it yields to the runtime once, so
+ * a long run of buffered deltas still lets other fibers run and an interruption in between deltas
+ * (the per-event Effect steps this replaces gave the runtime that chance every few hundred events).
+ *
+ * @since 0.1.0
+ * @category Utils
+ */
+export const drainNow = <E>(
+  events: ReadonlyArray<ModelEvent>,
+  sink: SinkNow<E>,
+  yieldEvery = 256
+): Effect.Effect<void, E> => {
+  const from = (start: number): Effect.Effect<void, E> => {
+    let i = start
+    let plain = 0
+    while (i < events.length) {
+      const next = sink(events[i++]!)
+      if (next !== undefined) return i < events.length ? Effect.flatMap(next, () => from(i)) : next
+      if (++plain === yieldEvery && i < events.length) return Effect.flatMap(Effect.yieldNow(), () => from(i))
+    }
+    return Effect.void
+  }
+  return Effect.suspend(() => from(0))
+}
 
 /** @since 0.1.0 @category Tags */
 export class ModelProvider extends Context.Tag("@palyra/core/ModelProvider")<ModelProvider, Service>() {}

@@ -9,7 +9,12 @@ import { isTerminal, type Transition } from "../../domain/RunState.js"
 import type { NewTapeEvent, TapeEvent, TapeEventOf } from "../../domain/TapeEvent.js"
 import { isTracing, traced } from "../../ports/internal/traced.js"
 import { type AppendEffects, type Service as JournalService, requireRun, requireSession } from "../../ports/Journal.js"
-import { type ModelEvent, type ModelRequest, type Service as ModelService, runInto } from "../../ports/ModelProvider.js"
+import {
+  type ModelEvent,
+  type ModelRequest,
+  type Service as ModelService,
+  runIntoNow
+} from "../../ports/ModelProvider.js"
 import type { Decision, Service as PolicyService } from "../../ports/PolicyEngine.js"
 import type { AnyTool, Service as ToolService } from "../../ports/Tool.js"
 import type * as Agents from "../Agents.js"
@@ -571,74 +576,68 @@ const streamAnswer = (
     let inputTokens = 0
     let outputTokens = 0
     const proposed: Array<{ providerId: string; name: string; args: unknown }> = []
-    const countEvent = Effect.suspend(() =>
-      ++eventsThisTurn > b.maxEventsPerTurn
-        ? Effect.fail(
-            new BudgetExceeded({ budget: "maxEventsPerTurn", limit: b.maxEventsPerTurn, used: eventsThisTurn })
-          )
-        : Effect.void
-    )
+    const overBudget = () =>
+      Effect.fail(new BudgetExceeded({ budget: "maxEventsPerTurn", limit: b.maxEventsPerTurn, used: eventsThisTurn }))
     // The clock is read once from the context; each delta then reads it synchronously.
     const clock = ctx.clock
-    // Write what is buffered as one delta (counted against the turn's event budget).
-    const flushAt = (at: number): Effect.Effect<void, SinkError> => {
-      if (buffer.length === 0) return Effect.void
+    // Write what is buffered as one delta (counted against the turn's event budget): `undefined`
+    // when nothing is buffered, else the write (or the budget's failure) the provider runs next.
+    const flushAt = (at: number): Effect.Effect<void, SinkError> | undefined => {
+      if (buffer.length === 0) return undefined
       const chunk = buffer
       buffer = ""
-      if (++eventsThisTurn > b.maxEventsPerTurn) {
-        return Effect.fail(
-          new BudgetExceeded({ budget: "maxEventsPerTurn", limit: b.maxEventsPerTurn, used: eventsThisTurn })
-        )
-      }
+      if (++eventsThisTurn > b.maxEventsPerTurn) return overBudget()
+      // `emit` takes what is staged inside its uninterruptible region, not here: an interruption
+      // between this call and the write's start (the runtime may yield there) loses nothing staged.
       return emit(ctx, [{ _tag: "AssistantDelta", ...base(ctx), at, turn, text: chunk }])
     }
-    // The per-event hot path is a plain function run in one Effect step (no generator, no service
-    // lookup per delta): a delta that is only buffered costs that step; one that flushes, its append.
-    const onEvent = (event: ModelEvent): Effect.Effect<void, SinkError> => {
+    const propose = (event: Extract<ModelEvent, { type: "tool-call" }>): Effect.Effect<void, SinkError> | undefined => {
+      if (++eventsThisTurn > b.maxEventsPerTurn) return overBudget()
+      proposed.push({ providerId: event.id, name: event.name, args: event.args })
+      return undefined
+    }
+    // The per-event hot path is a plain sink (`SinkNow`): the provider calls it when the event is
+    // due, so its work happens then. A delta that is only buffered (coalescing, or redaction holding
+    // back a possible secret) returns nothing and costs no Effect step; one that flushes returns its
+    // write, which the provider runs before its next event.
+    const onEvent = (event: ModelEvent): Effect.Effect<void, SinkError> | undefined => {
       received.count++
       switch (event.type) {
         case "text-delta": {
           const t = clock.unsafeCurrentTimeMillis()
           text += event.text
           const released = safe.push(event.text)
-          if (released.length === 0) return Effect.void
+          if (released.length === 0) return undefined
           if (buffer.length === 0) bufferSince = t
           buffer += released
-          return buffer.length >= deps.coalesceChars || t - bufferSince >= deps.coalesceMillis
-            ? flushAt(t)
-            : Effect.void
+          return buffer.length >= deps.coalesceChars || t - bufferSince >= deps.coalesceMillis ? flushAt(t) : undefined
         }
         case "tool-call": {
+          // Flush the buffer, count the call, then record it, in that order.
           buffer += safe.flush()
           const flushed = flushAt(clock.unsafeCurrentTimeMillis())
-          return Effect.zipRight(
-            flushed,
-            Effect.zipRight(
-              countEvent,
-              Effect.sync(() => {
-                proposed.push({ providerId: event.id, name: event.name, args: event.args })
-              })
-            )
-          )
+          return flushed === undefined
+            ? propose(event)
+            : Effect.zipRight(
+                flushed,
+                Effect.suspend(() => propose(event) ?? Effect.void)
+              )
         }
         case "usage":
           inputTokens += event.inputTokens
           outputTokens += event.outputTokens
-          return Effect.void
+          return undefined
         case "finish":
           finishReason = event.reason
-          return Effect.void
+          return undefined
       }
     }
     const answered = Effect.suspend((): Effect.Effect<Answer, BudgetExceeded> => {
       buffer += safe.flush()
       const answer: Answer = { text, finishReason, inputTokens, outputTokens, proposed, tail: buffer }
-      return buffer.length > 0 ? Effect.as(countEvent, answer) : Effect.succeed(answer)
+      return buffer.length > 0 && ++eventsThisTurn > b.maxEventsPerTurn ? overBudget() : Effect.succeed(answer)
     })
-    return Effect.zipRight(
-      runInto(model, request, (event) => Effect.suspend(() => onEvent(event))),
-      answered
-    )
+    return Effect.zipRight(runIntoNow(model, request, onEvent), answered)
   })
 
 const modelTurn = (ctx: RunContext) => spanned(ctx, "AgentLoop.modelTurn")(modelTurnSteps(ctx))
