@@ -81,6 +81,10 @@ describe("Gateway over the SQLite journal", () => {
         yield* gateway
           .getRun(Caller.operator("op"), run.id)
           .pipe(Effect.repeat({ schedule: Schedule.spaced("5 millis"), until: (r) => r.state === "InProgress" }))
+        // In its model call (a run that only started would be resumed, not failed: nothing to repeat).
+        yield* Effect.sync(() => slow.prompts.length).pipe(
+          Effect.repeat({ schedule: Schedule.spaced("5 millis"), until: (n) => n > 0 })
+        )
         return run
       }).pipe(Effect.provide(gatewayLayer({ model: slow, journal: SqliteJournal.layer({ filename }) })), Effect.scoped)
       yield* Effect.gen(function* () {

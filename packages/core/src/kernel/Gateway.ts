@@ -393,8 +393,9 @@ export const make = (
     // A run's span is a child of the span of the request that admitted it (a client's trace goes on
     // into the run); runs picked up at start-up begin their own trace.
     const parents = new Map<RunId, Tracer.AnySpan>()
-    // What admission wrote for a run it admitted with its start, handed to its loop (not read again).
-    const admitted = new Map<RunId, { readonly run: Run; readonly session: Session }>()
+    // The run record admission wrote for a run it admitted with its start, handed to its loop (not
+    // read again; its session is, since a reset may commit in between).
+    const admitted = new Map<RunId, Run>()
     const scheduler = yield* makeScheduler(journal, (runId, cancelledBy, claimed) => {
       const parent = parents.get(runId)
       parents.delete(runId)
@@ -589,7 +590,7 @@ export const make = (
             // admitted with its start in one commit; a cancel before its worker picks it up takes
             // the claim (`cancelRun`). A failed commit stores nothing and gives the claim up.
             if (queuedBehind === null && scheduler.claim(target.id, runId)) {
-              admitted.set(runId, { run: { ...created, state: "InProgress" }, session: target })
+              admitted.set(runId, { ...created, state: "InProgress" })
               if (Option.isSome(span)) parents.set(runId, span.value)
               yield* recordAdmittedStart(tape, created, accepted, attachments, isNew ? target : undefined).pipe(
                 Effect.tapErrorTag("Conflict", () =>

@@ -812,13 +812,15 @@ export const runLoop = (
   runId: RunId,
   cancelledBy: () => string | undefined,
   parent?: Tracer.AnySpan | undefined,
-  /** The run and session as its admission wrote them when it committed the run's start too. */
-  admitted?: { readonly run: Run; readonly session: Session } | undefined
+  /** The run as its admission wrote it when it committed the run's start too (not read again). */
+  admitted?: Run | undefined
 ) =>
   Effect.gen(function* () {
-    const run = admitted?.run ?? (yield* requireRun(deps.journal, runId))
+    const run = admitted ?? (yield* requireRun(deps.journal, runId))
     if (isTerminal(run.state)) return
-    const session = admitted?.session ?? (yield* requireSession(deps.journal, run.sessionId))
+    // The session is read here even when admission handed it over: a reset (or another change to
+    // its history) may have committed between admission's read and the run's start commit.
+    const session = yield* requireSession(deps.journal, run.sessionId)
     const history = yield* deps.history?.load(session) ?? loadHistory(deps.journal, session)
     const agent = deps.agents.get(session.agentId)
     const clock = yield* Effect.clock
@@ -907,6 +909,10 @@ export const runLoop = (
     )
     return ended(ctx, loaded)
   }).pipe(
+    // Cancelled in its prologue (before its body could record anything): the cancellation is
+    // recorded here, in the run's own fiber, so the run is terminal before the scheduler ends it
+    // (its waiters and hooks) and before the session's next run starts.
+    Effect.onInterrupt(() => cancelledInPrologue(deps, runId, cancelledBy)),
     Effect.catchAllCause((cause) =>
       Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("run loop could not start", cause)
     ),
@@ -917,6 +923,23 @@ export const runLoop = (
       ...(parent === undefined ? { root: true } : { parent })
     })
   )
+
+const cancelledInPrologue = (deps: LoopDeps, runId: RunId, cancelledBy: () => string | undefined) =>
+  Effect.suspend(() => {
+    const by = cancelledBy()
+    if (by === undefined) return Effect.void
+    return Effect.flatMap(deps.journal.getRun(runId), (found) =>
+      Option.isNone(found) || isTerminal(found.value.state)
+        ? Effect.void
+        : recordTransition(
+            deps.tape,
+            { sessionId: found.value.sessionId, runId },
+            found.value.state,
+            "Cancel",
+            `cancelled by ${by}`
+          )
+    )
+  }).pipe(Effect.catchAllCause((c) => Effect.logError("could not record cancellation", c)))
 
 const wallClockExceeded = (ctx: RunContext) => {
   const limit = Duration.toMillis(ctx.agent.budgets.wallClock)
