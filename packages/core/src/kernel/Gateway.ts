@@ -61,7 +61,7 @@ import { makeScheduler } from "./internal/scheduler.js"
 import { makeStartGate, type StartGate } from "./internal/startGate.js"
 import { recordAdmittedStart } from "./internal/startNow.js"
 import { makeTape } from "./internal/tape.js"
-import { recordTransition } from "./internal/transition.js"
+import { cancelOutsideLoop, recordTransition } from "./internal/transition.js"
 import { PromptAssembler } from "./PromptAssembler.js"
 
 /** Budgets that end a run (see `Agents.Budgets`). @since 0.1.0 @category Models */
@@ -680,14 +680,18 @@ export const make = (
       )
       if (took) return yield* requireRun(journal, runId)
       if (yield* scheduler.interrupt(runId, caller.principal)) {
+        // Its loop records the cancellation; if it could not (it logged why), record it here,
+        // closing what the run left open.
+        const after = yield* requireRun(journal, runId)
+        if (!isTerminal(after.state)) {
+          yield* cancelOutsideLoop(journal, tape, runId, caller.principal).pipe(
+            Effect.catchAllCause((c) => Effect.logError("could not record cancellation", c))
+          )
+        }
         // The approvals it waited for were closed as it ended: tell the live inboxes.
         const closed = yield* journal.listApprovals({ runId, status: "expired" })
         yield* Effect.forEach(closed, approvals.announce, { discard: true })
-        const after = yield* requireRun(journal, runId)
-        if (isTerminal(after.state)) return after
-        // Interrupted before its loop could record anything (still in its prologue): record it here.
-        yield* recordTransition(tape, ref, after.state, "Cancel", by)
-        return yield* requireRun(journal, runId)
+        return isTerminal(after.state) ? after : yield* requireRun(journal, runId)
       }
       // Queued (not started yet): mark it cancelled; the worker skips terminal runs.
       yield* recordTransition(tape, ref, target.state, "Cancel", by)

@@ -28,7 +28,7 @@ import type { HistoryCache } from "./historyCache.js"
 import { policyRequestFor } from "./policyRequest.js"
 import type { StartGate } from "./startGate.js"
 import type { Tape } from "./tape.js"
-import { closeOpenWork, recordTransition } from "./transition.js"
+import { cancelOutsideLoop, closeOpenWork, recordTransition } from "./transition.js"
 
 /** @internal */
 export interface LoopDeps {
@@ -927,18 +927,7 @@ export const runLoop = (
 const cancelledInPrologue = (deps: LoopDeps, runId: RunId, cancelledBy: () => string | undefined) =>
   Effect.suspend(() => {
     const by = cancelledBy()
-    if (by === undefined) return Effect.void
-    return Effect.flatMap(deps.journal.getRun(runId), (found) =>
-      Option.isNone(found) || isTerminal(found.value.state)
-        ? Effect.void
-        : recordTransition(
-            deps.tape,
-            { sessionId: found.value.sessionId, runId },
-            found.value.state,
-            "Cancel",
-            `cancelled by ${by}`
-          )
-    )
+    return by === undefined ? Effect.void : cancelOutsideLoop(deps.journal, deps.tape, runId, by)
   }).pipe(Effect.catchAllCause((c) => Effect.logError("could not record cancellation", c)))
 
 const wallClockExceeded = (ctx: RunContext) => {

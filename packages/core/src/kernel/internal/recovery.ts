@@ -1,21 +1,17 @@
 import { Clock, Effect } from "effect"
 import type { JournalError } from "../../domain/Errors.js"
-import type { TapeEvent } from "../../domain/TapeEvent.js"
 import type { Service as JournalService } from "../../ports/Journal.js"
 import * as RunView from "../RunView.js"
 import type { Scheduler } from "./scheduler.js"
 import type { Tape } from "./tape.js"
 import { closeOpenWork, recordTransition } from "./transition.js"
 
-/** What a run's tape holds before its loop did anything: its admission and start. */
-const startOnly = (e: TapeEvent): boolean =>
-  e._tag === "RunAccepted" || e._tag === "RunStateChanged" || e._tag === "UserMessage"
-
 /**
  * Start-up: pick up what the previous process left. Queued runs and runs waiting for approval
  * resume (in their session's order); runs that were in progress are resumed from their tape or
- * marked `Failed` with code `interrupted`, as configured — except a run that only started (nothing
- * after its start on the tape), which resumes either way.
+ * marked `Failed` with code `interrupted`, as configured. A run's start commits with its admission,
+ * and its first model request is written with the call's first output: a run whose tape ends at its
+ * start may have called the model already, so under "fail" it is failed like any run in progress.
  * @internal
  */
 export const recover = (
@@ -35,11 +31,7 @@ export const recover = (
       const message = "the process stopped while this run was in progress"
       const ref = { sessionId: run.sessionId, runId: run.id }
       yield* Effect.gen(function* () {
-        const events = yield* journal.readTape(run.sessionId, { afterSeq: 0, runId: run.id })
-        // Started and nothing else (a start commits with its admission): no model call, no tool —
-        // nothing to repeat, so it is resumed like a queued run rather than failed.
-        if (events.every(startOnly)) return yield* scheduler.enqueue(run.sessionId, run.id)
-        const view = RunView.fold(run.id, events)
+        const view = RunView.fold(run.id, yield* journal.readTape(run.sessionId, { afterSeq: 0, runId: run.id }))
         const closing = yield* closeOpenWork(journal, ref, view, "interrupted", message)
         const at = yield* Clock.currentTimeMillis
         yield* recordTransition(tape, ref, "InProgress", "Fail", `interrupted: ${message}`, {

@@ -10,7 +10,7 @@ import type {
 } from "../../domain/Errors.js"
 import type { RunId, SessionId } from "../../domain/Ids.js"
 import type { ApprovalRecord } from "../../domain/Records.js"
-import { transition as nextState, type RunState, type Transition } from "../../domain/RunState.js"
+import { isTerminal, transition as nextState, type RunState, type Transition } from "../../domain/RunState.js"
 import type { NewTapeEvent, TapeEvent } from "../../domain/TapeEvent.js"
 import type { AppendEffects, Service as JournalService } from "../../ports/Journal.js"
 import * as Metrics from "../Metrics.js"
@@ -126,3 +126,31 @@ const expiredEvent = (ref: RunRef, a: ApprovalRecord, at: number): NewTapeEvent 
   by: "system",
   reason: a.reason ?? "the run ended"
 })
+
+/**
+ * Record the cancellation of a run that is not terminal, from outside its loop's body (cancelled in
+ * its prologue, or a fallback after its fiber ended): its open work is closed as the body's own
+ * cancellation closes it (started tool calls get an `interrupted`-style result, pending approvals
+ * expire), then `Cancel`. Nothing when the run is already terminal.
+ * @internal
+ */
+export const cancelOutsideLoop = (
+  journal: JournalService,
+  tape: Tape,
+  runId: RunId,
+  by: string
+): Effect.Effect<void, PalyraError> =>
+  Effect.flatMap(journal.getRun(runId), (found) => {
+    if (Option.isNone(found) || isTerminal(found.value.state)) return Effect.void
+    const run = found.value
+    const ref = { sessionId: run.sessionId, runId }
+    return journal.readTape(run.sessionId, { afterSeq: run.startSeq - 1, runId }).pipe(
+      Effect.flatMap((events) =>
+        closeOpenWork(journal, ref, RunView.fold(runId, events, run.state), "cancelled", `run cancelled by ${by}`)
+      ),
+      Effect.flatMap((closing) =>
+        recordTransition(tape, ref, run.state, "Cancel", `cancelled by ${by}`, { extra: closing })
+      ),
+      Effect.asVoid
+    )
+  })
