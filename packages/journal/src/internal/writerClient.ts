@@ -1,4 +1,6 @@
 import { existsSync, statSync } from "node:fs"
+import { createRequire } from "node:module"
+import { pathToFileURL } from "node:url"
 import { Worker } from "node:worker_threads"
 import { Errors } from "@palyra/core"
 import type Database from "better-sqlite3"
@@ -132,8 +134,14 @@ const workerScript = (): { readonly url: URL; readonly execArgv?: Array<string> 
     return {
       url: new URL("./writer-worker.ts", import.meta.url),
       // tsx resolved from this package (a bare `--import tsx` resolves from the process's working
-      // directory, which need not be inside the repository).
-      execArgv: [...process.execArgv, "--conditions=@palyra/source", "--import", import.meta.resolve("tsx")]
+      // directory, which need not be inside the repository) — through `createRequire`, since
+      // `import.meta.resolve` is missing under some loaders (vitest's module runner).
+      execArgv: [
+        ...process.execArgv,
+        "--conditions=@palyra/source",
+        "--import",
+        pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href
+      ]
     }
   }
   const sibling = new URL("./writer-worker.js", import.meta.url)
