@@ -24,7 +24,8 @@ const measure = (n: number) =>
   Effect.scoped(
     Effect.gen(function* () {
       const j = yield* SqliteJournal.make({ filename: join(dir, `l${n}.db`), writer: "worker" })
-      for (let w = 0; w < writers; w++) yield* j.createSession(Records.makeSession({ id: sid(w) as never, principal: "b" }))
+      for (let w = 0; w < writers; w++)
+        yield* j.createSession(Records.makeSession({ id: sid(w) as never, principal: "b" }))
       for (let i = 0; i < 200; i++) yield* j.append(sid(0) as never, [event(sid(0), i)])
       const cpu = process.cpuUsage()
       const main = process.threadCpuUsage()
