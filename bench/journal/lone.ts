@@ -24,8 +24,9 @@ const measure = (n: number) =>
   Effect.scoped(
     Effect.gen(function* () {
       const j = yield* SqliteJournal.make({ filename: join(dir, `l${n}.db`), writer: "worker" })
-      for (let w = 0; w < writers; w++) yield* j.createSession(Records.makeSession({ id: sid(w), principal: "b" }))
-      for (let i = 0; i < 200; i++) yield* j.append(sid(0), [event(sid(0), i)])
+      for (let w = 0; w < writers; w++)
+        yield* j.createSession(Records.makeSession({ id: sid(w) as never, principal: "b" }))
+      for (let i = 0; i < 200; i++) yield* j.append(sid(0) as never, [event(sid(0), i)])
       const cpu = process.cpuUsage()
       const main = process.threadCpuUsage()
       const start = performance.now()
@@ -34,7 +35,7 @@ const measure = (n: number) =>
         (w) =>
           Effect.forEach(
             Array.from({ length: appends }, (_, i) => i),
-            (i) => j.append(sid(w), [event(sid(w), i)]),
+            (i) => j.append(sid(w) as never, [event(sid(w), i)]),
             { discard: true }
           ),
         { concurrency: "unbounded", discard: true }

@@ -116,9 +116,13 @@ export const makeWriter = (db: Database.Database, maxBatch: number): Writer => {
     ),
     head: db.prepare("SELECT chain_seq, hash, count FROM chain_head WHERE id = 1"),
     setHead: db.prepare("UPDATE chain_head SET chain_seq = ?, hash = ?, count = ? WHERE id = 1"),
+    // Both chains' heads in one statement: a batch that versioned records writes its heads once.
+    setHeads: db.prepare(
+      "UPDATE chain_head SET chain_seq = ?, hash = ?, count = ?, records_seq = ?, records_hash = ? WHERE id = 1"
+    ),
     maxSeq: db.prepare("SELECT max(tape_seq) AS seq FROM tape_events WHERE session_id = ?"),
-    // The record chain (records.ts). Its head is read and written inside each writing transaction,
-    // so a rolled-back savepoint or transaction rolls it back too.
+    // The record chain (records.ts): its head is read once (below) and written by each transaction
+    // that versioned a row.
     recordHead: db.prepare("SELECT records_seq AS seq, records_hash AS hash FROM chain_head WHERE id = 1"),
     setRecordHead: db.prepare("UPDATE chain_head SET records_seq = ?, records_hash = ? WHERE id = 1"),
     insertVersion: db.prepare(
@@ -126,15 +130,20 @@ export const makeWriter = (db: Database.Database, maxBatch: number): Writer => {
     )
   }
   const rowOf: Record<RecordTable, Database.Statement> = { sessions: st.session, runs: st.run, approvals: st.approval }
+
+  // The record chain's head in memory, like the tape's (this writer is the only writer of the file
+  // once it is open; migrations version their rows before it exists): a version moves it, the
+  // transaction that wrote versions writes it back once (`setHeads` / `setRecordHead`), and a
+  // rolled-back savepoint or transaction restores it. Two statements less per version.
+  let records = st.recordHead.get() as { seq: number; hash: string }
   /** Append the current version of a row to the record chain. Call inside the transaction that wrote it. */
   const recordVersion = (table: RecordTable, id: string) => {
     const row = rowOf[table].get(id) as Record<string, unknown>
-    const h = st.recordHead.get() as { seq: number; hash: string }
-    const seq = h.seq + 1
+    const seq = records.seq + 1
     const version = versionOf(table, row)
-    const hash = versionHash(h.hash, seq, table, id, version)
-    st.insertVersion.run(seq, table, id, version.digest, version.hints, h.hash, hash)
-    st.setRecordHead.run(seq, hash)
+    const hash = versionHash(records.hash, seq, table, id, version)
+    st.insertVersion.run(seq, table, id, version.digest, version.hints, records.hash, hash)
+    records = { seq, hash }
   }
 
   let head = st.head.get() as { chain_seq: number; hash: string; count: number }
@@ -230,67 +239,82 @@ export const makeWriter = (db: Database.Database, maxBatch: number): Writer => {
     return insertEvents(p, h)
   })
 
+  // BEGIN IMMEDIATE: the batch reads before it writes, and a deferred transaction that must upgrade
+  // while another connection (a task queue or memory store on this file, another process) writes
+  // fails at once with SQLITE_BUSY; an immediate one waits (busy_timeout). Made once: better-sqlite3's
+  // `db.transaction` builds four wrappers each call (a few µs of a lone append's commit).
+  const appendTransaction = db.transaction(
+    (
+      batch: ReadonlyArray<AppendOp>,
+      results: Array<OpResult>,
+      local: Map<string, SessionHead | null>,
+      recordsBefore: { seq: number; hash: string }
+    ) => {
+      for (const p of batch) {
+        let h = local.get(p.sessionId)
+        if (p.effects.createSession !== undefined) {
+          // A new session's first append: its head starts at 0 once the session row is in.
+          const fresh = { seq: 0, tokens: 0, lastAt: -1 }
+          const mark = { head, records }
+          try {
+            results.push({ ok: true, seq: withSavepoint(p, fresh) })
+            local.set(p.sessionId, fresh)
+          } catch (error) {
+            head = mark.head
+            records = mark.records
+            results.push(failed(error))
+          }
+          continue
+        }
+        if (h === undefined) {
+          const seq = readHead(p.sessionId)
+          h = seq === null ? null : { seq, tokens: 0, lastAt: -1 }
+          local.set(p.sessionId, h)
+        }
+        if (h === null) {
+          results.push(failed(notFound("session", p.sessionId)))
+          continue
+        }
+        if (!hasEffects(p.effects)) {
+          results.push({ ok: true, seq: insertEvents(p, h) })
+          continue
+        }
+        const mark = { head, records, seq: h.seq, tokens: h.tokens, lastAt: h.lastAt }
+        try {
+          results.push({ ok: true, seq: withSavepoint(p, h) })
+        } catch (error) {
+          // The savepoint rolled this append back: so do the in-memory heads.
+          head = mark.head
+          records = mark.records
+          h.seq = mark.seq
+          h.tokens = mark.tokens
+          h.lastAt = mark.lastAt
+          results.push(failed(error))
+        }
+      }
+      for (const [sessionId, h] of local) {
+        if (h === null || h.lastAt < 0) continue
+        const last = touched.get(sessionId) ?? Number.NEGATIVE_INFINITY
+        if (h.tokens > 0 || h.lastAt - last >= 1000) {
+          st.afterAppend.run(h.tokens, h.lastAt, sessionId)
+          remember(touched, sessionId, h.lastAt)
+        }
+      }
+      if (records === recordsBefore) st.setHead.run(head.chain_seq, head.hash, head.count)
+      else st.setHeads.run(head.chain_seq, head.hash, head.count, records.seq, records.hash)
+    }
+  ).immediate
+
   const commitAppends = (batch: ReadonlyArray<AppendOp>): Array<OpResult> => {
     const before = head
+    const recordsBefore = records
     const results: Array<OpResult> = []
     const local = new Map<string, SessionHead | null>()
     try {
-      // BEGIN IMMEDIATE: the batch reads before it writes, and a deferred transaction that must
-      // upgrade while another connection (a task queue or memory store on this file, another
-      // process) writes fails at once with SQLITE_BUSY; an immediate one waits (busy_timeout).
-      db.transaction(() => {
-        for (const p of batch) {
-          let h = local.get(p.sessionId)
-          if (p.effects.createSession !== undefined) {
-            // A new session's first append: its head starts at 0 once the session row is in.
-            const fresh = { seq: 0, tokens: 0, lastAt: -1 }
-            const mark = head
-            try {
-              results.push({ ok: true, seq: withSavepoint(p, fresh) })
-              local.set(p.sessionId, fresh)
-            } catch (error) {
-              head = mark
-              results.push(failed(error))
-            }
-            continue
-          }
-          if (h === undefined) {
-            const seq = readHead(p.sessionId)
-            h = seq === null ? null : { seq, tokens: 0, lastAt: -1 }
-            local.set(p.sessionId, h)
-          }
-          if (h === null) {
-            results.push(failed(notFound("session", p.sessionId)))
-            continue
-          }
-          if (!hasEffects(p.effects)) {
-            results.push({ ok: true, seq: insertEvents(p, h) })
-            continue
-          }
-          const mark = { head, seq: h.seq, tokens: h.tokens, lastAt: h.lastAt }
-          try {
-            results.push({ ok: true, seq: withSavepoint(p, h) })
-          } catch (error) {
-            // The savepoint rolled this append back: so do the in-memory heads.
-            head = mark.head
-            h.seq = mark.seq
-            h.tokens = mark.tokens
-            h.lastAt = mark.lastAt
-            results.push(failed(error))
-          }
-        }
-        for (const [sessionId, h] of local) {
-          if (h === null || h.lastAt < 0) continue
-          const last = touched.get(sessionId) ?? Number.NEGATIVE_INFINITY
-          if (h.tokens > 0 || h.lastAt - last >= 1000) {
-            st.afterAppend.run(h.tokens, h.lastAt, sessionId)
-            remember(touched, sessionId, h.lastAt)
-          }
-        }
-        st.setHead.run(head.chain_seq, head.hash, head.count)
-      }).immediate()
+      appendTransaction(batch, results, local, recordsBefore)
     } catch (error) {
       head = before
+      records = recordsBefore
       const failure = failed(error)
       return batch.map(() => failure)
     }
@@ -300,13 +324,30 @@ export const makeWriter = (db: Database.Database, maxBatch: number): Writer => {
   }
 
   // Writes outside the appends: the row write and its record version commit together.
-  const writeRecord = db.transaction(
+  const writeRecordNow = db.transaction(
     (table: RecordTable, id: string, statement: Database.Statement, params: ReadonlyArray<unknown>): number => {
       const changes = statement.run(...params).changes
-      if (changes > 0) recordVersion(table, id)
+      if (changes > 0) {
+        recordVersion(table, id)
+        st.setRecordHead.run(records.seq, records.hash)
+      }
       return changes
     }
   )
+  const writeRecord = (
+    table: RecordTable,
+    id: string,
+    statement: Database.Statement,
+    params: ReadonlyArray<unknown>
+  ): number => {
+    const mark = records
+    try {
+      return writeRecordNow(table, id, statement, params)
+    } catch (error) {
+      records = mark
+      throw error
+    }
+  }
   const approvalWrite = (id: string, statement: Database.Statement, params: ReadonlyArray<unknown>): OpResult => {
     const changes = writeRecord("approvals", id, statement, params)
     return { ok: true, changes, row: st.approval.get(id) as Record<string, unknown> | undefined }
