@@ -301,10 +301,11 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
    * finish last. Parts are read and handed to the sink in one promise until the sink returns an
    * effect (run, in the fiber, before the next part) or the stream ends: a delta the sink only
    * buffers costs a plain call, not an Effect step, and parts the adapter skips (stream and text
-   * starts and ends, response metadata) cost nothing either. The promise checks its abort signal
-   * (aborted when the fiber is interrupted) after every read, so the sink is never called once the
-   * call was interrupted; and it hands control back to the fiber after `yieldEvery` plain events in
-   * a row, so a long buffered burst can still be interrupted between deltas.
+   * starts and ends, response metadata) cost nothing either. The promise checks `stopped` (set
+   * first thing when the fiber is interrupted: no `AbortController` per read) after every read, so
+   * the sink is never called once the call was interrupted; and it hands control back to the fiber
+   * after `yieldEvery` plain events in a row, so a long buffered burst can still be interrupted
+   * between deltas.
    */
   const drain = <P>(
     stream: ReadableStream<P>,
@@ -319,13 +320,14 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
       let inputTokens = 0
       let outputTokens = 0
       let ended = false
+      let stopped = false
       // The effect the fiber runs next (a write the sink returned, a failure, the tail), or
       // `Effect.void` to read on after `yieldEvery` plain events.
-      const pump = async (signal: AbortSignal): Promise<Effect.Effect<void, unknown>> => {
+      const pump = async (): Promise<Effect.Effect<void, unknown>> => {
         let plain = 0
         while (true) {
           const next = await reader.read()
-          if (signal.aborted) return Effect.interrupt
+          if (stopped) return Effect.interrupt
           if (next.done) {
             ended = true
             const tail: Array<ModelEvent> =
@@ -360,10 +362,15 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
         }
       }
       const step: Effect.Effect<void, unknown> = Effect.flatMap(
-        Effect.tryPromise({ try: pump, catch: toError }),
+        Effect.tryPromise({ try: () => pump(), catch: toError }),
         (next) => (ended ? next : Effect.zipRight(next, step))
       )
-      return step
+      // Innermost, so it runs before any other finalizer of the call (the request's abort among them).
+      return Effect.onInterrupt(step, () =>
+        Effect.sync(() => {
+          stopped = true
+        })
+      )
     })
 
   // The call settings both paths pass (only those configured).
