@@ -193,6 +193,26 @@ describe("AiSdkModel.streamToNow over a real AI SDK client and a local OpenAI-co
   )
 })
 
+describe("AiSdkModel.failover's streamToNow", () => {
+  it.live("moves to the next model when one fails before streaming; the sink sees only the answer", () =>
+    withServer([text(["from ", "second"])], (local) =>
+      Effect.gen(function* () {
+        // A port that was just free: the first model's connection is refused.
+        const down = yield* withServer([text(["x"])], (gone) => Effect.succeed(gone.model({ name: "down" })))
+        const both = AiSdkModel.failover([down, local.model()])
+        assert.isDefined(both.streamToNow)
+        const seen: Array<ModelProvider.ModelEvent> = []
+        yield* both.streamToNow!(request, (e) => void seen.push(e))
+        assert.deepStrictEqual(
+          seen.flatMap((e) => (e.type === "text-delta" ? [e.text] : [])),
+          ["from ", "second"]
+        )
+        assert.deepStrictEqual(seen.at(-1), { type: "finish", reason: "stop" })
+      })
+    )
+  )
+})
+
 describe("AiSdkModel.streamToNow after an interruption", () => {
   it.live("the sink is never called once the call was interrupted, even for a part already read", () =>
     Effect.gen(function* () {
