@@ -17,13 +17,19 @@ import { jsonSchema, type LanguageModel, type ModelMessage, streamText, type Too
 import { Duration, Effect, Exit, Layer, Schedule, Stream } from "effect"
 import { ProviderError } from "../../domain/Errors.js"
 import {
+  drainNow,
   type FinishReason,
   type ModelEvent,
   ModelProvider,
   type ModelRequest,
   type PromptMessage,
-  type Service
+  runIntoNow,
+  type Service,
+  type SinkNow
 } from "../../ports/ModelProvider.js"
+
+/** Plain events in a row a call hands to its sink before the fiber gets a step (see `drain`). */
+const yieldEvery = 256
 
 /** @since 0.1.0 @category Models */
 export interface Options {
@@ -290,54 +296,81 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
       (controller, exit) => Effect.sync(() => (Exit.isSuccess(exit) ? undefined : controller.abort()))
     )
 
-  /** Stream parts, read in the adapter's terms (`Part`), to the sink; usage and the finish last. */
+  /**
+   * Stream parts, read in the adapter's terms (`Part`), to a plain sink (`SinkNow`); usage and the
+   * finish last. Parts are read and handed to the sink in one promise until the sink returns an
+   * effect (run, in the fiber, before the next part) or the stream ends: a delta the sink only
+   * buffers costs a plain call, not an Effect step, and parts the adapter skips (stream and text
+   * starts and ends, response metadata) cost nothing either. The promise checks `stopped` (set
+   * first thing when the fiber is interrupted: no `AbortController` per read) after every read, so
+   * the sink is never called once the call was interrupted; and it hands control back to the fiber
+   * after `yieldEvery` plain events in a row, so a long buffered burst can still be interrupted
+   * between deltas.
+   */
   const drain = <P>(
     stream: ReadableStream<P>,
     toPart: (part: P) => Part | undefined,
     names: ReadonlyMap<string, string>,
-    sink: (event: ModelEvent) => Effect.Effect<void, unknown>,
+    sink: SinkNow<unknown>,
     progress: { emitted: number }
-  ) =>
-    Effect.gen(function* () {
+  ): Effect.Effect<void, unknown> =>
+    Effect.suspend(() => {
       const reader = stream.getReader()
-      // The next part the adapter uses, or `undefined` at the end: parts it skips (stream and text
-      // starts and ends, response metadata: about half of a short answer's parts) are read in this
-      // plain loop, not as one fiber suspension each.
-      const nextPart = async (): Promise<Part | undefined> => {
-        while (true) {
-          const next = await reader.read()
-          if (next.done) return undefined
-          const part = toPart(next.value)
-          if (part !== undefined) return part
-        }
-      }
       let reason: FinishReason = "other"
       let inputTokens = 0
       let outputTokens = 0
-      while (true) {
-        const part = yield* Effect.tryPromise({ try: nextPart, catch: toError })
-        if (part === undefined) break
-        switch (part.type) {
-          case "text":
-            if (part.text.length === 0) break
-            progress.emitted++
-            yield* sink({ type: "text-delta", text: part.text })
-            break
-          case "call":
-            progress.emitted++
-            yield* sink({ type: "tool-call", id: part.id, name: names.get(part.name) ?? part.name, args: part.args })
-            break
-          case "finish":
-            reason = part.reason
-            inputTokens = part.inputTokens
-            outputTokens = part.outputTokens
-            break
-          case "error":
-            return yield* Effect.fail(toError(part.error))
+      let ended = false
+      let stopped = false
+      // The effect the fiber runs next (a write the sink returned, a failure, the tail), or
+      // `Effect.void` to read on after `yieldEvery` plain events.
+      const pump = async (): Promise<Effect.Effect<void, unknown>> => {
+        let plain = 0
+        while (true) {
+          const next = await reader.read()
+          if (stopped) return Effect.interrupt
+          if (next.done) {
+            ended = true
+            const tail: Array<ModelEvent> =
+              inputTokens + outputTokens > 0 ? [{ type: "usage", inputTokens, outputTokens }] : []
+            tail.push({ type: "finish", reason })
+            return drainNow(tail, sink)
+          }
+          const part = toPart(next.value)
+          if (part === undefined) continue
+          let out: Effect.Effect<void, unknown> | undefined
+          switch (part.type) {
+            case "text":
+              if (part.text.length === 0) continue
+              progress.emitted++
+              out = sink({ type: "text-delta", text: part.text })
+              break
+            case "call":
+              progress.emitted++
+              out = sink({ type: "tool-call", id: part.id, name: names.get(part.name) ?? part.name, args: part.args })
+              break
+            case "finish":
+              reason = part.reason
+              inputTokens = part.inputTokens
+              outputTokens = part.outputTokens
+              continue
+            case "error":
+              ended = true
+              return Effect.fail(toError(part.error))
+          }
+          if (out !== undefined) return out
+          if (++plain === yieldEvery) return Effect.void
         }
       }
-      if (inputTokens + outputTokens > 0) yield* sink({ type: "usage", inputTokens, outputTokens })
-      yield* sink({ type: "finish", reason })
+      const step: Effect.Effect<void, unknown> = Effect.flatMap(
+        Effect.tryPromise({ try: () => pump(), catch: toError }),
+        (next) => (ended ? next : Effect.zipRight(next, step))
+      )
+      // Innermost, so it runs before any other finalizer of the call (the request's abort among them).
+      return Effect.onInterrupt(step, () =>
+        Effect.sync(() => {
+          stopped = true
+        })
+      )
     })
 
   // The call settings both paths pass (only those configured).
@@ -345,11 +378,7 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
     ...(options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }),
     ...(options.temperature === undefined ? {} : { temperature: options.temperature })
   }
-  const attempt = (
-    request: ModelRequest,
-    sink: (event: ModelEvent) => Effect.Effect<void, unknown>,
-    progress: { emitted: number }
-  ) =>
+  const attempt = (request: ModelRequest, sink: SinkNow<unknown>, progress: { emitted: number }) =>
     withAbort((abortSignal) =>
       Effect.gen(function* () {
         const { names, toolSet: tools } = declare(request.tools)
@@ -403,12 +432,7 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
    * that this adapter does not use (it runs one step, executes no tools, reads the parts below).
    */
   const direct = asModelV4(model)
-  const attemptDirect = (
-    v4: ModelV4,
-    request: ModelRequest,
-    sink: (event: ModelEvent) => Effect.Effect<void, unknown>,
-    progress: { emitted: number }
-  ) =>
+  const attemptDirect = (v4: ModelV4, request: ModelRequest, sink: SinkNow<unknown>, progress: { emitted: number }) =>
     withAbort((abortSignal) =>
       Effect.gen(function* () {
         const { names, functions } = declare(request.tools)
@@ -454,7 +478,9 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
   const hasImages = (request: ModelRequest) =>
     request.messages.some((m) => m.role === "user" && m.images !== undefined && m.images.length > 0)
 
-  const streamTo: NonNullable<Service["streamTo"]> = (request, sink) => {
+  // One call path for both sink forms: `streamTo`'s sink always returns an effect, which `drain`
+  // runs before the next part, exactly as before; `streamToNow`'s returns one only when it must.
+  const streamToNow: NonNullable<Service["streamToNow"]> = (request, sink) => {
     const progress = { emitted: 0 }
     const call =
       direct !== undefined && !hasImages(request)
@@ -469,9 +495,11 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
     )
   }
 
+  const streamTo: NonNullable<Service["streamTo"]> = streamToNow
   return {
     name,
     streamTo,
+    streamToNow,
     stream: (request) => toStream(streamTo, request)
   }
 }
@@ -501,33 +529,41 @@ export const failover = (models: ReadonlyArray<Service>): Service => {
   if (models.length === 0) throw new Error("failover needs at least one model")
   if (models.length === 1) return models[0]!
   const name = models.map((m) => m.name).join(" > ")
-  const streamTo: NonNullable<Service["streamTo"]> = (request, sink) =>
-    Effect.suspend(() => {
-      let emitted = 0
-      const counted = (event: ModelEvent) => {
-        emitted++
-        return sink(event)
-      }
-      const tryFrom = (i: number): Effect.Effect<void, unknown> => {
-        const model = models[i]!
-        const run = model.streamTo
-          ? model.streamTo(request, counted)
-          : Stream.runForEach(model.stream(request), counted)
-        return i === models.length - 1
-          ? run
-          : run.pipe(
-              Effect.catchAll((error) =>
-                emitted > 0
-                  ? Effect.fail(error)
-                  : Effect.logWarning(`model ${model.name} failed; failing over to ${models[i + 1]!.name}`, error).pipe(
-                      Effect.zipRight(tryFrom(i + 1))
-                    )
+  // Both sink forms share one failover: `run` is how one model is called with the counting sink.
+  const over =
+    <S extends SinkNow<unknown>>(run: (model: Service, counted: S) => Effect.Effect<void, unknown>) =>
+    (sink: S): Effect.Effect<void, unknown> =>
+      Effect.suspend(() => {
+        let emitted = 0
+        const counted = ((event: ModelEvent) => {
+          emitted++
+          return sink(event)
+        }) as S
+        const tryFrom = (i: number): Effect.Effect<void, unknown> => {
+          const model = models[i]!
+          const run1 = run(model, counted)
+          return i === models.length - 1
+            ? run1
+            : run1.pipe(
+                Effect.catchAll((error) =>
+                  emitted > 0
+                    ? Effect.fail(error)
+                    : Effect.logWarning(
+                        `model ${model.name} failed; failing over to ${models[i + 1]!.name}`,
+                        error
+                      ).pipe(Effect.zipRight(tryFrom(i + 1)))
+                )
               )
-            )
-      }
-      return tryFrom(0)
-    })
-  return { name, streamTo, stream: (request) => toStream(streamTo, request) }
+        }
+        return tryFrom(0)
+      })
+  const streamTo: NonNullable<Service["streamTo"]> = (request, sink) =>
+    over<(event: ModelEvent) => Effect.Effect<void, unknown>>((model, counted) =>
+      model.streamTo ? model.streamTo(request, counted) : Stream.runForEach(model.stream(request), counted)
+    )(sink)
+  const streamToNow: NonNullable<Service["streamToNow"]> = (request, sink) =>
+    over<SinkNow<unknown>>((model, counted) => runIntoNow(model, request, counted))(sink)
+  return { name, streamTo, streamToNow, stream: (request) => toStream(streamTo, request) }
 }
 
 /** @since 0.1.0 @category Layers */
