@@ -10,7 +10,7 @@ import type { AddressInfo } from "node:net"
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible"
 import { assert, describe, it } from "@effect/vitest"
 import { MockLanguageModelV4 } from "ai/test"
-import { Effect, Exit, Fiber, type Layer, Schedule } from "effect"
+import { Cause, Effect, Exit, Fiber, type Layer, Option, Schedule } from "effect"
 import { AiSdkModel } from "../src/ai-sdk.js"
 import { Caller, Gateway, type ModelProvider, type TapeEvent } from "../src/index.js"
 import { collect, gatewayLayer } from "../src/testing.js"
@@ -171,6 +171,32 @@ describe("AiSdkModel.streamToNow over a real AI SDK client and a local OpenAI-co
         assert.deepStrictEqual(seen, ["a", "b"])
       })
     )
+  )
+
+  it.live(
+    "a sink that throws is a defect (as in the fiber), not a provider error; nothing after it reaches the sink",
+    () =>
+      withServer([text(["a", "b", "c"])], (local) =>
+        Effect.gen(function* () {
+          const seen: Array<string> = []
+          const bug = new Error("a bug in the sink")
+          const exit = yield* Effect.exit(
+            local.model().streamToNow!(request, (e) => {
+              seen.push(e.type === "text-delta" ? e.text : e.type)
+              if (e.type === "text-delta" && e.text === "b") throw bug
+              return undefined
+            })
+          )
+          // A defect carrying the sink's own error (no typed failure: nothing blames the provider).
+          assert.isTrue(Exit.isFailure(exit) && Cause.isDie(exit.cause))
+          assert.strictEqual(
+            Exit.isFailure(exit) ? (Cause.squash(exit.cause) as Error).message : undefined,
+            bug.message
+          )
+          assert.isTrue(Exit.isFailure(exit) && Option.isNone(Cause.failureOption(exit.cause)))
+          assert.deepStrictEqual(seen, ["a", "b"])
+        })
+      )
   )
 
   it.live("interruption aborts the HTTP request: the server sees the connection closed", () =>

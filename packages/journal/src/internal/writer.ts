@@ -260,6 +260,9 @@ export const makeWriter = (db: Database.Database, maxBatch: number): Writer => {
             results.push({ ok: true, seq: withSavepoint(p, fresh) })
             local.set(p.sessionId, fresh)
           } catch (error) {
+            // An I/O error (disk full…) rolled the whole transaction back, not just the savepoint:
+            // the batch fails as one (nothing after it may commit outside a transaction).
+            if (!db.inTransaction) throw error
             head = mark.head
             records = mark.records
             results.push(failed(error))
@@ -283,6 +286,8 @@ export const makeWriter = (db: Database.Database, maxBatch: number): Writer => {
         try {
           results.push({ ok: true, seq: withSavepoint(p, h) })
         } catch (error) {
+          // As above: the transaction itself is gone, so is the batch.
+          if (!db.inTransaction) throw error
           // The savepoint rolled this append back: so do the in-memory heads.
           head = mark.head
           records = mark.records

@@ -303,7 +303,9 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
    * buffers costs a plain call, not an Effect step, and parts the adapter skips (stream and text
    * starts and ends, response metadata) cost nothing either. The promise checks `stopped` (set
    * first thing when the fiber is interrupted: no `AbortController` per read) after every read, so
-   * the sink is never called once the call was interrupted; and it hands control back to the fiber
+   * the sink is never called once the call was interrupted (between an interruption's request and
+   * the fiber acting on it, one more event may reach the sink; what it returns is never run); and
+   * it hands control back to the fiber
    * after `yieldEvery` plain events in a row, so a long buffered burst can still be interrupted
    * between deltas.
    */
@@ -323,11 +325,21 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
       let stopped = false
       // The effect the fiber runs next (a write the sink returned, a failure, the tail), or
       // `Effect.void` to read on after `yieldEvery` plain events.
-      const pump = async (): Promise<Effect.Effect<void, unknown>> => {
+      // A sink that throws is a defect of its caller (the kernel), not a provider error: it is
+      // handed to the fiber as one, as when the sink runs in the fiber.
+      const call = (event: ModelEvent): Effect.Effect<void, unknown> | undefined => {
+        try {
+          return sink(event)
+        } catch (defect) {
+          ended = true
+          return Effect.die(defect)
+        }
+      }
+      const pump = async (signal: AbortSignal): Promise<Effect.Effect<void, unknown>> => {
         let plain = 0
         while (true) {
           const next = await reader.read()
-          if (stopped) return Effect.interrupt
+          if (stopped || signal.aborted) return Effect.interrupt
           if (next.done) {
             ended = true
             const tail: Array<ModelEvent> =
@@ -342,11 +354,11 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
             case "text":
               if (part.text.length === 0) continue
               progress.emitted++
-              out = sink({ type: "text-delta", text: part.text })
+              out = call({ type: "text-delta", text: part.text })
               break
             case "call":
               progress.emitted++
-              out = sink({ type: "tool-call", id: part.id, name: names.get(part.name) ?? part.name, args: part.args })
+              out = call({ type: "tool-call", id: part.id, name: names.get(part.name) ?? part.name, args: part.args })
               break
             case "finish":
               reason = part.reason
@@ -362,7 +374,7 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
         }
       }
       const step: Effect.Effect<void, unknown> = Effect.flatMap(
-        Effect.tryPromise({ try: () => pump(), catch: toError }),
+        Effect.tryPromise({ try: (signal) => pump(signal), catch: toError }),
         (next) => (ended ? next : Effect.zipRight(next, step))
       )
       // Innermost, so it runs before any other finalizer of the call (the request's abort among them).
