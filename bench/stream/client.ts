@@ -6,7 +6,7 @@
  */
 import { createClient, type Interceptor } from "@connectrpc/connect"
 import { createGrpcTransport } from "@connectrpc/connect-node"
-import { Proto } from "@palyra/transport-grpc"
+import { GrpcTransport, Proto } from "@palyra/transport-grpc"
 import { Sse } from "@palyra/transport-http"
 
 const [grpcUrl, httpUrl, token] = process.argv.slice(2) as [string, string, string]
@@ -22,7 +22,12 @@ const auth: Interceptor = (next) => (req) => {
   req.header.set("authorization", `Bearer ${token}`)
   return next(req)
 }
-const client = createClient(Proto.GatewayService, createGrpcTransport({ baseUrl: grpcUrl, interceptors: [auth] }))
+// Palyra's Node client (its HTTP/2 session has a wide connection window for many streams);
+// BENCH_GRPC_WINDOW=default: connect-es's plain transport (Node's 64 KiB connection window), for A/B runs.
+const client =
+  process.env.BENCH_GRPC_WINDOW === "default"
+    ? createClient(Proto.GatewayService, createGrpcTransport({ baseUrl: grpcUrl, interceptors: [auth] }))
+    : GrpcTransport.makeClient({ baseUrl: grpcUrl, token }).gateway
 const run = async (scenario: Scenario) => {
   // The model reads how to answer from the message.
   const text = `bench ${scenario.deltas} ${scenario.paceMs}`

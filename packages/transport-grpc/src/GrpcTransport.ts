@@ -30,6 +30,7 @@ import { Cause, Effect, Exit, Layer, Metric, Option, Runtime, type Schema, Scope
 import { Health, HealthCheckResponse_ServingStatus, HealthCheckResponseSchema } from "./gen/grpc/health/v1/health_pb.js"
 import * as pb from "./gen/palyra/v1/gateway_pb.js"
 import { backgroundRoutes } from "./internal/background.js"
+import { WideWindowSessionManager } from "./internal/clientSession.js"
 import { compactionHandlers } from "./internal/compaction.js"
 import {
   attachmentsFromPb,
@@ -603,7 +604,12 @@ export const makeClient = (options: ClientOptions) => {
     req.header.set("authorization", `Bearer ${options.token}`)
     return next(req)
   }
-  const transport = createGrpcTransport({ baseUrl: options.baseUrl, interceptors: [auth] })
+  // One HTTP/2 session carries every call: its connection window is raised for many streams (clientSession.ts).
+  const transport = createGrpcTransport({
+    baseUrl: options.baseUrl,
+    interceptors: [auth],
+    sessionManager: new WideWindowSessionManager(options.baseUrl)
+  })
   return {
     gateway: createClient(pb.GatewayService, transport),
     approvals: createClient(pb.ApprovalsService, transport),
