@@ -16,6 +16,8 @@ interface Scenario {
   readonly deltas: number
   readonly paceMs: number
   readonly wire: "grpc" | "sse"
+  /** Stream i opens i × paceMs / streams ms after the first: the deltas spread over the pace, not in lockstep. */
+  readonly spread?: boolean
 }
 const now = () => performance.timeOrigin + performance.now()
 const auth: Interceptor = (next) => (req) => {
@@ -59,7 +61,10 @@ const run = async (scenario: Scenario) => {
   }
   const t0 = performance.now()
   await Promise.all(
-    Array.from({ length: scenario.streams }, (_, i) => (scenario.wire === "grpc" ? grpcStream : sseStream)(i))
+    Array.from({ length: scenario.streams }, async (_, i) => {
+      if (scenario.spread) await new Promise((r) => setTimeout(r, (i * scenario.paceMs) / scenario.streams))
+      return (scenario.wire === "grpc" ? grpcStream : sseStream)(i)
+    })
   )
   return { elapsedMs: performance.now() - t0, receipts }
 }
