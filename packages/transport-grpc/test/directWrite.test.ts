@@ -90,6 +90,17 @@ const call = (url: string, options: { readonly pauseAfterFirst?: boolean } = {})
 }
 
 describe("RunStream's direct write", () => {
+  it("the direct writes of one turn go out as one write, before the trailers", async () => {
+    const url = await serve(async function* (_requests, _ctx, direct) {
+      yield "s1"
+      // Three publications in one turn, then the generator ends at once: all of them, then the status.
+      for (let seq = 1; seq <= 3; seq++) expect(direct([delta(seq)])).toBe(true)
+    })
+    const { status, messages } = await call(url).received()
+    expect(status).toBe("0")
+    expect(messages).toEqual(["sessionId:s1", "e1", "e2", "e3"])
+  })
+
   it("a batch written directly goes out in order between the yielded items", async () => {
     const wrote: Array<boolean> = []
     const url = await serve(async function* (_requests, _ctx, direct) {
@@ -114,10 +125,12 @@ describe("RunStream's direct write", () => {
     const url = await serve(async function* (_requests, _ctx, direct) {
       yield "s1"
       // The client reads nothing more (1 KiB stream window): the stream's buffer fills and direct refuses.
+      // One write per turn of the event loop, as publications come (the writes of one turn are joined).
       let seq = 1
       for (; seq <= 10_000; seq++) {
         if (!direct([delta(seq, "x".repeat(1000))])) break
         written++
+        await new Promise((r) => setImmediate(r))
       }
       refused = seq <= 10_000
       // What was refused is yielded instead: the handler waits for the drain, then writes it.

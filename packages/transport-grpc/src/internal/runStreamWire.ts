@@ -280,9 +280,25 @@ const respond = async (
     events.length === 1 ? eventEnvelope(events[0]!) : Buffer.concat(events.map(eventEnvelope))
   // Straight to the HTTP/2 stream (what `res.write` calls once the headers are out, which they are:
   // the session's id is written first), only while it has no backlog.
+  // The direct writes of one turn of the event loop are joined into one write, made from a microtask
+  // (before the turn ends, which is when the HTTP/2 session sends anyway: `bench/stream/h2flush.ts`):
+  // a journal answer can publish several commits in one turn, and one write per commit per stream
+  // made more, smaller DATA frames for the client to parse. Anything written by the loop below, and
+  // the trailers, go after what is queued here.
+  let queued: Array<Buffer> | undefined
+  const flush = () => {
+    const q = queued
+    queued = undefined
+    if (q === undefined || res.destroyed) return
+    stream.write(q.length === 1 ? q[0]! : Buffer.concat(q))
+  }
   const direct: DirectWrite = (events) => {
     if (res.destroyed || stream.writableNeedDrain || ctx.signal.aborted) return false
-    stream.write(frames(events))
+    if (queued === undefined) {
+      queued = []
+      queueMicrotask(flush)
+    }
+    queued.push(frames(events))
     return true
   }
   try {
@@ -290,6 +306,7 @@ const respond = async (
     if (refused) throw refused
     for await (const item of options.items(requests, ctx, direct)) {
       if (res.destroyed) break
+      flush()
       // A direct write may have left a backlog: take nothing more until it drained.
       if (typeof item !== "string" && stream.writableNeedDrain) {
         await whenWritable()
@@ -312,6 +329,7 @@ const respond = async (
     ctx.signal.removeEventListener("abort", onDrain)
     ctx.abort()
   }
+  flush()
   if (res.destroyed) return
   const trailers = new Headers({ "grpc-status": "0" })
   setTrailerStatus(trailers, error)
