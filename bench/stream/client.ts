@@ -6,7 +6,7 @@
  */
 import { createClient, type Interceptor } from "@connectrpc/connect"
 import { createGrpcTransport } from "@connectrpc/connect-node"
-import { Proto } from "@palyra/transport-grpc"
+import { GrpcTransport, Proto } from "@palyra/transport-grpc"
 import { Sse } from "@palyra/transport-http"
 
 const [grpcUrl, httpUrl, token] = process.argv.slice(2) as [string, string, string]
@@ -16,13 +16,20 @@ interface Scenario {
   readonly deltas: number
   readonly paceMs: number
   readonly wire: "grpc" | "sse"
+  /** Stream i opens i × paceMs / streams ms after the first: the deltas spread over the pace, not in lockstep. */
+  readonly spread?: boolean
 }
 const now = () => performance.timeOrigin + performance.now()
 const auth: Interceptor = (next) => (req) => {
   req.header.set("authorization", `Bearer ${token}`)
   return next(req)
 }
-const client = createClient(Proto.GatewayService, createGrpcTransport({ baseUrl: grpcUrl, interceptors: [auth] }))
+// Palyra's Node client (its HTTP/2 session has a wide connection window for many streams);
+// BENCH_GRPC_WINDOW=default: connect-es's plain transport (Node's 64 KiB connection window), for A/B runs.
+const client =
+  process.env.BENCH_GRPC_WINDOW === "default"
+    ? createClient(Proto.GatewayService, createGrpcTransport({ baseUrl: grpcUrl, interceptors: [auth] }))
+    : GrpcTransport.makeClient({ baseUrl: grpcUrl, token }).gateway
 const run = async (scenario: Scenario) => {
   // The model reads how to answer from the message.
   const text = `bench ${scenario.deltas} ${scenario.paceMs}`
@@ -54,7 +61,10 @@ const run = async (scenario: Scenario) => {
   }
   const t0 = performance.now()
   await Promise.all(
-    Array.from({ length: scenario.streams }, (_, i) => (scenario.wire === "grpc" ? grpcStream : sseStream)(i))
+    Array.from({ length: scenario.streams }, async (_, i) => {
+      if (scenario.spread) await new Promise((r) => setTimeout(r, (i * scenario.paceMs) / scenario.streams))
+      return (scenario.wire === "grpc" ? grpcStream : sseStream)(i)
+    })
   )
   return { elapsedMs: performance.now() - t0, receipts }
 }

@@ -101,6 +101,7 @@ interface Scenario {
   readonly deltas: number
   readonly paceMs: number
   readonly wire: "grpc" | "sse"
+  readonly spread?: boolean
 }
 interface Figures {
   readonly p50: number
@@ -191,11 +192,42 @@ const main = async () => {
     await runtime.dispose()
     return
   }
+  // The same 200 paced gRPC streams with their starts spread over one pace (`p99Ms200Spread`): the
+  // deltas of different streams are due at different times instead of all in the same millisecond,
+  // so this measures delivery rather than the cost of a whole 200-stream burst.
+  const spread = (streams: number) => measure({ streams, deltas: DELTAS, paceMs: PACE, wire: "grpc", spread: true })
+  // BENCH_STREAM_ONLY=200: only the 200-stream paced runs (gRPC, SSE, gRPC spread), BENCH_STREAM_REPEAT
+  // times (default 3) in this process, for A/B runs of the gRPC delivery path.
+  if (process.env.BENCH_STREAM_ONLY === "200") {
+    await paced(5)
+    for (let i = 0; i < Number(process.env.BENCH_STREAM_REPEAT ?? 3); i++) {
+      const g = await paced(200)
+      const s = await paced(200, "sse")
+      const j = await spread(200)
+      console.log(
+        JSON.stringify({
+          p99Ms200: round(g.p99, 2),
+          p50Ms200: round(g.p50, 2),
+          p99Ms200Sse: round(s.p99, 2),
+          p99Ms200Spread: round(j.p99, 2),
+          p99Ms200SpreadSteady: round(j.p99Steady, 2),
+          cpuUs200: round(g.cpuUsPerEvent, 1),
+          cpuUs200Sse: round(s.cpuUsPerEvent, 1)
+        })
+      )
+    }
+    client.close()
+    await runtime.runPromise(Scope.close(scope, Exit.void))
+    await runtime.dispose()
+    rmSync(dir, { recursive: true, force: true })
+    return
+  }
   await paced(5) // warm-up
   const one = await paced(1)
   const fifty = await paced(quick ? 20 : 50)
   const many = await paced(quick ? 50 : 200)
   const manySse = await paced(quick ? 50 : 200, "sse")
+  const manySpread = await spread(quick ? 50 : 200)
   const thousand = await paced(quick ? 100 : 1000)
   // One client stops reading its socket while its session floods (1 KB deltas, far more than the
   // kernel's socket buffers hold); the paced streams of other sessions must not notice.
@@ -258,6 +290,7 @@ const main = async () => {
       row("gRPC paced", quick ? 20 : 50, fifty),
       row("gRPC paced", quick ? 50 : 200, many),
       row("SSE paced", quick ? 50 : 200, manySse),
+      row("gRPC paced, starts spread", quick ? 50 : 200, manySpread),
       row("gRPC paced", quick ? 100 : 1000, thousand),
       row("gRPC paced, 1 SSE client stalled", quick ? 20 : 200, withStalled),
       row("gRPC unpaced", quick ? 20 : 200, unpaced),
@@ -277,6 +310,7 @@ const main = async () => {
     p99Ms200Sse: round(manySse.p99, 3),
     p99Ms200SseBurst: round(manySse.p99Burst, 3),
     p99Ms200SseSteady: round(manySse.p99Steady, 3),
+    p99Ms200Spread: round(manySpread.p99, 3),
     p50Ms1000: round(thousand.p50, 3),
     p99Ms1000: round(thousand.p99, 3),
     p99MsWithStalled: round(withStalled.p99, 3),

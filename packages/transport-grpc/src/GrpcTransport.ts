@@ -30,6 +30,7 @@ import { Cause, Effect, Exit, Layer, Metric, Option, Runtime, type Schema, Scope
 import { Health, HealthCheckResponse_ServingStatus, HealthCheckResponseSchema } from "./gen/grpc/health/v1/health_pb.js"
 import * as pb from "./gen/palyra/v1/gateway_pb.js"
 import { backgroundRoutes } from "./internal/background.js"
+import { WideWindowSessionManager } from "./internal/clientSession.js"
 import { compactionHandlers } from "./internal/compaction.js"
 import {
   attachmentsFromPb,
@@ -362,7 +363,8 @@ async function* runStreamItems(
   runtime: Runtime.Runtime<Gateway.Gateway>,
   requests: AsyncIterable<pb.RunStreamRequest>,
   signal: AbortSignal,
-  call: Call
+  call: Call,
+  direct?: RunStreamWire.DirectWrite
 ): AsyncGenerator<RunStreamWire.Item> {
   const iterator = requests[Symbol.asyncIterator]()
   const first = await iterator.next()
@@ -402,6 +404,9 @@ async function* runStreamItems(
   let clientDone = false
   let failure: unknown
   let wakeLoop: () => void = () => {}
+  // Runs whose end was sent while a `message` request's startRun was under way.
+  let startsInFlight = 0
+  const endedWhileStarting = new Set<string>()
   const pump = (async () => {
     try {
       while (true) {
@@ -409,11 +414,14 @@ async function* runStreamItems(
         if (next.done) break
         const a = next.value.action
         if (a.case === "message") {
+          startsInFlight++
           const sent = await call((g, caller) =>
             g.startRun(caller, { text: a.value, sessionId: sessionId as Ids.SessionId })
-          )
+          ).finally(() => startsInFlight--)
           lastRun = sent.run.id
-          lastRunEnded = false
+          // The run may have ended (and its end been sent) before its start's answer got here.
+          lastRunEnded = endedWhileStarting.has(sent.run.id)
+          if (startsInFlight === 0) endedWhileStarting.clear()
         } else if (a.case === "approval") {
           const decision = a.value
           await call((g, caller) => resolve(g, caller, decision))
@@ -454,10 +462,55 @@ async function* runStreamItems(
     wakeLoop()
   }
   signal.addEventListener("abort", onAbort, { once: true })
+  const noteRunEnd = (events: ReadonlyArray<TapeEvent.TapeEvent>) => {
+    if (startsInFlight > 0) {
+      for (const event of events)
+        if (event.runId !== null && TapeEvent.isRunEnd(event)) endedWhileStarting.add(event.runId)
+    }
+    if (lastRun !== undefined && !lastRunEnded)
+      for (const event of events) if (event.runId === lastRun && TapeEvent.isRunEnd(event)) lastRunEnded = true
+  }
+  // The generator parked in `wait` (everything it yielded is written): the wake-up's resolver.
+  let parked: (() => void) | undefined
+  // What the wake-up took but could not write directly: the generator yields it first.
+  let pending: ReturnType<Follower.Follower["take"]>
+  const resume = () => {
+    const r = parked
+    parked = undefined
+    r?.()
+  }
+  // The follower's wake-up runs inside the hub's publication (the journal's answer to a commit). With
+  // a `direct` writer (the gRPC wire) and the generator parked, it takes the ready events and writes
+  // them there and then: the writes of one publication are one pass over its woken streams, instead of
+  // each stream's generator resuming through its own microtasks behind everything else the answer
+  // resumed. Anything else (a backlog, the end, a failure, a client request or abort) resumes the
+  // generator, which handles it exactly as before. A plain callback on purpose: this is the hot path.
+  const onWake = () => {
+    if (parked === undefined) return
+    if (direct !== undefined && failure === undefined && !aborted && !signal.aborted) {
+      try {
+        for (;;) {
+          if (clientDone && (lastRun === undefined || lastRunEnded)) break
+          const ready = follower.take()
+          if (ready === undefined) return follower.onReady(onWake)
+          if (ready === Follower.Done || Follower.isFailed(ready) || !direct(ready)) {
+            pending = ready
+            break
+          }
+          noteRunEnd(ready)
+        }
+      } catch (error) {
+        // A defect of the read (`take` rethrows it) or of the write: the generator fails with it.
+        failure = error
+      }
+    }
+    resume()
+  }
   const wait = () =>
     new Promise<void>((r) => {
-      wakeLoop = r
-      follower.onReady(r)
+      parked = r
+      wakeLoop = resume
+      follower.onReady(onWake)
     })
   try {
     while (true) {
@@ -465,7 +518,8 @@ async function* runStreamItems(
       // The client finished sending and the last run it started has ended: the stream is complete.
       if (clientDone && (lastRun === undefined || lastRunEnded)) return
       if (aborted || signal.aborted) return
-      const ready = follower.take()
+      const ready = pending ?? follower.take()
+      pending = undefined
       if (ready === undefined) {
         await wait()
         continue
@@ -473,8 +527,7 @@ async function* runStreamItems(
       if (ready === Follower.Done) return
       if (Follower.isFailed(ready)) throw toConnectError(Cause.fail(ready.failure))
       yield ready
-      if (lastRun !== undefined && !lastRunEnded)
-        for (const event of ready) if (event.runId === lastRun && TapeEvent.isRunEnd(event)) lastRunEnded = true
+      noteRunEnd(ready)
     }
   } finally {
     signal.removeEventListener("abort", onAbort)
@@ -509,7 +562,8 @@ const grpcRunStreamHandler = (runtime: Runtime.Runtime<Gateway.Gateway>, options
       ctx.values.set(callerKey, result.caller)
       return undefined
     },
-    items: (requests, ctx) => runStreamItems(runtime, requests, ctx.signal, (f) => callGateway(runtime, ctx, f)),
+    items: (requests, ctx, direct) =>
+      runStreamItems(runtime, requests, ctx.signal, (f) => callGateway(runtime, ctx, f), direct),
     // The envelope is memoized per event (RunStreamWire.eventEnvelopes): the message itself need not be.
     response: (event) => create(pb.RunStreamResponseSchema, { payload: { case: "event", value: toPbEvent(event) } })
   })
@@ -603,7 +657,12 @@ export const makeClient = (options: ClientOptions) => {
     req.header.set("authorization", `Bearer ${options.token}`)
     return next(req)
   }
-  const transport = createGrpcTransport({ baseUrl: options.baseUrl, interceptors: [auth] })
+  // One HTTP/2 session carries every call: its connection window is raised for many streams (clientSession.ts).
+  const transport = createGrpcTransport({
+    baseUrl: options.baseUrl,
+    interceptors: [auth],
+    sessionManager: new WideWindowSessionManager(options.baseUrl)
+  })
   return {
     gateway: createClient(pb.GatewayService, transport),
     approvals: createClient(pb.ApprovalsService, transport),

@@ -174,14 +174,28 @@ export const eventEnvelopes = (
     (bytes) => bytes.byteLength <= 64 * 1024
   )
 
+/**
+ * Writes a batch of events to the call's HTTP/2 stream now, if the stream takes it without a backlog
+ * (returns `false`, having written nothing, otherwise: the caller yields the batch instead, and the
+ * handler waits for `drain` before writing it). Called from the follower's wake-up.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type DirectWrite = (events: ReadonlyArray<TapeEvent.TapeEvent>) => boolean
+
 /** The options of {@link makeHandler}. @since 0.1.0 @category Models */
 export interface HandlerOptions {
   readonly readMaxBytes: number
   readonly shutdownSignal: AbortSignal
   /** Authenticates the request's `authorization` header into the context values, or refuses it. */
   readonly authenticate: (authorization: string | null, ctx: HandlerContext) => ConnectError | undefined
-  /** The RunStream logic, shared with the connect-es route. */
-  readonly items: (requests: AsyncIterable<pb.RunStreamRequest>, ctx: HandlerContext) => AsyncGenerator<Item>
+  /** The RunStream logic, shared with the connect-es route; `direct` may write live events itself. */
+  readonly items: (
+    requests: AsyncIterable<pb.RunStreamRequest>,
+    ctx: HandlerContext,
+    direct: DirectWrite
+  ) => AsyncGenerator<Item>
   /** A tape event as its response message (memoized by the caller). */
   readonly response: (event: TapeEvent.TapeEvent) => pb.RunStreamResponse
 }
@@ -261,18 +275,48 @@ const respond = async (
       if (ctx.signal.aborted) resolve()
       else drained = resolve
     })
+  const stream = res.stream
+  const frames = (events: ReadonlyArray<TapeEvent.TapeEvent>) =>
+    events.length === 1 ? eventEnvelope(events[0]!) : Buffer.concat(events.map(eventEnvelope))
+  // Straight to the HTTP/2 stream (what `res.write` calls once the headers are out, which they are:
+  // the session's id is written first), only while it has no backlog.
+  // The direct writes of one turn of the event loop are joined into one write, made from a microtask
+  // (before the turn ends, which is when the HTTP/2 session sends anyway: `bench/stream/h2flush.ts`):
+  // a journal answer can publish several commits in one turn, and one write per commit per stream
+  // made more, smaller DATA frames for the client to parse. Anything written by the loop below, and
+  // the trailers, go after what is queued here.
+  let queued: Array<Buffer> | undefined
+  const flush = () => {
+    const q = queued
+    queued = undefined
+    if (q === undefined || res.destroyed) return
+    stream.write(q.length === 1 ? q[0]! : Buffer.concat(q))
+  }
+  const direct: DirectWrite = (events) => {
+    if (res.destroyed || stream.writableNeedDrain || ctx.signal.aborted) return false
+    if (queued === undefined) {
+      queued = []
+      queueMicrotask(flush)
+    }
+    queued.push(frames(events))
+    return true
+  }
   try {
     const refused = options.authenticate(authorization, ctx)
     if (refused) throw refused
-    for await (const item of options.items(requests, ctx)) {
+    for await (const item of options.items(requests, ctx, direct)) {
       if (res.destroyed) break
+      flush()
+      // A direct write may have left a backlog: take nothing more until it drained.
+      if (typeof item !== "string" && stream.writableNeedDrain) {
+        await whenWritable()
+        if (res.destroyed) break
+      }
       let ok: boolean
       if (typeof item === "string") {
         ok = res.write(envelope(create(pb.RunStreamResponseSchema, { payload: { case: "sessionId", value: item } })))
-      } else if (item.length === 1) {
-        ok = res.write(eventEnvelope(item[0]!))
       } else {
-        ok = res.write(Buffer.concat(item.map(eventEnvelope)))
+        ok = res.write(frames(item))
       }
       // Backpressure: take nothing more until the socket drained (or the call ended).
       if (!ok && !res.destroyed) await whenWritable()
@@ -285,6 +329,7 @@ const respond = async (
     ctx.signal.removeEventListener("abort", onDrain)
     ctx.abort()
   }
+  flush()
   if (res.destroyed) return
   const trailers = new Headers({ "grpc-status": "0" })
   setTrailerStatus(trailers, error)
