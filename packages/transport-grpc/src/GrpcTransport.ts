@@ -407,6 +407,8 @@ async function* runStreamItems(
   // Runs whose end was sent while a `message` request's startRun was under way.
   let startsInFlight = 0
   const endedWhileStarting = new Set<string>()
+  const startMessage = (text: string) =>
+    call((g, caller) => g.startRun(caller, { text, sessionId: sessionId as Ids.SessionId }))
   const pump = (async () => {
     try {
       while (true) {
@@ -415,9 +417,16 @@ async function* runStreamItems(
         const a = next.value.action
         if (a.case === "message") {
           startsInFlight++
-          const sent = await call((g, caller) =>
-            g.startRun(caller, { text: a.value, sessionId: sessionId as Ids.SessionId })
-          ).finally(() => startsInFlight--)
+          let sent: Awaited<ReturnType<typeof startMessage>>
+          try {
+            sent = await startMessage(a.value)
+          } catch (error) {
+            startsInFlight--
+            throw error
+          }
+          // Counted down only once the run is `lastRun` (no microtask in between): a run end seen
+          // before this point is in `endedWhileStarting`, one seen after it sets `lastRunEnded`.
+          startsInFlight--
           lastRun = sent.run.id
           // The run may have ended (and its end been sent) before its start's answer got here.
           lastRunEnded = endedWhileStarting.has(sent.run.id)

@@ -285,15 +285,16 @@ const respond = async (
   // a journal answer can publish several commits in one turn, and one write per commit per stream
   // made more, smaller DATA frames for the client to parse. Anything written by the loop below, and
   // the trailers, go after what is queued here.
+  // (`Http2ServerResponse` has no `destroyed`: the stream's is the one that tells.)
   let queued: Array<Buffer> | undefined
   const flush = () => {
     const q = queued
     queued = undefined
-    if (q === undefined || res.destroyed) return
+    if (q === undefined || stream.destroyed) return
     stream.write(q.length === 1 ? q[0]! : Buffer.concat(q))
   }
   const direct: DirectWrite = (events) => {
-    if (res.destroyed || stream.writableNeedDrain || ctx.signal.aborted) return false
+    if (stream.destroyed || stream.writableNeedDrain || ctx.signal.aborted) return false
     if (queued === undefined) {
       queued = []
       queueMicrotask(flush)
@@ -305,12 +306,12 @@ const respond = async (
     const refused = options.authenticate(authorization, ctx)
     if (refused) throw refused
     for await (const item of options.items(requests, ctx, direct)) {
-      if (res.destroyed) break
+      if (stream.destroyed) break
       flush()
       // A direct write may have left a backlog: take nothing more until it drained.
       if (typeof item !== "string" && stream.writableNeedDrain) {
         await whenWritable()
-        if (res.destroyed) break
+        if (stream.destroyed) break
       }
       let ok: boolean
       if (typeof item === "string") {
@@ -319,7 +320,7 @@ const respond = async (
         ok = res.write(frames(item))
       }
       // Backpressure: take nothing more until the socket drained (or the call ended).
-      if (!ok && !res.destroyed) await whenWritable()
+      if (!ok && !stream.destroyed) await whenWritable()
     }
     if (ctx.signal.aborted) error = ConnectError.from(getAbortSignalReason(ctx.signal), Code.Canceled)
   } catch (e) {
@@ -330,7 +331,7 @@ const respond = async (
     ctx.abort()
   }
   flush()
-  if (res.destroyed) return
+  if (stream.destroyed) return
   const trailers = new Headers({ "grpc-status": "0" })
   setTrailerStatus(trailers, error)
   res.addTrailers(Object.fromEntries(trailers))
