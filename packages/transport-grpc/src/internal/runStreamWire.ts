@@ -82,6 +82,19 @@ const writeVarint = (out: Buffer, at: number, n: number) => {
 /** Size of an optional field (tag byte + body) when its body is `size` bytes; 0 when omitted. */
 const lenField = (size: number) => (size === 0 ? 0 : 1 + varintSize(size) + size)
 const intField = (n: number) => (n === 0 ? 0 : 1 + varintSize(n))
+/** Write an optional VARINT field (omitted when 0); answers the next offset. */
+const writeInt = (out: Buffer, at: number, tag: number, n: number) => {
+  if (n === 0) return at
+  out[at] = tag
+  return writeVarint(out, at + 1, n)
+}
+/** Write an optional string field of `bytes` UTF-8 bytes (omitted when empty); answers the next offset. */
+const writeText = (out: Buffer, at: number, tag: number, text: string, bytes: number) => {
+  if (bytes === 0) return at
+  out[at] = tag
+  const p = writeVarint(out, at + 1, bytes)
+  return p + out.write(text, p, "utf8")
+}
 
 // Tags: RunStreamResponse.event = 1 (LEN); TapeEvent.session_id = 1, run_id = 2 (LEN), tape_seq = 3
 // (VARINT), at = 4 (LEN), assistant_delta = 13 (LEN); Timestamp.seconds = 1, nanos = 2 (VARINT);
@@ -112,44 +125,19 @@ const deltaEnvelope = (e: Extract<TapeEvent.TapeEvent, { _tag: "AssistantDelta" 
   const out = Buffer.allocUnsafe(5 + message)
   out[0] = 0
   out.writeUInt32BE(message, 1)
-  let p = 5
-  out[p++] = 0x0a
-  p = writeVarint(out, p, event)
-  if (sessionBytes > 0) {
-    out[p++] = 0x0a
-    p = writeVarint(out, p, sessionBytes)
-    p += out.write(sessionId, p, "utf8")
-  }
-  if (runBytes > 0) {
-    out[p++] = 0x12
-    p = writeVarint(out, p, runBytes)
-    p += out.write(runId, p, "utf8")
-  }
-  if (tapeSeq !== 0) {
-    out[p++] = 0x18
-    p = writeVarint(out, p, tapeSeq)
-  }
+  out[5] = 0x0a
+  let p = writeVarint(out, 6, event)
+  p = writeText(out, p, 0x0a, sessionId, sessionBytes)
+  p = writeText(out, p, 0x12, runId, runBytes)
+  p = writeInt(out, p, 0x18, tapeSeq)
   out[p++] = 0x22
   p = writeVarint(out, p, timestamp)
-  if (seconds !== 0) {
-    out[p++] = 0x08
-    p = writeVarint(out, p, seconds)
-  }
-  if (nanos !== 0) {
-    out[p++] = 0x10
-    p = writeVarint(out, p, nanos)
-  }
+  p = writeInt(out, p, 0x08, seconds)
+  p = writeInt(out, p, 0x10, nanos)
   out[p++] = 0x6a
   p = writeVarint(out, p, delta)
-  if (turn !== 0) {
-    out[p++] = 0x08
-    p = writeVarint(out, p, turn)
-  }
-  if (textBytes > 0) {
-    out[p++] = 0x12
-    p = writeVarint(out, p, textBytes)
-    p += out.write(text, p, "utf8")
-  }
+  p = writeInt(out, p, 0x08, turn)
+  p = writeText(out, p, 0x12, text, textBytes)
   // A mismatch would be a bug here: never send it (the generic path is always right).
   return p === out.length ? out : undefined
 }
