@@ -393,15 +393,16 @@ export const make = (
     // A run's span is a child of the span of the request that admitted it (a client's trace goes on
     // into the run); runs picked up at start-up begin their own trace.
     const parents = new Map<RunId, Tracer.AnySpan>()
-    // The run record admission wrote for a run it admitted with its start, handed to its loop (not
-    // read again; its session is, since a reset may commit in between).
+    // The run record admission wrote for a run it claimed and admitted with its start (dropped when
+    // a cancel takes the claim or the commit fails), handed to its loop: not read again (its session
+    // is, since a reset may commit in between).
     const admitted = new Map<RunId, Run>()
-    const scheduler = yield* makeScheduler(journal, (runId, cancelledBy, claimed) => {
+    const scheduler = yield* makeScheduler(journal, (runId, cancelledBy) => {
       const parent = parents.get(runId)
       parents.delete(runId)
-      const records = admitted.get(runId)
+      const run = admitted.get(runId)
       admitted.delete(runId)
-      return runLoop(deps, runId, cancelledBy, parent, claimed ? records : undefined)
+      return runLoop(deps, runId, cancelledBy, parent, run)
     })
 
     // ---- access: the one place ownership is checked ----------------------------------------

@@ -55,8 +55,7 @@ export const makeScheduler = (
   /** Runs the run's loop; it answers the run's events when it ended the run (`RunHooks.RunEnd.events`). */
   drive: (
     runId: RunId,
-    cancelledBy: () => string | undefined,
-    claimed: boolean
+    cancelledBy: () => string | undefined
   ) => Effect.Effect<ReadonlyArray<TapeEvent> | undefined | void, unknown>
 ): Effect.Effect<Scheduler, never, Scope.Scope> =>
   Effect.gen(function* () {
@@ -105,14 +104,14 @@ export const makeScheduler = (
             Fiber.RuntimeFiber<ReadonlyArray<TapeEvent> | undefined | void, unknown> | undefined
           >((parent) => {
             if (taken.delete(next)) return Effect.succeed(undefined)
-            const wasClaimed = claimed.delete(next)
+            claimed.delete(next)
             active.set(sessionId, next)
             const runtime = Runtime.make({
               context: parent.currentContext,
               fiberRefs: parent.getFiberRefs(),
               runtimeFlags: Runtime.defaultRuntime.runtimeFlags
             })
-            const forked = Runtime.runFork(runtime)(drive(next, () => cancels.get(next), wasClaimed))
+            const forked = Runtime.runFork(runtime)(drive(next, () => cancels.get(next)))
             FiberMap.unsafeSet(fibers, next, forked, { interruptAs: parent.id() })
             return Effect.succeed(forked)
           })
