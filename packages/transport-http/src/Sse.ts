@@ -46,24 +46,6 @@ export const encode = (event: Event): Uint8Array => {
   return Buffer.from(`${frame}\n`)
 }
 
-const frames = new WeakMap<object, Uint8Array>()
-
-/**
- * `encode` once per `key` object: a live event is the same object for every subscriber of its
- * session, so its frame is built once and the bytes are shared by every SSE stream that sends it.
- *
- * @since 0.1.0
- * @category Encoding
- */
-export const encodeOnce = (key: object, event: (key: object) => Event): Uint8Array => {
-  let bytes = frames.get(key)
-  if (bytes === undefined) {
-    bytes = encode(event(key))
-    frames.set(key, bytes)
-  }
-  return bytes
-}
-
 /** A comment line (ignored by parsers; keeps proxies from closing an idle stream). @since 0.1.0 @category Encoding */
 export const comment = (text: string): Uint8Array => encoder.encode(`: ${text.replace(/[\r\n]/g, " ")}\n\n`)
 
