@@ -196,6 +196,10 @@ export const requireSession = (journal: Service, id: SessionId): Effect.Effect<S
     )
   )
 
+/** A run's own events on its session's tape, in order. @since 0.1.0 @category Accessors */
+export const readRunTape = (journal: Service, run: Run): Effect.Effect<ReadonlyArray<TapeEvent>, JournalError> =>
+  journal.readTape(run.sessionId, { afterSeq: Math.max(0, run.startSeq - 1), runId: run.id })
+
 /** Read a run or fail with `NotFound`. @since 0.1.0 @category Accessors */
 export const requireRun = (journal: Service, id: RunId): Effect.Effect<Run, JournalError | NotFound> =>
   journal

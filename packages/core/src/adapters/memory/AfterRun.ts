@@ -30,7 +30,7 @@ import * as Gateway from "../../kernel/Gateway.js"
 import * as Kernel from "../../kernel/Kernel.js"
 import type * as PromptAssembler from "../../kernel/PromptAssembler.js"
 import * as RunHooks from "../../kernel/RunHooks.js"
-import { Journal, type Service as JournalService } from "../../ports/Journal.js"
+import { Journal, type Service as JournalService, readRunTape } from "../../ports/Journal.js"
 import type { LiveTape } from "../../ports/LiveTape.js"
 import { MemoryStore, type Service as StoreService } from "../../ports/MemoryStore.js"
 import { ModelProvider } from "../../ports/ModelProvider.js"
@@ -135,10 +135,7 @@ export const make = (options: Options): AfterRun => {
     Effect.gen(function* () {
       // The loop's events of the run when it handed them over (`RunEnd.events`), else the tape's.
       const events =
-        held ??
-        (yield* Effect.flatMap(Deferred.await(journalReady), (journal) =>
-          journal.readTape(run.sessionId, { afterSeq: Math.max(0, run.startSeq - 1), runId: run.id })
-        ))
+        held ?? (yield* Effect.flatMap(Deferred.await(journalReady), (journal) => readRunTape(journal, run)))
       const said = events.flatMap((e) => (e._tag === "UserMessage" && e.text.trim().length > 0 ? [e] : []))
       if (said.length === 0 || store === undefined) return
       yield* store.saveMany(

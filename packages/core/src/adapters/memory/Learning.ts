@@ -32,7 +32,13 @@ import type { RunId, SessionId } from "../../domain/Ids.js"
 import type { Run, Session } from "../../domain/Records.js"
 import { isTerminal } from "../../domain/RunState.js"
 import type { TapeEvent } from "../../domain/TapeEvent.js"
-import { Journal, type Service as JournalService, requireRun, requireSession } from "../../ports/Journal.js"
+import {
+  Journal,
+  type Service as JournalService,
+  readRunTape,
+  requireRun,
+  requireSession
+} from "../../ports/Journal.js"
 import {
   type Candidate,
   type CandidateStatus,
@@ -439,7 +445,7 @@ export const make = (options: Options): Effect.Effect<Service, InvalidArgument> 
           return yield* new Conflict({ message: `run ${runId} is ${run.state}: reflection waits for its end` })
         }
         const session = yield* requireSession(journal, run.sessionId)
-        const events = yield* journal.readTape(session.id, { afterSeq: Math.max(0, run.startSeq - 1), runId })
+        const events = yield* readRunTape(journal, run)
         const { proposals, used } = yield* extract({ run, session, events })
         const scope = { principal: run.principal, agent: agentOf(session), sessionId: null }
         const outcomes: Array<Outcome> = []
@@ -548,10 +554,7 @@ export const make = (options: Options): Effect.Effect<Service, InvalidArgument> 
       (mode === "deterministic"
         ? events !== undefined
           ? Effect.succeed(deterministicProposals(run, events).length > 0)
-          : Effect.map(
-              journal.readTape(run.sessionId, { afterSeq: Math.max(0, run.startSeq - 1), runId: run.id }),
-              (read) => deterministicProposals(run, read).length > 0
-            )
+          : Effect.map(readRunTape(journal, run), (read) => deterministicProposals(run, read).length > 0)
         : Effect.succeed(true)
       ).pipe(
         Effect.flatMap((worth) =>

@@ -12,7 +12,7 @@ import type { RunId, SessionId } from "../../domain/Ids.js"
 import type { ApprovalRecord } from "../../domain/Records.js"
 import { isTerminal, transition as nextState, type RunState, type Transition } from "../../domain/RunState.js"
 import type { NewTapeEvent, TapeEvent } from "../../domain/TapeEvent.js"
-import type { AppendEffects, Service as JournalService } from "../../ports/Journal.js"
+import { type AppendEffects, type Service as JournalService, readRunTape } from "../../ports/Journal.js"
 import * as Metrics from "../Metrics.js"
 import * as RunView from "../RunView.js"
 import type { Tape } from "./tape.js"
@@ -144,7 +144,7 @@ export const cancelOutsideLoop = (
     if (Option.isNone(found) || isTerminal(found.value.state)) return Effect.void
     const run = found.value
     const ref = { sessionId: run.sessionId, runId }
-    return journal.readTape(run.sessionId, { afterSeq: run.startSeq - 1, runId }).pipe(
+    return readRunTape(journal, run).pipe(
       Effect.flatMap((events) =>
         closeOpenWork(journal, ref, RunView.fold(runId, events, run.state), "cancelled", `run cancelled by ${by}`)
       ),
