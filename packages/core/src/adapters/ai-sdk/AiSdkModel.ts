@@ -23,6 +23,7 @@ import {
   ModelProvider,
   type ModelRequest,
   type PromptMessage,
+  runInto,
   runIntoNow,
   type Service,
   type SinkNow
@@ -570,9 +571,9 @@ export const failover = (models: ReadonlyArray<Service>): Service => {
         return tryFrom(0)
       })
   const streamTo: NonNullable<Service["streamTo"]> = (request, sink) =>
-    over<(event: ModelEvent) => Effect.Effect<void, unknown>>((model, counted) =>
-      model.streamTo ? model.streamTo(request, counted) : Stream.runForEach(model.stream(request), counted)
-    )(sink)
+    over<(event: ModelEvent) => Effect.Effect<void, unknown>>((model, counted) => runInto(model, request, counted))(
+      sink
+    )
   const streamToNow: NonNullable<Service["streamToNow"]> = (request, sink) =>
     over<SinkNow<unknown>>((model, counted) => runIntoNow(model, request, counted))(sink)
   return { name, streamTo, streamToNow, stream: (request) => toStream(streamTo, request) }
