@@ -7,8 +7,13 @@
  * Figures: a plain turn (p50/p99), a turn with one low-risk tool call (`time.now`: two model calls),
  * 20 concurrent sessions × 10 turns (turns/s), and the daemon's RSS after 200 one-message sessions
  * (after a forced full GC: the daemon runs with a bench-only `--expose-gc` preload).
+ *
+ * In the same run, the same client and model server drive two floors (`floor.ts`): a bare
+ * `node:http` server calling the AI SDK provider palyrad uses (the stack's floor: no journal, no
+ * policy, no sessions), and one calling the model with a raw `http.request` (the machine's floor).
+ * The ratios to the stack's floor hold on a noisy machine where the absolute figures do not.
  */
-import { spawn, spawnSync } from "node:child_process"
+import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
@@ -97,59 +102,69 @@ const daemon = spawn(
     env: { ...process.env, PALYRA_LOG_LEVEL: "warning", PALYRA_GRPC_PORT: "0" }
   }
 )
-let err = ""
-const url = await new Promise<string>((resolve, reject) => {
-  daemon.stderr!.on("data", (d) => {
-    err += d
-    const m = /listening on (http:\/\/\S+)/.exec(err)
-    if (m) resolve(m[1]!)
+// The URL a server prints on stderr once it listens (palyrad and the floors alike).
+const listening = (child: ChildProcess, name: string) =>
+  new Promise<string>((resolve, reject) => {
+    let err = ""
+    child.stderr!.on("data", (d) => {
+      err += d
+      const m = /listening on (http:\/\/\S+)/.exec(err)
+      if (m) resolve(m[1]!)
+    })
+    child.on("exit", (code) => reject(new Error(`${name} exited ${code}: ${err}`)))
   })
-  daemon.on("exit", (code) => reject(new Error(`palyrad exited ${code}: ${err}`)))
-})
+const url = await listening(daemon, "palyrad")
 const token = readFileSync(join(dir, ".palyra", "admin.token"), "utf8").trim()
 
 // ---- the client, in its own process ------------------------------------------------------------
 const counts = quick
   ? { plain: 30, tool: 15, sessions: 20, perSession: 3, rss: 40 }
   : { plain: 300, tool: 150, sessions: 20, perSession: 10, rss: 200 }
-// The daemon's CPU time (user + system, from /proc) over everything the client does.
-const cpuMs = () => {
-  const fields = readFileSync(`/proc/${daemon.pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+// A server's CPU time (user + system, all threads, from /proc) over everything the client does.
+const cpuMs = (pid: number) => {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100
 }
-const cpuBefore = cpuMs()
-// Async: this process serves the model while the client runs.
-const client = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
-  const child = spawn(
-    process.execPath,
-    ["--import", "tsx", join(here, "client.ts"), url, token, JSON.stringify(counts)],
-    {
-      cwd: here,
-      stdio: ["ignore", "pipe", "pipe"]
-    }
-  )
-  let stdout = ""
-  let stderr = ""
-  child.stdout!.on("data", (d) => (stdout += d))
-  child.stderr!.on("data", (d) => (stderr += d))
-  const timer = setTimeout(() => child.kill("SIGKILL"), 600_000)
-  child.on("exit", (status) => {
-    clearTimeout(timer)
-    resolve({ status, stdout, stderr })
-  })
-})
-if (client.status !== 0) {
-  daemon.kill("SIGKILL")
-  throw new Error(`client failed (${client.status}): ${client.stderr}${client.stdout}`)
-}
-const figures = JSON.parse(client.stdout.trim().split("\n").at(-1)!) as {
+type Figures = {
   plain: { p50: number; p99: number }
   steady: { p50: number; p99: number }
   tool: { p50: number; p99: number }
   turnsPerSec20: number
 }
-const turns = 5 + counts.plain + counts.tool + counts.sessions * counts.perSession + counts.rss
-const cpuMsPerTurn = (cpuMs() - cpuBefore) / turns
+// Runs the client against a server; its figures, and the server's CPU per turn.
+const drive = async (server: ChildProcess, url: string, token: string, counts: Record<string, number>) => {
+  const cpuBefore = cpuMs(server.pid!)
+  // Async: this process serves the model while the client runs.
+  const client = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", join(here, "client.ts"), url, token, JSON.stringify(counts)],
+      {
+        cwd: here,
+        stdio: ["ignore", "pipe", "pipe"]
+      }
+    )
+    let stdout = ""
+    let stderr = ""
+    child.stdout!.on("data", (d) => (stdout += d))
+    child.stderr!.on("data", (d) => (stderr += d))
+    const timer = setTimeout(() => child.kill("SIGKILL"), 600_000)
+    child.on("exit", (status) => {
+      clearTimeout(timer)
+      resolve({ status, stdout, stderr })
+    })
+  })
+  if (client.status !== 0) {
+    server.kill("SIGKILL")
+    throw new Error(`client failed (${client.status}): ${client.stderr}${client.stdout}`)
+  }
+  const turns = 5 + counts.plain! + counts.tool! + counts.sessions! * counts.perSession! + counts.rss!
+  return {
+    figures: JSON.parse(client.stdout.trim().split("\n").at(-1)!) as Figures,
+    cpuMsPerTurn: (cpuMs(server.pid!) - cpuBefore) / turns
+  }
+}
+const { figures, cpuMsPerTurn } = await drive(daemon, url, token, counts)
 const rssMb = () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${daemon.pid}/status`, "utf8"))![1]) / 1024
 await collectGarbage(daemon.pid!)
 const rssBurst = rssMb()
@@ -161,8 +176,27 @@ await new Promise<void>((r) => {
   daemon.on("exit", () => r())
   daemon.kill("SIGTERM")
 })
-model.close()
 rmSync(dir, { recursive: true, force: true })
+
+// Counted for palyrad alone (the floors open their own).
+const daemonModelConnections = modelConnections
+
+// ---- the floors: the same client and model server, without Palyra --------------------------------
+const floor = async (mode: "provider" | "raw") => {
+  const server = spawn(process.execPath, ["--import", "tsx", join(here, "floor.ts"), modelUrl, mode], {
+    cwd: here,
+    stdio: ["ignore", "ignore", "pipe"]
+  })
+  const url = await listening(server, `floor ${mode}`)
+  // No memory phase: a floor keeps no sessions.
+  const driven = await drive(server, url, "", { ...counts, rss: 0 })
+  server.removeAllListeners("exit")
+  server.kill("SIGKILL")
+  return driven
+}
+const stack = await floor("provider")
+const raw = await floor("raw")
+model.close()
 
 table("a turn end to end: POST /v1/runs?stream=true → final RunStateChanged (ms)", [
   {
@@ -191,9 +225,22 @@ table("load", [
     goal: "≥ 1,000"
   },
   { measure: "daemon CPU per turn (all phases)", value: `${round(cpuMsPerTurn, 2)} ms`, goal: "" },
-  { measure: "connections the model server accepted", value: `${modelConnections}`, goal: "" },
+  { measure: "connections the model server accepted", value: `${daemonModelConnections}`, goal: "" },
   { measure: `RSS after ${counts.rss} one-message sessions`, value: `${round(rss, 1)} MB`, goal: "≤ 200 MB" },
   { measure: "  the same, right after the last turn", value: `${round(rssBurst, 1)} MB`, goal: "" }
+])
+const row = (server: string, f: Figures, cpu: number) => ({
+  server,
+  "plain p50": round(f.plain.p50),
+  "plain p99": round(f.plain.p99),
+  "tool p50": round(f.tool.p50),
+  [`turns/s (${counts.sessions}×${counts.perSession})`]: round(f.turnsPerSec20, 1),
+  "CPU ms/turn": round(cpu, 2)
+})
+table("the same turns without Palyra: floors (same client, same model server, same run)", [
+  row("palyrad", figures, cpuMsPerTurn),
+  row("node:http + the AI SDK provider (the stack's floor)", stack.figures, stack.cpuMsPerTurn),
+  row("node:http + raw http.request (the machine's floor)", raw.figures, raw.cpuMsPerTurn)
 ])
 result("turn", {
   turnP50Ms: round(figures.plain.p50),
@@ -205,5 +252,14 @@ result("turn", {
   rssAfter200SessionsMb: round(rss, 1),
   rssAfter200SessionsBurstMb: round(rssBurst, 1),
   cpuMsPerTurn: round(cpuMsPerTurn, 2),
-  modelConnections
+  modelConnections: daemonModelConnections,
+  floorTurnP50Ms: round(stack.figures.plain.p50),
+  floorToolTurnP50Ms: round(stack.figures.tool.p50),
+  floorTurnsPerSec20: round(stack.figures.turnsPerSec20, 1),
+  floorCpuMsPerTurn: round(stack.cpuMsPerTurn, 2),
+  rawFloorTurnP50Ms: round(raw.figures.plain.p50),
+  rawFloorTurnsPerSec20: round(raw.figures.turnsPerSec20, 1),
+  rawFloorCpuMsPerTurn: round(raw.cpuMsPerTurn, 2),
+  turnP50RatioToFloor: round(figures.plain.p50 / stack.figures.plain.p50),
+  cpuRatioToFloor: round(cpuMsPerTurn / stack.cpuMsPerTurn)
 })
