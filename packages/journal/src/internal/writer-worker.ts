@@ -4,14 +4,10 @@
  * `protocol.ts`), answering each batch after it committed. Built as its own entry
  * (`dist/writer-worker.js`); from sources it runs under tsx. A throw here ends the thread, which the
  * main thread reports as a `JournalError` on everything not yet answered.
- *
- * The same script runs the journal's checkpointer thread (`role: "checkpointer"`, see
- * `checkpointer.ts`): one bundle to ship and resolve.
  * @internal
  */
 import { parentPort, workerData } from "node:worker_threads"
 import Database from "better-sqlite3"
-import { runCheckpointer, WRITER_AUTOCHECKPOINT } from "./checkpointer.js"
 import { decodeBatch, encodeAnswer, type ToWorker } from "./protocol.js"
 import { makeWriter } from "./writer.js"
 
@@ -21,10 +17,6 @@ export interface WorkerOptions {
   readonly synchronous: "NORMAL" | "FULL"
   readonly busyTimeoutMs: number
   readonly maxBatch: number
-  /** `"checkpointer"`: run the WAL checkpoints instead (then the writer leaves them to it). */
-  readonly role?: "writer" | "checkpointer" | undefined
-  /** The writer: a checkpointer runs beside it, so its own automatic checkpoint is only a bound. */
-  readonly checkpointer?: boolean | undefined
 }
 
 const options = workerData as WorkerOptions
@@ -35,20 +27,16 @@ db.pragma(`synchronous = ${options.synchronous}`)
 db.pragma(`busy_timeout = ${options.busyTimeoutMs}`)
 db.pragma("foreign_keys = ON")
 db.pragma("secure_delete = ON")
+const writer = makeWriter(db, options.maxBatch)
 
-if (options.role === "checkpointer") runCheckpointer(port, db)
-else {
-  if (options.checkpointer === true) db.pragma(`wal_autocheckpoint = ${WRITER_AUTOCHECKPOINT}`)
-  const writer = makeWriter(db, options.maxBatch)
-  port.on("message", (message: ToWorker) => {
-    if (message.type === "close") {
-      db.close()
-      port.close()
-      return
-    }
-    const t0 = performance.now()
-    const results = writer.commit(decodeBatch(message))
-    const { reply, transfer } = encodeAnswer(message.id, performance.now() - t0, results)
-    port.postMessage(reply, transfer)
-  })
-}
+port.on("message", (message: ToWorker) => {
+  if (message.type === "close") {
+    db.close()
+    port.close()
+    return
+  }
+  const t0 = performance.now()
+  const results = writer.commit(decodeBatch(message))
+  const { reply, transfer } = encodeAnswer(message.id, performance.now() - t0, results)
+  port.postMessage(reply, transfer)
+})

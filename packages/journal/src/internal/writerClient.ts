@@ -5,7 +5,6 @@ import { Worker } from "node:worker_threads"
 import { Errors } from "@palyra/core"
 import type Database from "better-sqlite3"
 import { Effect, Runtime, type Scope } from "effect"
-import { type FromCheckpointer, framesOf, NUDGE_FRAMES, type ToCheckpointer } from "./checkpointer.js"
 import { encodeBatch, type FromWorker, type Op, type OpResult, type ToWorker } from "./protocol.js"
 import { makeWriter } from "./writer.js"
 import type { WorkerOptions } from "./writer-worker.js"
@@ -106,7 +105,6 @@ const MAX_IN_FLIGHT = 2
 /** The sources the worker bundle is built from (tsup.config.ts), to tell whether a build is current. */
 const workerSources = [
   "./writer-worker.ts",
-  "./checkpointer.ts",
   "./writer.ts",
   "./protocol.ts",
   "./chain.ts",
@@ -161,11 +159,6 @@ const workerScript = (): { readonly url: URL; readonly execArgv?: Array<string> 
  *
  * Session heads: the worker owns them for writing; this thread keeps a bounded copy advanced by
  * answers (read from the index on a miss), so `headSeq` is never behind an acknowledged append.
- *
- * WAL checkpoints run in a third thread (`checkpointer.ts`, the same script), started with the first
- * one: this thread counts the frames the answered commits wrote (estimated) and nudges it every
- * `NUDGE_FRAMES`, so no commit waits for a checkpoint. If it stops, the writer's own bound
- * (`WRITER_AUTOCHECKPOINT`) keeps the WAL in check and the journal goes on.
  * @internal
  */
 export const workerBackend = (
@@ -186,15 +179,13 @@ export const workerBackend = (
       filename: options.filename,
       synchronous: options.synchronous ?? "NORMAL",
       busyTimeoutMs: options.busyTimeoutMs ?? 5000,
-      maxBatch,
-      checkpointer: true
-    }
-    const start = (data: WorkerOptions) => {
-      const script = workerScript()
-      return new Worker(script.url, { workerData: data, ...(script.execArgv ? { execArgv: script.execArgv } : {}) })
+      maxBatch
     }
     const worker = yield* Effect.try({
-      try: () => start(workerData),
+      try: () => {
+        const script = workerScript()
+        return new Worker(script.url, { workerData, ...(script.execArgv ? { execArgv: script.execArgv } : {}) })
+      },
       catch: (cause) =>
         new Errors.JournalError({
           method: "open",
@@ -232,59 +223,6 @@ export const workerBackend = (
     const onExit: Array<() => void> = []
     const onIdle: Array<() => void> = []
 
-    // ---- the checkpointer: started on the first nudge, never again once it stopped
-    let checkpointer: Worker | undefined
-    let checkpointerStopped = false
-    let frames = 0
-    let nudges = 0
-    const checkpointerFailed = (reason: string) => {
-      if (checkpointerStopped) return
-      checkpointerStopped = true
-      checkpointer = undefined
-      Runtime.runFork(runtime)(
-        Effect.logWarning("the journal's checkpointer stopped: the writer checkpoints on its own from now on").pipe(
-          Effect.annotateLogs({ reason })
-        )
-      )
-    }
-    const startCheckpointer = (): Worker | undefined => {
-      try {
-        const started = start({ ...workerData, role: "checkpointer" })
-        started.unref()
-        started.on("message", (m: FromCheckpointer) =>
-          Runtime.runFork(runtime)(
-            Effect.logWarning("a journal checkpoint failed").pipe(Effect.annotateLogs({ reason: m.error }))
-          )
-        )
-        started.on("error", (error) => checkpointerFailed(error.message))
-        started.on("exit", (code) => checkpointerFailed(`exit code ${code}`))
-        return started
-      } catch (cause) {
-        checkpointerFailed(String(cause))
-        return undefined
-      }
-    }
-    /** Count a commit's frames; every `NUDGE_FRAMES`, ask for a checkpoint. */
-    const committed = (appends: number) => {
-      frames += framesOf(appends)
-      if (frames < NUDGE_FRAMES || checkpointerStopped || closing) return
-      frames = 0
-      checkpointer ??= startCheckpointer()
-      const nudge: ToCheckpointer = { type: "nudge", n: ++nudges }
-      checkpointer?.postMessage(nudge)
-    }
-    /** Stop the checkpointer (it finishes a checkpoint it is running). */
-    const closeCheckpointer = Effect.async<void>((resume) => {
-      const running = checkpointer
-      checkpointer = undefined
-      checkpointerStopped = true
-      if (running === undefined) return resume(Effect.void)
-      running.ref()
-      running.once("exit", () => resume(Effect.void))
-      const message: ToCheckpointer = { type: "close" }
-      running.postMessage(message)
-    })
-
     const post = () => {
       scheduled = undefined
       while (queued.length > 0 && inFlight.size < MAX_IN_FLIGHT && stopped === undefined) {
@@ -310,9 +248,7 @@ export const workerBackend = (
       if (batch === undefined) return
       inFlight.delete(reply.id)
       if (inFlight.size === 0) worker.unref()
-      const appends = countAppends(batch)
-      recordMetric(reply.ms, appends)
-      committed(appends)
+      recordMetric(reply.ms, countAppends(batch))
       const { seqs, results } = reply
       for (let i = 0; i < batch.length; i++) {
         const p = batch[i]!
@@ -376,7 +312,6 @@ export const workerBackend = (
         schedule()
       },
       readHead,
-      // The writer first (it commits what is queued), then the checkpointer.
-      close: Effect.zipRight(close, closeCheckpointer)
+      close
     } satisfies Backend
   })
