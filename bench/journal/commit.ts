@@ -4,7 +4,10 @@
  * `node --conditions=@palyra/source --import tsx bench/journal/commit.ts [appends] [batch] [rounds] [module]`
  * (`batch`: appends per commit, 32 ≈ the 32-writer phase, 1 = a lone append; `module`: the writer
  * module to load, for before/after comparisons in one sitting; `SESSIONS` (default 32) the sessions
- * the appends go to in turn, `RUNS=1` every append also creates a run).
+ * the appends go to in turn, `RUNS=1` every append also creates a run, `RUN_EVENTS=1` every event carries
+ * its session's run id as a run's events do, `RUN_INDEX=1` the tape's run index migration 0010 dropped,
+ * `AUTOCHECKPOINT=n` the connection's `wal_autocheckpoint`, `PAGE_SIZE=n` each file created with that
+ * page size).
  */
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -55,7 +58,9 @@ for (let r = 0; r < rounds; r++) {
   db.pragma("synchronous = NORMAL")
   db.pragma("foreign_keys = ON")
   db.pragma("secure_delete = ON")
-  if (process.env.DROP_RUN_INDEX === "1") db.exec("DROP INDEX IF EXISTS tape_events_run")
+  // `RUN_INDEX=1`: the tape's run index as before migration 0010 (a before/after in one sitting).
+  if (process.env.RUN_INDEX === "1")
+    db.exec("CREATE INDEX tape_events_run ON tape_events(run_id, tape_seq) WHERE run_id IS NOT NULL")
   if (process.env.AUTOCHECKPOINT !== undefined) db.pragma(`wal_autocheckpoint = ${Number(process.env.AUTOCHECKPOINT)}`)
   const writer = makeWriter(db, 64)
   const op = (i: number): AppendOp => {
