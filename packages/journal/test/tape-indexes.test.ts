@@ -66,6 +66,12 @@ describe("the tape's indexes", () => {
         assert.isTrue(results.every((r) => r.ok))
         db.close()
         assert.include(indexes(filename), "tape_events_run")
+        // Read-only (offline verification), the file opens and verifies as it is, unmigrated.
+        const offline = yield* Effect.scoped(
+          Effect.flatMap(SqliteJournal.make({ filename, readonly: true }), (j) => j.verify)
+        )
+        assert.deepStrictEqual(offline, { ok: true, checked: 5 } as never)
+        assert.include(indexes(filename), "tape_events_run")
 
         const opened = yield* Effect.scoped(
           Effect.gen(function* () {
