@@ -271,6 +271,11 @@ const journalError = (method: string) => (cause: unknown) =>
 
 // Migration ids are numbered, not dense (a branch may add 0007 before 0006 lands).
 const LATEST_MIGRATION = Math.max(...Object.keys(migrations).map((id) => Number(id.slice(0, 4))))
+/**
+ * The oldest schema a read-only journal can read: 0010 only dropped an index no query needs, so a
+ * file from the version before (0009) still opens read-only (offline verification) unmigrated.
+ */
+const READABLE_FROM_MIGRATION = Math.min(LATEST_MIGRATION, 9)
 
 /** A read-only journal cannot migrate: it must already be at this version's schema. */
 const requireSchema = (db: Database.Database) =>
@@ -282,7 +287,7 @@ const requireSchema = (db: Database.Database) =>
         new Errors.JournalError({ method: "open", message: "not a Palyra journal (no migrations table)", cause })
     }),
     (version) =>
-      version >= LATEST_MIGRATION
+      version >= READABLE_FROM_MIGRATION
         ? Effect.void
         : Effect.fail(
             new Errors.JournalError({

@@ -363,6 +363,15 @@ const memoryVectors = Effect.gen(function* () {
   yield* sql`CREATE INDEX memory_vectors_principal ON memory_vectors(principal, model)`
 })
 
+const tapeWithoutRunIndex = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  // The run index of the tape cost every event of a run a second index entry in its commit (one
+  // more WAL page per active run: PERF-NOTES round 10), and no query needed it: a run's events are
+  // read with their session (`readTape(session, { afterSeq, runId })`), on the tape's own
+  // `(session_id, tape_seq)` index from the run's first seq.
+  yield* sql`DROP INDEX IF EXISTS tape_events_run`
+})
+
 /** Every migration, in order. Never edit a released one: add a new one. @internal */
 export const migrations = {
   "0001_init": init,
@@ -373,7 +382,8 @@ export const migrations = {
   "0006_tasks_memory": tasksAndMemory,
   "0007_session_agents": sessionAgents,
   "0008_blobs": blobs,
-  "0009_memory_vectors": memoryVectors
+  "0009_memory_vectors": memoryVectors,
+  "0010_tape_without_run_index": tapeWithoutRunIndex
 } as const
 
 /** The table that records applied migrations (ours, so it never collides with a host app's). @internal */
