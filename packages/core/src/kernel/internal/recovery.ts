@@ -1,6 +1,6 @@
 import { Clock, Effect } from "effect"
 import type { JournalError } from "../../domain/Errors.js"
-import type { Service as JournalService } from "../../ports/Journal.js"
+import { type Service as JournalService, readRunTape } from "../../ports/Journal.js"
 import * as RunView from "../RunView.js"
 import type { Scheduler } from "./scheduler.js"
 import type { Tape } from "./tape.js"
@@ -31,7 +31,7 @@ export const recover = (
       const message = "the process stopped while this run was in progress"
       const ref = { sessionId: run.sessionId, runId: run.id }
       yield* Effect.gen(function* () {
-        const view = RunView.fold(run.id, yield* journal.readTape(run.sessionId, { afterSeq: 0, runId: run.id }))
+        const view = RunView.fold(run.id, yield* readRunTape(journal, run))
         const closing = yield* closeOpenWork(journal, ref, view, "interrupted", message)
         const at = yield* Clock.currentTimeMillis
         yield* recordTransition(tape, ref, "InProgress", "Fail", `interrupted: ${message}`, {
