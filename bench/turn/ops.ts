@@ -3,8 +3,8 @@
  * Effect operations (fiber run-loop steps, by opcode), fibers begun, and bytes allocated (V8's
  * sampling heap profiler at a 512-byte interval, collected objects included) — through the promise
  * API (`createPalyra`: Gateway, loop, scheduler, after-run hooks) over a real SQLite journal, with
- * the daemon's after-run defaults (memory injected, deterministic learning on) and a scripted model
- * answering with one text. `BENCH_OPS_ROOT=<worktree>` runs another tree's sources (before/after in
+ * the daemon's after-run defaults (memory injected, deterministic learning on) and the daemon's model
+ * path (the AI SDK adapter over a mock `LanguageModelV4` answering with one text delta). `BENCH_OPS_ROOT=<worktree>` runs another tree's sources (before/after in
  * one sitting): `node --conditions=@palyra/source --import tsx bench/turn/ops.ts [turns=400]`.
  * Not in `pnpm bench --all` (no `index.ts`).
  */
@@ -18,13 +18,49 @@ import { fileURLToPath, pathToFileURL } from "node:url"
 const root = process.env.BENCH_OPS_ROOT ?? join(fileURLToPath(import.meta.url), "..", "..", "..")
 const core = join(root, "packages/core")
 const req = createRequire(join(core, "package.json"))
-const { createPalyra, scriptedModel } = (await import(
+const { createPalyra, modelAdapter, scriptedModel } = (await import(
   join(core, "src/index.ts")
 )) as typeof import("../../packages/core/src/index.js")
 const { sqliteJournal } = (await import(
   join(root, "packages/journal/src/index.ts")
 )) as typeof import("../../packages/journal/src/index.js")
+const { AiSdkModel } = (await import(join(core, "src/ai-sdk.ts"))) as typeof import("../../packages/core/src/ai-sdk.js")
+const { MockLanguageModelV4 } = (await import(req.resolve("ai/test"))) as typeof import("ai/test")
 const turns = Number(process.argv[2] ?? 400)
+
+// The daemon's model path: the AI SDK adapter (`doStream`, the plain sink) over a model whose stream
+// holds one text delta, usage and the finish (BENCH_OPS_MODEL=scripted: core's scripted model).
+const parts = [
+  { type: "stream-start", warnings: [] },
+  { type: "text-start", id: "t" },
+  { type: "text-delta", id: "t", delta: "Sure: the answer is 42." },
+  { type: "text-end", id: "t" },
+  {
+    type: "finish",
+    finishReason: { unified: "stop", raw: "stop" },
+    usage: {
+      inputTokens: { total: 12, noCache: 12, cacheRead: undefined, cacheWrite: undefined },
+      outputTokens: { total: 6, text: 6, reasoning: undefined }
+    }
+  }
+]
+const model =
+  process.env.BENCH_OPS_MODEL === "scripted"
+    ? scriptedModel(() => ({ text: "Sure: the answer is 42.", usage: { inputTokens: 12, outputTokens: 6 } }))
+    : modelAdapter(
+        AiSdkModel.make(
+          new MockLanguageModelV4({
+            doStream: async () => ({
+              stream: new ReadableStream({
+                start(c) {
+                  for (const p of parts) c.enqueue(p as never)
+                  c.close()
+                }
+              })
+            })
+          })
+        )
+      )
 
 // Count what the `effect` that core loads runs: wrap the FiberRuntime methods that execute each opcode.
 const effectRoot = dirname(req.resolve("effect/package.json"))
@@ -68,7 +104,7 @@ for (const begin of ["start", "startFork", "resume"]) {
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-bench-ops-"))
 const palyra = createPalyra({
-  model: scriptedModel(() => ({ text: "Sure: the answer is 42.", usage: { inputTokens: 12, outputTokens: 6 } })),
+  model,
   journal: sqliteJournal({ filename: join(dir, "journal.db") }),
   memory: {},
   learning: true,

@@ -16,6 +16,7 @@
 import { jsonSchema, type LanguageModel, type ModelMessage, streamText, type ToolSet, tool } from "ai"
 import { Duration, Effect, Exit, Layer, Schedule, Stream } from "effect"
 import { ProviderError } from "../../domain/Errors.js"
+import { traced } from "../../ports/internal/traced.js"
 import {
   drainNow,
   type FinishReason,
@@ -499,13 +500,22 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
       direct !== undefined && !hasImages(request)
         ? attemptDirect(direct, request, sink, progress)
         : attempt(request, sink, progress)
-    return call.pipe(
-      Effect.retry({
-        schedule,
-        while: (e) => e instanceof ProviderError && e.retryable && progress.emitted === 0
-      }),
-      Effect.withSpan("AiSdkModel.stream", { attributes: { model: name }, captureStackTrace: false })
-    )
+    const retryable = (e: unknown) => e instanceof ProviderError && e.retryable && progress.emitted === 0
+    // The retry's schedule driver (its refs, the iteration metadata it provides to the call, which
+    // copies the context) is built on the first failure, not per call: the first failure is handed to
+    // `Effect.retry` as its first attempt's, so the schedule decides on it exactly as before.
+    const retried = Effect.catchAll(call, (first) => {
+      if (!retryable(first)) return Effect.fail(first)
+      let failed = false
+      const again = Effect.suspend(() => {
+        if (failed) return call
+        failed = true
+        return Effect.fail(first)
+      })
+      return Effect.retry(again, { schedule, while: retryable })
+    })
+    // Once per model call: no span object when no tracer reads spans.
+    return traced("AiSdkModel.stream", { attributes: { model: name }, captureStackTrace: false })(retried)
   }
 
   const streamTo: NonNullable<Service["streamTo"]> = streamToNow
