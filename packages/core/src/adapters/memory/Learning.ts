@@ -32,6 +32,7 @@ import type { RunId, SessionId } from "../../domain/Ids.js"
 import type { Run, Session } from "../../domain/Records.js"
 import { isTerminal } from "../../domain/RunState.js"
 import type { TapeEvent } from "../../domain/TapeEvent.js"
+import { traced } from "../../ports/internal/traced.js"
 import {
   Journal,
   type Service as JournalService,
@@ -47,7 +48,6 @@ import {
   MemoryStore,
   type Service as StoreService
 } from "../../ports/MemoryStore.js"
-import { traced } from "../../ports/internal/traced.js"
 import { ModelProvider, type ModelRequest, type Service as ModelService, runInto } from "../../ports/ModelProvider.js"
 import { type Handler, type Task, TaskQueue, type Service as TaskQueueService } from "../../ports/TaskQueue.js"
 import type { AgentOf } from "./Memory.js"
