@@ -8,7 +8,7 @@
  * one sitting): `node --conditions=@palyra/source --import tsx bench/turn/ops.ts [turns=400]`.
  * Not in `pnpm bench --all` (no `index.ts`).
  */
-import { mkdtempSync, rmSync } from "node:fs"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { Session } from "node:inspector/promises"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
@@ -128,6 +128,8 @@ for (let i = 0; i < turns; i++) await turn(100 + i)
 const cpu = process.cpuUsage(cpu0)
 counting = false
 const { profile } = await session.post("HeapProfiler.stopSampling")
+// BENCH_OPS_PROFILE=<file>: the sampled allocations of the counted turns (creation stacks: who built what).
+if (process.env.BENCH_OPS_PROFILE) writeFileSync(process.env.BENCH_OPS_PROFILE, JSON.stringify(profile))
 let bytes = 0
 const walk = (n: { selfSize: number; children?: Array<unknown> }) => {
   bytes += n.selfSize

@@ -1,4 +1,4 @@
-import { Cause, type Clock, Duration, Effect, FiberRef, type MetricLabel, Option, type Tracer } from "effect"
+import { Cause, Clock, Context, Duration, Effect, FiberRef, type MetricLabel, Option, type Tracer } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import { digest } from "../../domain/Canonical.js"
 import { BudgetExceeded, Conflict, isPalyraError, type PalyraError } from "../../domain/Errors.js"
@@ -824,9 +824,18 @@ export const runLoop = (
     const session = yield* requireSession(deps.journal, run.sessionId)
     const history = yield* deps.history?.load(session) ?? loadHistory(deps.journal, session)
     const agent = deps.agents.get(session.agentId)
-    const clock = yield* Effect.clock
-    const tracer = yield* Effect.tracer
-    const metricLabels = yield* FiberRef.get(FiberRef.currentMetricLabels)
+    // The run's clock, tracer and metric labels, read from its fiber in one step.
+    const { clock, metricLabels, tracer } = yield* Effect.withFiberRuntime<{
+      readonly clock: Clock.Clock
+      readonly tracer: Tracer.Tracer
+      readonly metricLabels: ReadonlyArray<MetricLabel.MetricLabel>
+    }>((fiber) =>
+      Effect.succeed({
+        clock: Context.get(fiber.currentDefaultServices, Clock.Clock),
+        tracer: fiber.currentTracer,
+        metricLabels: fiber.getFiberRef(FiberRef.currentMetricLabels)
+      })
+    )
     const loaded = history.length
     const ctx: RunContext = {
       deps,
