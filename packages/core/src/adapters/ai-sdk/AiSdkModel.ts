@@ -179,41 +179,54 @@ const asModelV4 = (model: LanguageModel): ModelV4 | undefined =>
 const toPrompt = (instructions: string | undefined, messages: ReadonlyArray<PromptMessage>): Prompt => {
   const prompt: Prompt = instructions === undefined ? [] : [{ role: "system", content: instructions }]
   for (const m of messages) {
-    switch (m.role) {
-      case "system":
-        break
-      case "user":
-        prompt.push({ role: "user", content: [{ type: "text", text: m.text }] })
-        break
-      case "assistant":
-        prompt.push({
-          role: "assistant",
-          content: [
-            ...(m.text.length > 0 ? [{ type: "text" as const, text: m.text }] : []),
-            ...m.toolCalls.map((c) => ({
-              type: "tool-call" as const,
-              toolCallId: c.id,
-              toolName: wireName(c.name),
-              input: c.args
-            }))
-          ]
-        })
-        break
-      default:
-        prompt.push({
-          role: "tool",
-          content: [
-            {
-              type: "tool-result",
-              toolCallId: m.toolCallId,
-              toolName: wireName(m.name),
-              output: m.isError ? { type: "error-text", value: m.output } : { type: "text", value: m.output }
-            }
-          ]
-        })
+    if (m.role === "system") continue
+    let part = converted.get(m)
+    if (part === undefined) {
+      part = toPromptMessage(m)
+      converted.set(m, part)
     }
+    prompt.push(part)
   }
   return prompt
+}
+
+/**
+ * Each message's provider form, kept while the message is: a session's conversation is folded once
+ * and its messages are the same objects call after call (`PromptAssembler.makeFromHistory`), so a
+ * call converts only its new ones. Providers read the prompt; none writes to it.
+ */
+const converted = new WeakMap<PromptMessage, Prompt[number]>()
+
+const toPromptMessage = (m: Exclude<PromptMessage, { readonly role: "system" }>): Prompt[number] => {
+  switch (m.role) {
+    case "user":
+      return { role: "user", content: [{ type: "text", text: m.text }] }
+    case "assistant":
+      return {
+        role: "assistant",
+        content: [
+          ...(m.text.length > 0 ? [{ type: "text" as const, text: m.text }] : []),
+          ...m.toolCalls.map((c) => ({
+            type: "tool-call" as const,
+            toolCallId: c.id,
+            toolName: wireName(c.name),
+            input: c.args
+          }))
+        ]
+      }
+    default:
+      return {
+        role: "tool",
+        content: [
+          {
+            type: "tool-result",
+            toolCallId: m.toolCallId,
+            toolName: wireName(m.name),
+            output: m.isError ? { type: "error-text", value: m.output } : { type: "text", value: m.output }
+          }
+        ]
+      }
+  }
 }
 
 /** A tool call's input as `streamText` parses it: empty is `{}`, unparsable JSON stays the raw text. */
