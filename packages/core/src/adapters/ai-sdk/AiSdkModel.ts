@@ -350,11 +350,11 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
           return Effect.die(defect)
         }
       }
-      const pump = async (signal: AbortSignal): Promise<Effect.Effect<void, unknown>> => {
+      const pump = async (): Promise<Effect.Effect<void, unknown>> => {
         let plain = 0
         while (true) {
           const next = await reader.read()
-          if (stopped || signal.aborted) return Effect.interrupt
+          if (stopped) return Effect.interrupt
           if (next.done) {
             ended = true
             const tail: Array<ModelEvent> =
@@ -388,8 +388,10 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
           if (++plain === yieldEvery) return Effect.void
         }
       }
+      // `try` takes no signal: with one, `tryPromise` makes an `AbortController` and wraps its
+      // await in an `onInterrupt` per stretch — `stopped` (below) is what the pump checks.
       const step: Effect.Effect<void, unknown> = Effect.flatMap(
-        Effect.tryPromise({ try: (signal) => pump(signal), catch: toError }),
+        Effect.tryPromise({ try: () => pump(), catch: toError }),
         (next) => (ended ? next : Effect.zipRight(next, step))
       )
       // Innermost, so it runs before any other finalizer of the call (the request's abort among them).
