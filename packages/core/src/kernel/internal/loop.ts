@@ -952,10 +952,10 @@ const liveClock = Effect.runSync(Effect.clock)
 const MAX_TIMER_MILLIS = 2 ** 31 - 1
 
 /**
- * The run's wall-clock budget as one timer: a fiber sleeping on the run's clock (a `TestClock`
- * drives it as before) that, when the budget runs out, marks the run expired and interrupts the
- * run's own fiber; the run's `onInterrupt` then records the `wallClock` failure instead of parking
- * or cancelling. `Effect.timeoutFail` raced two forked fibers (the run's body moved into one of
+ * The run's wall-clock budget as one timer — on the live clock a `setTimeout`, on any other (a
+ * `TestClock`) a fiber sleeping on it — that, when the budget runs out, marks the run expired and
+ * interrupts the run's own fiber; the run's `onInterrupt` then records the `wallClock` failure
+ * instead of parking or cancelling. Its finalizer also records the run's duration (`ended`). `Effect.timeoutFail` raced two forked fibers (the run's body moved into one of
  * them, with a copy of the run fiber's refs); the body now runs in the run's fiber and the timer is
  * interrupted (not awaited) when it ends. Interruption lands where it did: after the write in
  * progress (`emit` is uninterruptible), or inside an await (the model's stream, a tool, an approval).
@@ -984,8 +984,8 @@ const budgetTimer = (ctx: RunContext, ended: () => void) => {
       return Effect.ensuring(
         self,
         Effect.sync(() => {
-          ended()
           stop()
+          ended()
         })
       )
     })
