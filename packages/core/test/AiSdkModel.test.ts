@@ -197,6 +197,32 @@ describe.each([
     )
   )
 
+  // The adapter keeps each message's provider form (the conversation's messages are the same objects
+  // call after call): a session's later calls must still send the whole conversation, in order.
+  it.live("a session's later turns send its whole conversation, the earlier messages as they were", () =>
+    withServer([textReply(["first ", "answer"]), textReply(["second answer"]), textReply(["third"])], (server) =>
+      Effect.gen(function* () {
+        const gateway = yield* Gateway.Gateway
+        const alice = Caller.user("alice")
+        for (const text of ["one", "two", "three"]) {
+          const { events } = yield* gateway.startRun(alice, { text, key: "k" })
+          yield* collect(events)
+        }
+        assert.strictEqual(server.requests.length, 3)
+        const sent = server.requests.map((r) =>
+          (r.messages as Array<{ role: string; content: unknown }>).map((m) => [m.role, m.content])
+        )
+        assert.deepStrictEqual(sent[0], [["user", "one"]])
+        assert.deepStrictEqual(sent[1], [
+          ["user", "one"],
+          ["assistant", "first answer"],
+          ["user", "two"]
+        ])
+        assert.deepStrictEqual(sent[2], [...sent[1]!, ["assistant", "second answer"], ["user", "three"]])
+      }).pipe(Effect.provide(gatewayLayer({ model: compatible(server) })))
+    )
+  )
+
   it.live("a 429 is retried with backoff, then succeeds", () =>
     withServer([{ kind: "status", status: 429 }, { kind: "status", status: 429 }, textReply(["ok"])], (server) =>
       Effect.gen(function* () {

@@ -92,4 +92,47 @@ describe("the run's wall-clock budget", () => {
       )
     })
   )
+
+  // On the live clock the timer is a plain `setTimeout` (no fiber per run): the same failure, and a
+  // run that ends in time leaves no timer behind that could touch it later.
+  it.live(
+    "on the live clock: runs out while a tool runs (Failed with wallClock); a run that ended in time stays Done",
+    () =>
+      Effect.gen(function* () {
+        const started = yield* Deferred.make<void>()
+        const stopped = yield* Deferred.make<void>()
+        const model = ScriptedModel.make([
+          { text: "quick" },
+          { toolCalls: [{ name: "stuck", args: {} }] },
+          { text: "never" }
+        ])
+        yield* withGateway(
+          { model, tools: [stuckTool(started, stopped)], budgets: { wallClock: "300 millis" } },
+          (gateway) =>
+            Effect.gen(function* () {
+              const alice = Caller.user("alice")
+              const quick = yield* gateway.startRun(alice, { text: "a", key: "s" })
+              assert.strictEqual(finalState(yield* collect(quick.events)), "Done")
+              const slow = yield* gateway.startRun(alice, { text: "b", key: "s" })
+              const seen = yield* collect(slow.events)
+              yield* Deferred.await(stopped)
+              assert.isTrue(yield* Deferred.isDone(started))
+              assert.strictEqual(finalState(seen), "Failed")
+              const [error] = only(seen, "RunError")
+              assert.strictEqual(error!.code, "budget_exceeded")
+              assert.include(error!.message, "wallClock")
+              assert.include(error!.message, "300")
+              assert.strictEqual(only(seen, "ToolResult")[0]!.status, "interrupted")
+              // Past the first run's budget (it ended long before): still Done, nothing written for it.
+              yield* Effect.sleep("400 millis")
+              assert.strictEqual((yield* gateway.getRun(alice, quick.run.id)).state, "Done")
+              const tape = yield* gateway.readTape(alice, quick.run.sessionId, { afterSeq: 0 })
+              assert.deepStrictEqual(
+                only(tape, "RunError").map((e) => e.runId),
+                [slow.run.id]
+              )
+            })
+        )
+      })
+  )
 })

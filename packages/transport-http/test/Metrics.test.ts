@@ -69,9 +69,16 @@ describe("GET /metrics", () => {
     expect(after).toBe(before)
   })
 
-  it("the run-transition counter moves after a run", async () => {
+  it("the run-transition counter and the run-duration histogram move after a run", async () => {
     const done = () => scrape(server.base).then((f) => sample(f, "palyra_run_transitions_total", { to: "Done" }))
     const before = await done()
+    // A histogram family's sample carries its `count` (the runs whose duration it recorded).
+    const ended = (families: ReadonlyArray<Family>) =>
+      Number(
+        (families.find((f) => f.name === "palyra_run_duration_seconds")?.metrics[0] as { count?: string } | undefined)
+          ?.count ?? 0
+      )
+    const durations = ended(await scrape(server.base))
     const sent = await json(
       await fetch(`${server.base}/v1/runs`, {
         method: "POST",
@@ -86,6 +93,8 @@ describe("GET /metrics", () => {
     expect(families.find((f) => f.name === "palyra_run_transitions_total")?.type).toBe("COUNTER")
     expect(sample(families, "palyra_run_transitions_total", { to: "Done" })).toBe(before + 1)
     expect(sample(families, "palyra_run_transitions_total", { to: "InProgress" })).toBeGreaterThanOrEqual(1)
+    expect(families.find((f) => f.name === "palyra_run_duration_seconds")?.type).toBe("HISTOGRAM")
+    expect(ended(families)).toBe(durations + 1)
   })
 
   it("the event-loop delay is sampled into a gauge while monitoring runs", async () => {

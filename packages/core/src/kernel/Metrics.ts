@@ -220,5 +220,11 @@ export const unsafeRecord = {
     policyDecisionsOf(outcome).unsafeUpdate(1, labels),
   /** `recordModelTurn`. */
   modelTurn: (millis: number, labels: ReadonlyArray<MetricLabel.MetricLabel>): void =>
-    modelTurnLatency.unsafeUpdate(seconds(millis), labels)
+    modelTurnLatency.unsafeUpdate(seconds(millis), labels),
+  /** `recordRunTransition`. */
+  runTransition: (to: RunState, labels: ReadonlyArray<MetricLabel.MetricLabel>): void =>
+    runTransitionsTo(to).unsafeUpdate(1, labels),
+  /** `recordRunDuration`. */
+  runDuration: (millis: number, labels: ReadonlyArray<MetricLabel.MetricLabel>): void =>
+    runDuration.unsafeUpdate(seconds(millis), labels)
 }

@@ -13,6 +13,7 @@ import { Context, Effect } from "effect"
 import * as Caller from "../domain/Caller.js"
 import type { Run } from "../domain/Records.js"
 import type { TapeEvent } from "../domain/TapeEvent.js"
+import { traced } from "../ports/internal/traced.js"
 
 /** A run that ended, with the principal it ran as. @since 0.1.0 @category Models */
 export interface RunEnd {
@@ -56,7 +57,8 @@ export const guarded = (hook: Service, end: RunEnd): Effect.Effect<void> =>
     Effect.catchAllCause((cause) =>
       Effect.logWarning("an after-run hook failed", cause).pipe(Effect.annotateLogs("runId", end.run.id))
     ),
-    Effect.withSpan("RunHooks.onRunEnd", { attributes: { runId: end.run.id, state: end.run.state } })
+    // Once per run: no span (its object, attributes and context hop) when no tracer reads spans.
+    traced("RunHooks.onRunEnd", { attributes: { runId: end.run.id, state: end.run.state } })
   )
 
 /** The end of `run` as a hook sees it. @since 0.1.0 @category Constructors */

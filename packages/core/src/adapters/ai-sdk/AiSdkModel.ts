@@ -16,6 +16,7 @@
 import { jsonSchema, type LanguageModel, type ModelMessage, streamText, type ToolSet, tool } from "ai"
 import { Duration, Effect, Exit, Layer, Schedule, Stream } from "effect"
 import { ProviderError } from "../../domain/Errors.js"
+import { traced } from "../../ports/internal/traced.js"
 import {
   drainNow,
   type FinishReason,
@@ -178,41 +179,54 @@ const asModelV4 = (model: LanguageModel): ModelV4 | undefined =>
 const toPrompt = (instructions: string | undefined, messages: ReadonlyArray<PromptMessage>): Prompt => {
   const prompt: Prompt = instructions === undefined ? [] : [{ role: "system", content: instructions }]
   for (const m of messages) {
-    switch (m.role) {
-      case "system":
-        break
-      case "user":
-        prompt.push({ role: "user", content: [{ type: "text", text: m.text }] })
-        break
-      case "assistant":
-        prompt.push({
-          role: "assistant",
-          content: [
-            ...(m.text.length > 0 ? [{ type: "text" as const, text: m.text }] : []),
-            ...m.toolCalls.map((c) => ({
-              type: "tool-call" as const,
-              toolCallId: c.id,
-              toolName: wireName(c.name),
-              input: c.args
-            }))
-          ]
-        })
-        break
-      default:
-        prompt.push({
-          role: "tool",
-          content: [
-            {
-              type: "tool-result",
-              toolCallId: m.toolCallId,
-              toolName: wireName(m.name),
-              output: m.isError ? { type: "error-text", value: m.output } : { type: "text", value: m.output }
-            }
-          ]
-        })
+    if (m.role === "system") continue
+    let part = converted.get(m)
+    if (part === undefined) {
+      part = toPromptMessage(m)
+      converted.set(m, part)
     }
+    prompt.push(part)
   }
   return prompt
+}
+
+/**
+ * Each message's provider form, kept while the message is: a session's conversation is folded once
+ * and its messages are the same objects call after call (`PromptAssembler.makeFromHistory`), so a
+ * call converts only its new ones. Providers read the prompt; none writes to it.
+ */
+const converted = new WeakMap<PromptMessage, Prompt[number]>()
+
+const toPromptMessage = (m: Exclude<PromptMessage, { readonly role: "system" }>): Prompt[number] => {
+  switch (m.role) {
+    case "user":
+      return { role: "user", content: [{ type: "text", text: m.text }] }
+    case "assistant":
+      return {
+        role: "assistant",
+        content: [
+          ...(m.text.length > 0 ? [{ type: "text" as const, text: m.text }] : []),
+          ...m.toolCalls.map((c) => ({
+            type: "tool-call" as const,
+            toolCallId: c.id,
+            toolName: wireName(c.name),
+            input: c.args
+          }))
+        ]
+      }
+    default:
+      return {
+        role: "tool",
+        content: [
+          {
+            type: "tool-result",
+            toolCallId: m.toolCallId,
+            toolName: wireName(m.name),
+            output: m.isError ? { type: "error-text", value: m.output } : { type: "text", value: m.output }
+          }
+        ]
+      }
+  }
 }
 
 /** A tool call's input as `streamText` parses it: empty is `{}`, unparsable JSON stays the raw text. */
@@ -336,11 +350,11 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
           return Effect.die(defect)
         }
       }
-      const pump = async (signal: AbortSignal): Promise<Effect.Effect<void, unknown>> => {
+      const pump = async (): Promise<Effect.Effect<void, unknown>> => {
         let plain = 0
         while (true) {
           const next = await reader.read()
-          if (stopped || signal.aborted) return Effect.interrupt
+          if (stopped) return Effect.interrupt
           if (next.done) {
             ended = true
             const tail: Array<ModelEvent> =
@@ -374,8 +388,10 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
           if (++plain === yieldEvery) return Effect.void
         }
       }
+      // `try` takes no signal: with one, `tryPromise` makes an `AbortController` and wraps its
+      // await in an `onInterrupt` per stretch — `stopped` (below) is what the pump checks.
       const step: Effect.Effect<void, unknown> = Effect.flatMap(
-        Effect.tryPromise({ try: (signal) => pump(signal), catch: toError }),
+        Effect.tryPromise({ try: () => pump(), catch: toError }),
         (next) => (ended ? next : Effect.zipRight(next, step))
       )
       // Innermost, so it runs before any other finalizer of the call (the request's abort among them).
@@ -499,13 +515,22 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
       direct !== undefined && !hasImages(request)
         ? attemptDirect(direct, request, sink, progress)
         : attempt(request, sink, progress)
-    return call.pipe(
-      Effect.retry({
-        schedule,
-        while: (e) => e instanceof ProviderError && e.retryable && progress.emitted === 0
-      }),
-      Effect.withSpan("AiSdkModel.stream", { attributes: { model: name }, captureStackTrace: false })
-    )
+    const retryable = (e: unknown) => e instanceof ProviderError && e.retryable && progress.emitted === 0
+    // The retry's schedule driver (its refs, the iteration metadata it provides to the call, which
+    // copies the context) is built on the first failure, not per call: the first failure is handed to
+    // `Effect.retry` as its first attempt's, so the schedule decides on it exactly as before.
+    const retried = Effect.catchAll(call, (first) => {
+      if (!retryable(first)) return Effect.fail(first)
+      let failed = false
+      const again = Effect.suspend(() => {
+        if (failed) return call
+        failed = true
+        return Effect.fail(first)
+      })
+      return Effect.retry(again, { schedule, while: retryable })
+    })
+    // Once per model call: no span object when no tracer reads spans.
+    return traced("AiSdkModel.stream", { attributes: { model: name }, captureStackTrace: false })(retried)
   }
 
   const streamTo: NonNullable<Service["streamTo"]> = streamToNow

@@ -148,23 +148,18 @@ export const make = (options: Options): AfterRun => {
         }))
       )
     }).pipe(Effect.withSpan("AfterRun.ingest", { attributes: { runId: run.id } }))
+  // Learning's verdict, once the service exists (a hook that fires first waits for it).
+  const learn = (run: Run, events: ReadonlyArray<TapeEvent> | undefined) =>
+    Effect.flatMap(Deferred.await(learningReady), (learning) =>
+      Option.isSome(learning) ? Effect.asVoid(learning.value.afterRun(run, events)) : Effect.void
+    )
   const runEnd: RunHooks.Service = {
+    // Per run: only the parts that are on (one alone without `Effect.all`). Either part's failure is
+    // dropped, as `Effect.all`'s `either` mode does, and learning runs even when the ingest failed.
     onRunEnd: ({ run, events }) =>
-      Effect.all(
-        [
-          autoIngest ? ingest(run, events) : Effect.void,
-          learningOn
-            ? Effect.flatMap(
-                Deferred.await(learningReady),
-                Option.match({
-                  onNone: () => Effect.void,
-                  onSome: (learning) => Effect.asVoid(learning.afterRun(run, events))
-                })
-              )
-            : Effect.void
-        ],
-        { mode: "either", discard: true }
-      )
+      autoIngest && learningOn
+        ? Effect.all([ingest(run, events), learn(run, events)], { mode: "either", discard: true })
+        : Effect.ignore(autoIngest ? ingest(run, events) : learn(run, events))
   }
   // Nothing to do at a run's end without auto-ingest or learning: no hook, so the scheduler neither
   // reads the run's record nor forks a hook fiber per run.

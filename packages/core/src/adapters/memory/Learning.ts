@@ -32,6 +32,7 @@ import type { RunId, SessionId } from "../../domain/Ids.js"
 import type { Run, Session } from "../../domain/Records.js"
 import { isTerminal } from "../../domain/RunState.js"
 import type { TapeEvent } from "../../domain/TapeEvent.js"
+import { traced } from "../../ports/internal/traced.js"
 import {
   Journal,
   type Service as JournalService,
@@ -550,20 +551,21 @@ export const make = (options: Options): Effect.Effect<Service, InvalidArgument> 
     // The deterministic extractor's verdict is known from the run's events (the loop's, else one
     // read of the run's tape), so a run it would find nothing in costs no task (its reflection
     // would only note "0 candidate(s)").
-    const afterRun: Service["afterRun"] = (run, events) =>
-      (mode === "deterministic"
-        ? events !== undefined
-          ? Effect.succeed(deterministicProposals(run, events).length > 0)
-          : Effect.map(readRunTape(journal, run), (read) => deterministicProposals(run, read).length > 0)
-        : Effect.succeed(true)
-      ).pipe(
-        Effect.flatMap((worth) =>
-          worth
-            ? Effect.asSome(enqueueReflection(run.id))
-            : Effect.as(Metric.increment(reflectionsSkipped), Option.none<Task>())
-        ),
-        Effect.withSpan("Learning.afterRun", { attributes: { runId: run.id } })
+    const afterRun: Service["afterRun"] = (run, events) => {
+      const verdict = (worth: boolean) =>
+        worth
+          ? Effect.asSome(enqueueReflection(run.id))
+          : Effect.as(Metric.increment(reflectionsSkipped), Option.none<Task>())
+      // Once per run: the verdict decided when it runs (no `succeed` + `flatMap` around a plain
+      // check), and no span object when no tracer reads spans.
+      return traced("Learning.afterRun", { attributes: { runId: run.id } })(
+        mode !== "deterministic"
+          ? Effect.suspend(() => verdict(true))
+          : events !== undefined
+            ? Effect.suspend(() => verdict(deterministicProposals(run, events).length > 0))
+            : Effect.flatMap(readRunTape(journal, run), (read) => verdict(deterministicProposals(run, read).length > 0))
       )
+    }
 
     return {
       enqueueReflection,

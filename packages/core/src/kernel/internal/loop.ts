@@ -1,4 +1,4 @@
-import { Cause, type Clock, Duration, Effect, FiberRef, type MetricLabel, Option, type Tracer } from "effect"
+import { Cause, Clock, Context, Duration, Effect, FiberRef, type MetricLabel, Option, type Tracer } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import { digest } from "../../domain/Canonical.js"
 import { BudgetExceeded, Conflict, isPalyraError, type PalyraError } from "../../domain/Errors.js"
@@ -185,7 +185,8 @@ const transition = (
         recordTransition(ctx.deps.tape, base(ctx), ctx.view.state, event, reason, {
           extra: write.events,
           effects: write.effects,
-          error
+          error,
+          metricLabels: ctx.metricLabels
         }),
         (stored) => observe(ctx, stored, write.count)
       )
@@ -823,9 +824,18 @@ export const runLoop = (
     const session = yield* requireSession(deps.journal, run.sessionId)
     const history = yield* deps.history?.load(session) ?? loadHistory(deps.journal, session)
     const agent = deps.agents.get(session.agentId)
-    const clock = yield* Effect.clock
-    const tracer = yield* Effect.tracer
-    const metricLabels = yield* FiberRef.get(FiberRef.currentMetricLabels)
+    // The run's clock, tracer and metric labels, read from its fiber in one step.
+    const { clock, metricLabels, tracer } = yield* Effect.withFiberRuntime<{
+      readonly clock: Clock.Clock
+      readonly tracer: Tracer.Tracer
+      readonly metricLabels: ReadonlyArray<MetricLabel.MetricLabel>
+    }>((fiber) =>
+      Effect.succeed({
+        clock: Context.get(fiber.currentDefaultServices, Clock.Clock),
+        tracer: fiber.currentTracer,
+        metricLabels: fiber.getFiberRef(FiberRef.currentMetricLabels)
+      })
+    )
     const loaded = history.length
     const ctx: RunContext = {
       deps,
@@ -881,9 +891,10 @@ export const runLoop = (
     })
 
     const startedAt = nowOf(ctx)
-    const budget = budgetTimer(ctx)
+    // The run's duration is recorded when its body ends, by the budget timer's finalizer (one
+    // `ensuring` for both).
+    const budget = budgetTimer(ctx, () => Metrics.unsafeRecord.runDuration(nowOf(ctx) - startedAt, ctx.metricLabels))
     yield* body.pipe(
-      Effect.ensuring(Effect.suspend(() => Metrics.recordRunDuration(nowOf(ctx) - startedAt))),
       budget.within,
       Effect.catchAllCause((cause) => {
         if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
@@ -935,30 +946,47 @@ const wallClockExceeded = (ctx: RunContext) => {
   return new BudgetExceeded({ budget: "wallClock", limit, used: limit })
 }
 
+/** The default services' clock (one per process): its `sleep` is a `setTimeout`. */
+const liveClock = Effect.runSync(Effect.clock)
+/** The longest delay `setTimeout` takes (Effect's live clock never fires a longer sleep). */
+const MAX_TIMER_MILLIS = 2 ** 31 - 1
+
 /**
- * The run's wall-clock budget as one timer: a fiber sleeping on the run's clock (a `TestClock`
- * drives it as before) that, when the budget runs out, marks the run expired and interrupts the
- * run's own fiber; the run's `onInterrupt` then records the `wallClock` failure instead of parking
- * or cancelling. `Effect.timeoutFail` raced two forked fibers (the run's body moved into one of
+ * The run's wall-clock budget as one timer — on the live clock a `setTimeout`, on any other (a
+ * `TestClock`) a fiber sleeping on it — that, when the budget runs out, marks the run expired and
+ * interrupts the run's own fiber; the run's `onInterrupt` then records the `wallClock` failure
+ * instead of parking or cancelling. Its finalizer also records the run's duration (`ended`). `Effect.timeoutFail` raced two forked fibers (the run's body moved into one of
  * them, with a copy of the run fiber's refs); the body now runs in the run's fiber and the timer is
  * interrupted (not awaited) when it ends. Interruption lands where it did: after the write in
  * progress (`emit` is uninterruptible), or inside an await (the model's stream, a tool, an approval).
  */
-const budgetTimer = (ctx: RunContext) => {
+const budgetTimer = (ctx: RunContext, ended: () => void) => {
   let expired = false
   const within = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     Effect.withFiberRuntime<A, E, R>((run) => {
-      const timer = Effect.runFork(
-        Effect.flatMap(ctx.clock.sleep(ctx.agent.budgets.wallClock), () =>
-          Effect.sync(() => {
-            expired = true
-            run.unsafeInterruptAsFork(run.id())
-          })
+      const expire = () => {
+        expired = true
+        run.unsafeInterruptAsFork(run.id())
+      }
+      let stop: () => void
+      if (ctx.clock === liveClock) {
+        // The live clock's `sleep` is a `setTimeout` (none past the timer's range: it never fires),
+        // so on that clock the timer is one directly, not a fiber per run sleeping on it.
+        const millis = Duration.toMillis(ctx.agent.budgets.wallClock)
+        const handle = millis > MAX_TIMER_MILLIS ? undefined : setTimeout(expire, millis)
+        stop = () => clearTimeout(handle)
+      } else {
+        const timer = Effect.runFork(
+          Effect.flatMap(ctx.clock.sleep(ctx.agent.budgets.wallClock), () => Effect.sync(expire))
         )
-      )
+        stop = () => timer.unsafeInterruptAsFork(run.id())
+      }
       return Effect.ensuring(
         self,
-        Effect.sync(() => timer.unsafeInterruptAsFork(run.id()))
+        Effect.sync(() => {
+          stop()
+          ended()
+        })
       )
     })
   return { within, expired: () => expired }

@@ -72,22 +72,32 @@ export const makeScheduler = (
     const endHooks = new Map<RunId, Array<() => void>>()
     const endWaiters = new Map<RunId, Array<(run: Run) => void>>()
 
-    const ended = (runId: RunId, events?: ReadonlyArray<TapeEvent> | undefined) =>
-      Effect.gen(function* () {
+    // Plain steps, once per run (no generator): the record's read is the only await.
+    const ended = (runId: RunId, events?: ReadonlyArray<TapeEvent> | undefined): Effect.Effect<void> =>
+      Effect.suspend(() => {
         cancels.delete(runId)
-        const hooks = endHooks.get(runId) ?? []
-        endHooks.delete(runId)
-        for (const f of hooks) f()
-        // Nobody waits for this run and no after-run hook is configured: nothing needs its record.
-        if (!endWaiters.has(runId) && runHooks === none) return
-        const run = yield* journal.getRun(runId).pipe(Effect.option, Effect.map(Option.flatten))
-        if (Option.isSome(run) && isTerminal(run.value.state)) {
-          const waiters = endWaiters.get(runId) ?? []
-          endWaiters.delete(runId)
-          for (const f of waiters) f(run.value)
-          // After-run hooks: in their own fiber, so they never delay the run's end.
-          if (runHooks !== none) yield* Effect.forkIn(guarded(runHooks, endOf(run.value, events)), scope)
+        const hooks = endHooks.get(runId)
+        if (hooks !== undefined) {
+          endHooks.delete(runId)
+          for (const f of hooks) f()
         }
+        // Nobody waits for this run and no after-run hook is configured: nothing needs its record.
+        if (!endWaiters.has(runId) && runHooks === none) return Effect.void
+        return Effect.matchEffect(journal.getRun(runId), {
+          onFailure: () => Effect.void,
+          onSuccess: (run) => {
+            if (Option.isNone(run) || !isTerminal(run.value.state)) return Effect.void
+            const waiters = endWaiters.get(runId)
+            if (waiters !== undefined) {
+              endWaiters.delete(runId)
+              for (const f of waiters) f(run.value)
+            }
+            // After-run hooks: in their own fiber, so they never delay the run's end.
+            return runHooks === none
+              ? Effect.void
+              : Effect.asVoid(Effect.forkIn(guarded(runHooks, endOf(run.value, events)), scope))
+          }
+        })
       })
 
     const worker = (sessionId: SessionId): Effect.Effect<void> =>

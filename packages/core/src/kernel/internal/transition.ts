@@ -1,4 +1,4 @@
-import { Clock, Effect, Either, Option } from "effect"
+import { Clock, Effect, Either, type MetricLabel, Option } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import type {
   Conflict,
@@ -39,6 +39,11 @@ export const recordTransition = (
     readonly extra?: ReadonlyArray<NewTapeEvent> | undefined
     readonly effects?: Omit<AppendEffects, "runTransition"> | undefined
     readonly error?: { readonly code: string; readonly message: string } | undefined
+    /**
+     * The fiber's metric labels when the caller read them already (the loop, once per run): the
+     * transition is then counted with a plain call, not an Effect-wrapped metric update.
+     */
+    readonly metricLabels?: ReadonlyArray<MetricLabel.MetricLabel> | undefined
   } = {}
 ): Effect.Effect<ReadonlyArray<TapeEvent>, JournalError | PayloadTooLarge | NotFound | Conflict | InvalidTransition> =>
   // Plain steps (no generator): two or three of these per run, on the run's start and end path.
@@ -60,17 +65,21 @@ export const recordTransition = (
         to,
         reason
       }
-      return Effect.tap(
-        tape.append(
-          ref.sessionId,
-          [...(options.extra ?? []), changed] as unknown as NonEmptyReadonlyArray<NewTapeEvent>,
-          {
-            ...options.effects,
-            runTransition: { runId: ref.runId, from, to, error: options.error }
-          }
-        ),
-        () => Metrics.recordRunTransition(to)
+      const appended = tape.append(
+        ref.sessionId,
+        [...(options.extra ?? []), changed] as unknown as NonEmptyReadonlyArray<NewTapeEvent>,
+        {
+          ...options.effects,
+          runTransition: { runId: ref.runId, from, to, error: options.error }
+        }
       )
+      const labels = options.metricLabels
+      return labels === undefined
+        ? Effect.tap(appended, () => Metrics.recordRunTransition(to))
+        : Effect.map(appended, (stored) => {
+            Metrics.unsafeRecord.runTransition(to, labels)
+            return stored
+          })
     }
   )
 
