@@ -6,7 +6,16 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Metric, Schedule } from "effect"
-import { Caller, Gateway, Journal, MemoryJournal, Metrics, ScriptedModel, type TapeEvent } from "../src/index.js"
+import {
+  Caller,
+  Gateway,
+  Journal,
+  MemoryJournal,
+  Metrics,
+  type ModelProvider,
+  ScriptedModel,
+  type TapeEvent
+} from "../src/index.js"
 import { collect, gatewayLayer, tags } from "../src/testing.js"
 import { recordingTool } from "./helpers.js"
 
@@ -229,6 +238,65 @@ describe("the loop's appends", () => {
         assert.include(result?._tag === "ToolResult" ? result.output : "", "no approval channel")
         assert.deepStrictEqual(calls, [{ x: 1 }])
       }).pipe(Effect.provide(gatewayLayer({ model, tools: [tool] })), Effect.scoped)
+    })
+  )
+})
+
+describe("deltas read together are appended together", () => {
+  const deltas = Array.from({ length: 10 }, (_, i) => `w${i} `)
+  const run = (model: ModelProvider.Service) =>
+    Effect.gen(function* () {
+      const { groups, layer } = recordingJournal()
+      const seen = yield* Effect.gen(function* () {
+        const gateway = yield* Gateway.Gateway
+        const { events } = yield* gateway.startRun(Caller.user("alice"), { text: "hi" })
+        return yield* collect(events)
+      }).pipe(Effect.provide(gatewayLayer({ model, journal: layer, coalesceChars: 1 })), Effect.scoped)
+      return { groups, seen }
+    })
+  const deltaTexts = (events: ReadonlyArray<TapeEvent.TapeEvent>) =>
+    events.flatMap((e) => (e._tag === "AssistantDelta" ? [e.text] : []))
+
+  it.effect("an unpaced burst (the provider says `more`) is one append, each delta still its own event", () =>
+    Effect.gen(function* () {
+      const { groups, seen } = yield* run(ScriptedModel.make([{ text: deltas, usage }], { recordPrompts: false }))
+      assert.deepStrictEqual(groups.map(tags), [
+        ["RunAccepted", "RunStateChanged", "UserMessage", "RunStateChanged"],
+        ["ModelRequest", ...deltas.map(() => "AssistantDelta")],
+        ["AssistantMessage", "Usage", "RunStateChanged"]
+      ])
+      assert.deepStrictEqual(deltaTexts(groups.flat()), deltas)
+      assert.deepStrictEqual(
+        tags(seen),
+        groups.flat().map((e) => e._tag)
+      )
+    })
+  )
+
+  it.effect("a provider that does not say `more` gets one append per delta, as before", () =>
+    Effect.gen(function* () {
+      const full = ScriptedModel.make([{ text: deltas, usage }], { recordPrompts: false })
+      // The same model without its plain form: the loop's sink is called lazily, one event at a time.
+      const { groups } = yield* run({ name: full.name, stream: full.stream, streamTo: full.streamTo! })
+      assert.deepStrictEqual(groups.map(tags).slice(1, -1), [
+        ["ModelRequest", "AssistantDelta"],
+        ...deltas.slice(1).map(() => ["AssistantDelta"])
+      ])
+      assert.deepStrictEqual(deltaTexts(groups.flat()), deltas)
+    })
+  )
+
+  it.live("a paced model's deltas are each appended when read: nothing is held across a wait", () =>
+    Effect.gen(function* () {
+      const { groups } = yield* run(
+        ScriptedModel.make([{ text: deltas.slice(0, 4), usage, delayPerDelta: "1 millis" }], { recordPrompts: false })
+      )
+      assert.deepStrictEqual(groups.map(tags).slice(1, -1), [
+        ["ModelRequest", "AssistantDelta"],
+        ["AssistantDelta"],
+        ["AssistantDelta"],
+        ["AssistantDelta"]
+      ])
     })
   )
 })
