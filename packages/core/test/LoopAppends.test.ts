@@ -244,14 +244,24 @@ describe("the loop's appends", () => {
 
 describe("deltas read together are appended together", () => {
   const deltas = Array.from({ length: 10 }, (_, i) => `w${i} `)
-  const run = (model: ModelProvider.Service) =>
+  const run = (model: ModelProvider.Service, liveBufferEvents?: number) =>
     Effect.gen(function* () {
       const { groups, layer } = recordingJournal()
       const seen = yield* Effect.gen(function* () {
         const gateway = yield* Gateway.Gateway
         const { events } = yield* gateway.startRun(Caller.user("alice"), { text: "hi" })
         return yield* collect(events)
-      }).pipe(Effect.provide(gatewayLayer({ model, journal: layer, coalesceChars: 1 })), Effect.scoped)
+      }).pipe(
+        Effect.provide(
+          gatewayLayer({
+            model,
+            journal: layer,
+            coalesceChars: 1,
+            ...(liveBufferEvents === undefined ? {} : { liveBufferEvents })
+          })
+        ),
+        Effect.scoped
+      )
       return { groups, seen }
     })
   const deltaTexts = (events: ReadonlyArray<TapeEvent.TapeEvent>) =>
@@ -271,6 +281,21 @@ describe("deltas read together are appended together", () => {
         groups.flat().map((e) => e._tag)
       )
     })
+  )
+
+  it.effect(
+    "a burst is cut into appends of half the live buffer: a subscriber keeping up is never cut off by one",
+    () =>
+      Effect.gen(function* () {
+        const many = Array.from({ length: 20 }, (_, i) => `w${i} `)
+        // Live buffer 8: appends of at most 4 deltas (one of 20 would cut the run's own subscriber off).
+        const { groups, seen } = yield* run(ScriptedModel.make([{ text: many, usage }], { recordPrompts: false }), 8)
+        const deltaGroups = groups.map((g) => g.filter((e) => e._tag === "AssistantDelta").length).filter((n) => n > 0)
+        assert.deepStrictEqual(deltaGroups, [4, 4, 4, 4, 4])
+        assert.deepStrictEqual(deltaTexts(seen), many)
+        const last = seen.at(-1)
+        assert.isTrue(last?._tag === "RunStateChanged" && last.to === "Done")
+      })
   )
 
   it.effect("a provider that does not say `more` gets one append per delta, as before", () =>

@@ -605,7 +605,7 @@ const streamAnswer = (
       // `emit` takes what is staged inside its uninterruptible region, not here: an interruption
       // between this call and the write's start (the runtime may yield there) loses nothing staged.
       pending.push({ _tag: "AssistantDelta", ...base(ctx), at, turn, text: chunk })
-      return hold(more)
+      return pending.length < deps.tape.burstLimit ? hold(more) : writePending()
     }
     const propose = (event: Extract<ModelEvent, { type: "tool-call" }>): Effect.Effect<void, SinkError> | undefined => {
       if (++eventsThisTurn > b.maxEventsPerTurn) return overBudget()
