@@ -298,6 +298,18 @@ describe("deltas read together are appended together", () => {
       })
   )
 
+  it.effect(
+    "a burst of long deltas is cut at about 16 KiB of text per append (a long commit holds up the writer)",
+    () =>
+      Effect.gen(function* () {
+        const long = Array.from({ length: 5 }, (_, i) => `w${i}xy `.repeat(1200))
+        const { groups, seen } = yield* run(ScriptedModel.make([{ text: long, usage }], { recordPrompts: false }))
+        const deltaGroups = groups.map((g) => g.filter((e) => e._tag === "AssistantDelta").length).filter((n) => n > 0)
+        assert.deepStrictEqual(deltaGroups, [3, 2])
+        assert.deepStrictEqual(deltaTexts(seen), long)
+      })
+  )
+
   it.effect("a provider that does not say `more` gets one append per delta, as before", () =>
     Effect.gen(function* () {
       const full = ScriptedModel.make([{ text: deltas, usage }], { recordPrompts: false })

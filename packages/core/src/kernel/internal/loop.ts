@@ -557,6 +557,9 @@ interface Answer {
  * characters or `coalesceMillis`. `received` counts what the model sent, so a call that failed
  * before sending anything can fail over to the next model.
  */
+/** Text the loop joins into one append at most when deltas arrive together (see `streamAnswer`). */
+const maxHeldChars = 16 * 1024
+
 const streamAnswer = (
   ctx: RunContext,
   model: ModelService,
@@ -583,11 +586,15 @@ const streamAnswer = (
     // Deltas made while the provider says `more` (the next event is at hand, e.g. the same read):
     // written together, one append, when a call without `more` comes — never held past that call,
     // so a delta is appended when it is read, not later.
+    // At most the tape's burst limit of them, and about `maxHeldChars` of text: a long commit would
+    // hold up the journal's writer, and with it every other session's events.
     let pending: Array<NewTapeEvent> = []
+    let pendingChars = 0
     const writePending = (): Effect.Effect<void, SinkError> | undefined => {
       if (pending.length === 0) return undefined
       const events: ReadonlyArray<NewTapeEvent> = pending
       pending = []
+      pendingChars = 0
       return emit(ctx, events as Events)
     }
     const hold = (more: boolean | undefined) => (more ? undefined : writePending())
@@ -605,7 +612,8 @@ const streamAnswer = (
       // `emit` takes what is staged inside its uninterruptible region, not here: an interruption
       // between this call and the write's start (the runtime may yield there) loses nothing staged.
       pending.push({ _tag: "AssistantDelta", ...base(ctx), at, turn, text: chunk })
-      return pending.length < deps.tape.burstLimit ? hold(more) : writePending()
+      pendingChars += chunk.length
+      return pending.length < deps.tape.burstLimit && pendingChars < maxHeldChars ? hold(more) : writePending()
     }
     const propose = (event: Extract<ModelEvent, { type: "tool-call" }>): Effect.Effect<void, SinkError> | undefined => {
       if (++eventsThisTurn > b.maxEventsPerTurn) return overBudget()
