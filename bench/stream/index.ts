@@ -18,7 +18,7 @@ import { connect } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { Caller, Gateway, Journal, ScriptedModel, type TapeEvent } from "@palyra/core"
+import { Caller, Gateway, Journal, type ModelProvider, ScriptedModel, type TapeEvent } from "@palyra/core"
 import { gatewayLayer } from "@palyra/core/testing"
 import { SqliteJournal } from "@palyra/journal"
 import { GrpcTransport } from "@palyra/transport-grpc"
@@ -29,16 +29,35 @@ import { percentile, quick, result, round, table } from "../lib/report.js"
 const here = dirname(fileURLToPath(import.meta.url))
 const dir = mkdtempSync(join(tmpdir(), "palyra-bench-stream-"))
 const now = () => performance.timeOrigin + performance.now()
-const committedAt = new Map<string, number>()
+// When each event committed, by session, indexed by `tapeSeq`. The stamp runs in the measured
+// process for every event, so it is kept cheap (no per-event key string or map entry): its CPU is
+// counted in `cpuUsPerEvent` with the server's.
+const committedAt = new Map<string, Array<number>>()
 // When the scenario's last run started (its `InProgress` transition committed): events committed until
 // then are the start burst's, the rest the steady state's (`p99Ms200Burst` / `p99Ms200Steady`).
 let lastStartAt = 0
 const stamp = (stored: ReadonlyArray<TapeEvent.TapeEvent>) => {
   const t = now()
+  let session: string | undefined
+  let at: Array<number> = []
   for (const e of stored) {
-    committedAt.set(`${e.sessionId}:${e.tapeSeq}`, t)
+    if (e.sessionId !== session) {
+      session = e.sessionId
+      let found = committedAt.get(session)
+      if (found === undefined) {
+        found = []
+        committedAt.set(session, found)
+      }
+      at = found
+    }
+    at[e.tapeSeq] = t
     if (e._tag === "RunStateChanged" && e.to === "InProgress") lastStartAt = t
   }
+}
+/** When the event `<sessionId>:<tapeSeq>` (the client's receipt key) committed, if it did in this scenario. */
+const committedOf = (key: string): number | undefined => {
+  const colon = key.lastIndexOf(":")
+  return committedAt.get(key.slice(0, colon))?.[Number(key.slice(colon + 1))]
 }
 // The stamp wraps both forms of the append (the tape calls the plain one, `Journal.appendNowOf`);
 // BENCH_APPEND_NOW=0 leaves the plain form out, so the tape takes its Effect form (for A/B runs).
@@ -64,7 +83,7 @@ const timed = Layer.effect(
 ).pipe(Layer.provide(SqliteJournal.layer({ filename: join(dir, "stream.db") })))
 
 // The client's message says how to answer: "bench <deltas> <pace ms>".
-const model = ScriptedModel.make(
+const scripted = ScriptedModel.make(
   (request) => {
     const m = /bench (\d+) (\d+)(?: (\d+))?/.exec(JSON.stringify(request.messages.at(-1)))
     const size = Number(m?.[3] ?? 0)
@@ -79,6 +98,13 @@ const model = ScriptedModel.make(
   },
   { recordPrompts: false }
 )
+// BENCH_JOIN=0: the model's plain form without its `more` (the next delta is at hand), so the loop
+// appends every delta on its own instead of joining the deltas of one burst (for A/B runs).
+const { streamToNow } = scripted
+const model: ModelProvider.Service =
+  process.env.BENCH_JOIN === "0" && streamToNow !== undefined
+    ? { ...scripted, streamToNow: (request, sink) => streamToNow(request, (event) => sink(event)) }
+    : scripted
 const runtime = ManagedRuntime.make(
   gatewayLayer({
     model,
@@ -157,7 +183,7 @@ const main = async () => {
     const burst: Array<number> = []
     const steady: Array<number> = []
     for (const [key, received] of receipts) {
-      const committed = committedAt.get(key)
+      const committed = committedOf(key)
       if (committed === undefined) continue
       latencies.push(received - committed)
       ;(committed <= lastStartAt ? burst : steady).push(received - committed)
@@ -222,6 +248,61 @@ const main = async () => {
     rmSync(dir, { recursive: true, force: true })
     return
   }
+  // One client stops reading its socket while its session floods (1 KB deltas, far more than the
+  // kernel's socket buffers hold); the paced streams of other sessions must not notice.
+  let floods = 0
+  const withStalledRun = async (floodRuns: number, streams: number) => {
+    const stalled = await runtime.runPromise(
+      Effect.gen(function* () {
+        const gateway = yield* Gateway.Gateway
+        const caller = Caller.user("bench")
+        const first = yield* gateway.sendMessage(caller, { text: "bench 1 0", key: `flood-${++floods}` })
+        return first.session.id
+      })
+    )
+    const socket = connect(http.port, "127.0.0.1")
+    let stalledBytes = ""
+    socket.on("data", (d: Buffer) => {
+      stalledBytes += d.toString("latin1")
+    })
+    socket.write(
+      `GET /v1/sessions/${stalled}/events?after=0 HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${TOKEN}\r\n\r\n`
+    )
+    socket.pause()
+    const flooding = runtime.runPromise(
+      Effect.forEach(
+        Array.from({ length: floodRuns }, (_, i) => i),
+        () =>
+          Effect.flatMap(Gateway.Gateway, (g) =>
+            Effect.flatMap(g.sendMessage(Caller.user("bench"), { text: "bench 900 0 1000", sessionId: stalled }), (r) =>
+              g.awaitRun(Caller.user("bench"), r.run.id)
+            )
+          ),
+        { discard: true }
+      )
+    )
+    const figures = await paced(streams)
+    await flooding
+    socket.resume()
+    await new Promise((r) => setTimeout(r, 500))
+    socket.destroy()
+    const cutOff = stalledBytes.includes("event: error") && stalledBytes.includes('"code":"unavailable"')
+    return { figures, cutOff }
+  }
+  // BENCH_STREAM_ONLY=stalled: only the paced run beside a flooding session with a stalled client
+  // (`p99MsWithStalled`), BENCH_STREAM_REPEAT times (default 3) in this process, for A/B runs.
+  if (process.env.BENCH_STREAM_ONLY === "stalled") {
+    await paced(5)
+    for (let i = 0; i < Number(process.env.BENCH_STREAM_REPEAT ?? 3); i++) {
+      const s = await withStalledRun(quick ? 8 : 24, quick ? 20 : 200)
+      console.log(JSON.stringify({ p99MsWithStalled: round(s.figures.p99, 2), stalledCutOff: s.cutOff ? 1 : 0 }))
+    }
+    client.close()
+    await runtime.runPromise(Scope.close(scope, Exit.void))
+    await runtime.dispose()
+    rmSync(dir, { recursive: true, force: true })
+    return
+  }
   await paced(5) // warm-up
   const one = await paced(1)
   const fifty = await paced(quick ? 20 : 50)
@@ -229,44 +310,9 @@ const main = async () => {
   const manySse = await paced(quick ? 50 : 200, "sse")
   const manySpread = await spread(quick ? 50 : 200)
   const thousand = await paced(quick ? 100 : 1000)
-  // One client stops reading its socket while its session floods (1 KB deltas, far more than the
-  // kernel's socket buffers hold); the paced streams of other sessions must not notice.
-  const stalled = await runtime.runPromise(
-    Effect.gen(function* () {
-      const gateway = yield* Gateway.Gateway
-      const caller = Caller.user("bench")
-      const first = yield* gateway.sendMessage(caller, { text: "bench 1 0", key: "flood" })
-      return first.session.id
-    })
-  )
-  const socket = connect(http.port, "127.0.0.1")
-  let stalledBytes = ""
-  socket.on("data", (d: Buffer) => {
-    stalledBytes += d.toString("latin1")
-  })
-  socket.write(
-    `GET /v1/sessions/${stalled}/events?after=0 HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${TOKEN}\r\n\r\n`
-  )
-  socket.pause()
-  const floodRuns = quick ? 8 : 24
-  const flooding = runtime.runPromise(
-    Effect.forEach(
-      Array.from({ length: floodRuns }, (_, i) => i),
-      () =>
-        Effect.flatMap(Gateway.Gateway, (g) =>
-          Effect.flatMap(g.sendMessage(Caller.user("bench"), { text: "bench 900 0 1000", sessionId: stalled }), (r) =>
-            g.awaitRun(Caller.user("bench"), r.run.id)
-          )
-        ),
-      { discard: true }
-    )
-  )
-  const withStalled = await paced(quick ? 20 : 200)
-  await flooding
-  socket.resume()
-  await new Promise((r) => setTimeout(r, 500))
-  socket.destroy()
-  const stalledCutOff = stalledBytes.includes("event: error") && stalledBytes.includes('"code":"unavailable"')
+  const stalledRun = await withStalledRun(quick ? 8 : 24, quick ? 20 : 200)
+  const withStalled = stalledRun.figures
+  const stalledCutOff = stalledRun.cutOff
   const unpaced = await measure({ streams: quick ? 20 : 200, deltas: quick ? 50 : 200, paceMs: 0, wire: "grpc" })
   const unpacedSse = await measure({ streams: quick ? 20 : 200, deltas: quick ? 50 : 200, paceMs: 0, wire: "sse" })
   client.close()

@@ -6,7 +6,16 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Metric, Schedule } from "effect"
-import { Caller, Gateway, Journal, MemoryJournal, Metrics, ScriptedModel, type TapeEvent } from "../src/index.js"
+import {
+  Caller,
+  Gateway,
+  Journal,
+  MemoryJournal,
+  Metrics,
+  type ModelProvider,
+  ScriptedModel,
+  type TapeEvent
+} from "../src/index.js"
 import { collect, gatewayLayer, tags } from "../src/testing.js"
 import { recordingTool } from "./helpers.js"
 
@@ -229,6 +238,102 @@ describe("the loop's appends", () => {
         assert.include(result?._tag === "ToolResult" ? result.output : "", "no approval channel")
         assert.deepStrictEqual(calls, [{ x: 1 }])
       }).pipe(Effect.provide(gatewayLayer({ model, tools: [tool] })), Effect.scoped)
+    })
+  )
+})
+
+describe("deltas read together are appended together", () => {
+  const deltas = Array.from({ length: 10 }, (_, i) => `w${i} `)
+  const run = (model: ModelProvider.Service, liveBufferEvents?: number) =>
+    Effect.gen(function* () {
+      const { groups, layer } = recordingJournal()
+      const seen = yield* Effect.gen(function* () {
+        const gateway = yield* Gateway.Gateway
+        const { events } = yield* gateway.startRun(Caller.user("alice"), { text: "hi" })
+        return yield* collect(events)
+      }).pipe(
+        Effect.provide(
+          gatewayLayer({
+            model,
+            journal: layer,
+            coalesceChars: 1,
+            ...(liveBufferEvents === undefined ? {} : { liveBufferEvents })
+          })
+        ),
+        Effect.scoped
+      )
+      return { groups, seen }
+    })
+  const deltaTexts = (events: ReadonlyArray<TapeEvent.TapeEvent>) =>
+    events.flatMap((e) => (e._tag === "AssistantDelta" ? [e.text] : []))
+
+  it.effect("an unpaced burst (the provider says `more`) is one append, each delta still its own event", () =>
+    Effect.gen(function* () {
+      const { groups, seen } = yield* run(ScriptedModel.make([{ text: deltas, usage }], { recordPrompts: false }))
+      assert.deepStrictEqual(groups.map(tags), [
+        ["RunAccepted", "RunStateChanged", "UserMessage", "RunStateChanged"],
+        ["ModelRequest", ...deltas.map(() => "AssistantDelta")],
+        ["AssistantMessage", "Usage", "RunStateChanged"]
+      ])
+      assert.deepStrictEqual(deltaTexts(groups.flat()), deltas)
+      assert.deepStrictEqual(
+        tags(seen),
+        groups.flat().map((e) => e._tag)
+      )
+    })
+  )
+
+  it.effect(
+    "a burst is cut into appends of half the live buffer: a subscriber keeping up is never cut off by one",
+    () =>
+      Effect.gen(function* () {
+        const many = Array.from({ length: 20 }, (_, i) => `w${i} `)
+        // Live buffer 8: appends of at most 4 deltas (one of 20 would cut the run's own subscriber off).
+        const { groups, seen } = yield* run(ScriptedModel.make([{ text: many, usage }], { recordPrompts: false }), 8)
+        const deltaGroups = groups.map((g) => g.filter((e) => e._tag === "AssistantDelta").length).filter((n) => n > 0)
+        assert.deepStrictEqual(deltaGroups, [4, 4, 4, 4, 4])
+        assert.deepStrictEqual(deltaTexts(seen), many)
+        const last = seen.at(-1)
+        assert.isTrue(last?._tag === "RunStateChanged" && last.to === "Done")
+      })
+  )
+
+  it.effect(
+    "a burst of long deltas is cut at about 16 KiB of text per append (a long commit holds up the writer)",
+    () =>
+      Effect.gen(function* () {
+        const long = Array.from({ length: 5 }, (_, i) => `w${i}xy `.repeat(1200))
+        const { groups, seen } = yield* run(ScriptedModel.make([{ text: long, usage }], { recordPrompts: false }))
+        const deltaGroups = groups.map((g) => g.filter((e) => e._tag === "AssistantDelta").length).filter((n) => n > 0)
+        assert.deepStrictEqual(deltaGroups, [3, 2])
+        assert.deepStrictEqual(deltaTexts(seen), long)
+      })
+  )
+
+  it.effect("a provider that does not say `more` gets one append per delta, as before", () =>
+    Effect.gen(function* () {
+      const full = ScriptedModel.make([{ text: deltas, usage }], { recordPrompts: false })
+      // The same model without its plain form: the loop's sink is called lazily, one event at a time.
+      const { groups } = yield* run({ name: full.name, stream: full.stream, streamTo: full.streamTo! })
+      assert.deepStrictEqual(groups.map(tags).slice(1, -1), [
+        ["ModelRequest", "AssistantDelta"],
+        ...deltas.slice(1).map(() => ["AssistantDelta"])
+      ])
+      assert.deepStrictEqual(deltaTexts(groups.flat()), deltas)
+    })
+  )
+
+  it.live("a paced model's deltas are each appended when read: nothing is held across a wait", () =>
+    Effect.gen(function* () {
+      const { groups } = yield* run(
+        ScriptedModel.make([{ text: deltas.slice(0, 4), usage, delayPerDelta: "1 millis" }], { recordPrompts: false })
+      )
+      assert.deepStrictEqual(groups.map(tags).slice(1, -1), [
+        ["ModelRequest", "AssistantDelta"],
+        ["AssistantDelta"],
+        ["AssistantDelta"],
+        ["AssistantDelta"]
+      ])
     })
   )
 })

@@ -171,3 +171,40 @@ describe("the loop over each provider form", () => {
     })
   )
 })
+
+describe("ModelProvider.drainNow's `more`", () => {
+  it.effect("says the next event is at hand on every call but the last and the last before a yield", () =>
+    Effect.gen(function* () {
+      const events: Array<ModelProvider.ModelEvent> = texts(600).map((text) => ({ type: "text-delta", text }))
+      const mores: Array<boolean | undefined> = []
+      yield* ModelProvider.drainNow(
+        events,
+        (_, more) => {
+          mores.push(more)
+          return undefined
+        },
+        256
+      )
+      const without = mores.flatMap((m, i) => (m ? [] : [i]))
+      assert.strictEqual(mores.length, 600)
+      assert.deepStrictEqual(without, [255, 511, 599])
+    })
+  )
+
+  it.effect("a returned effect starts a new run of `more`s after it", () =>
+    Effect.gen(function* () {
+      const events: Array<ModelProvider.ModelEvent> = texts(6).map((text) => ({ type: "text-delta", text }))
+      const mores: Array<boolean | undefined> = []
+      yield* ModelProvider.drainNow(
+        events,
+        (_, more) => {
+          mores.push(more)
+          return mores.length === 2 ? Effect.void : undefined
+        },
+        3
+      )
+      // Calls 0–1, then (after the effect) 2–4 with a yield after three plain ones, then 5.
+      assert.deepStrictEqual(mores, [true, true, true, true, false, false])
+    })
+  )
+})

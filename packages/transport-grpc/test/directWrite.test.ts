@@ -118,6 +118,27 @@ describe("RunStream's direct write", () => {
     expect(messages).toEqual(["sessionId:s1", "e1", "e2", "e3", "e4", "e5", "e6", "e7"])
   })
 
+  it("counts what one turn queued: many publications before the flush are refused past the stream's high-water mark", async () => {
+    let written = 0
+    const url = await serve(async function* (_requests, _ctx, direct) {
+      yield "s1"
+      // Publications in one turn (a journal answering synchronously): nothing is flushed in between,
+      // so the stream's own buffer shows no backlog yet; the queued bytes must stop it all the same.
+      let seq = 1
+      for (; seq <= 10_000; seq++) {
+        if (!direct([delta(seq, "x".repeat(1000))])) break
+        written++
+      }
+      yield [delta(seq)]
+    })
+    const { status, messages } = await call(url).received()
+    // 16 KiB (the default high-water mark) of ~1 KB envelopes, not all 10,000.
+    expect(written).toBeGreaterThan(0)
+    expect(written).toBeLessThan(100)
+    expect(status).toBe("0")
+    expect(messages).toEqual(["sessionId:s1", ...Array.from({ length: written + 1 }, (_, i) => `e${i + 1}`)])
+  })
+
   it("is refused (nothing written) while the stream has a backlog; the yielded rest follows once the client reads", async () => {
     let written = 0
     let refused = false

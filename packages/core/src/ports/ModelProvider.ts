@@ -92,10 +92,17 @@ export interface Service {
  * an effect (a write, a failure) that the caller must run, and wait for, before the next event:
  * the sink's state already counts that effect as done, so it may not be dropped or reordered.
  *
+ * `more` (optional, additive) is the provider's promise that the next event is already at hand (the
+ * same read, the same buffered burst) and that it will call the sink again before waiting for
+ * anything but an effect the sink returns: the sink may then hold this event's write and join it to
+ * the next one's (one append for the events of one read). A call without `more` must leave nothing
+ * held: whatever the sink holds is in the effect it returns. A provider that cannot tell passes
+ * nothing, and every event is written as it arrives.
+ *
  * @since 0.1.0
  * @category Models
  */
-export type SinkNow<E> = (event: ModelEvent) => Effect.Effect<void, E> | undefined
+export type SinkNow<E> = (event: ModelEvent, more?: boolean) => Effect.Effect<void, E> | undefined
 
 /**
  * Run one model call into a sink, through `streamTo` when the provider has it.
@@ -134,6 +141,8 @@ export const runIntoNow = <E>(
  * before the next event. After `yieldEvery` plain events in a row it yields to the runtime once, so
  * a long run of buffered deltas still lets other fibers run and an interruption in between deltas
  * (the per-event Effect steps this replaces gave the runtime that chance every few hundred events).
+ * Each call but the last before a yield or the end says `more` (the next event is at hand), so the
+ * sink may write up to `yieldEvery` events in one append.
  *
  * @since 0.1.0
  * @category Utils
@@ -147,7 +156,8 @@ export const drainNow = <E>(
     let i = start
     let plain = 0
     while (i < events.length) {
-      const next = sink(events[i++]!)
+      const event = events[i++]!
+      const next = sink(event, i < events.length && plain + 1 < yieldEvery)
       if (next !== undefined) return i < events.length ? Effect.flatMap(next, () => from(i)) : next
       if (++plain === yieldEvery && i < events.length) return Effect.flatMap(Effect.yieldNow(), () => from(i))
     }

@@ -274,20 +274,33 @@ const respond = async (
   // made more, smaller DATA frames for the client to parse. Anything written by the loop below, and
   // the trailers, go after what is queued here.
   // (`Http2ServerResponse` has no `destroyed`: the stream's is the one that tells.)
+  // What is queued counts against the stream's buffer: the turn's publications may come before the
+  // flush (an append answered synchronously, e.g. a memory journal, or many events per publication),
+  // so `writableNeedDrain` alone would not see a stalled client's backlog growing here.
   let queued: Array<Buffer> | undefined
+  let queuedBytes = 0
   const flush = () => {
     const q = queued
     queued = undefined
+    queuedBytes = 0
     if (q === undefined || stream.destroyed) return
     stream.write(q.length === 1 ? q[0]! : Buffer.concat(q))
   }
   const direct: DirectWrite = (events) => {
-    if (stream.destroyed || stream.writableNeedDrain || ctx.signal.aborted) return false
+    if (
+      stream.destroyed ||
+      stream.writableNeedDrain ||
+      ctx.signal.aborted ||
+      queuedBytes + stream.writableLength >= stream.writableHighWaterMark
+    )
+      return false
     if (queued === undefined) {
       queued = []
       queueMicrotask(flush)
     }
-    queued.push(frames(events))
+    const bytes = frames(events)
+    queued.push(bytes)
+    queuedBytes += bytes.byteLength
     return true
   }
   try {

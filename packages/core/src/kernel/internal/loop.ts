@@ -558,6 +558,9 @@ interface Answer {
  * characters or `coalesceMillis`. `received` counts what the model sent, so a call that failed
  * before sending anything can fail over to the next model.
  */
+/** Text the loop joins into one append at most when deltas arrive together (see `streamAnswer`). */
+const maxHeldChars = 16 * 1024
+
 const streamAnswer = (
   ctx: RunContext,
   model: ModelService,
@@ -581,16 +584,37 @@ const streamAnswer = (
       Effect.fail(new BudgetExceeded({ budget: "maxEventsPerTurn", limit: b.maxEventsPerTurn, used: eventsThisTurn }))
     // The clock is read once from the context; each delta then reads it synchronously.
     const clock = ctx.clock
-    // Write what is buffered as one delta (counted against the turn's event budget): `undefined`
-    // when nothing is buffered, else the write (or the budget's failure) the provider runs next.
-    const flushAt = (at: number): Effect.Effect<void, SinkError> | undefined => {
-      if (buffer.length === 0) return undefined
+    // Deltas made while the provider says `more` (the next event is at hand, e.g. the same read):
+    // written together, one append, when a call without `more` comes — never held past that call,
+    // so a delta is appended when it is read, not later.
+    // At most the tape's burst limit of them, and about `maxHeldChars` of text: a long commit would
+    // hold up the journal's writer, and with it every other session's events.
+    let pending: Array<NewTapeEvent> = []
+    let pendingChars = 0
+    const writePending = (): Effect.Effect<void, SinkError> | undefined => {
+      if (pending.length === 0) return undefined
+      const events: ReadonlyArray<NewTapeEvent> = pending
+      pending = []
+      pendingChars = 0
+      return emit(ctx, events as Events)
+    }
+    const hold = (more: boolean | undefined) => (more ? undefined : writePending())
+    // Make what is buffered one delta (counted against the turn's event budget) and write it with
+    // the held ones unless `more`: `undefined` when nothing is to be written, else the write (or
+    // the held deltas' write, then the budget's failure) the provider runs next.
+    const flushAt = (at: number, more?: boolean): Effect.Effect<void, SinkError> | undefined => {
+      if (buffer.length === 0) return hold(more)
       const chunk = buffer
       buffer = ""
-      if (++eventsThisTurn > b.maxEventsPerTurn) return overBudget()
+      if (++eventsThisTurn > b.maxEventsPerTurn) {
+        const held = writePending()
+        return held === undefined ? overBudget() : Effect.zipRight(held, overBudget())
+      }
       // `emit` takes what is staged inside its uninterruptible region, not here: an interruption
       // between this call and the write's start (the runtime may yield there) loses nothing staged.
-      return emit(ctx, [{ _tag: "AssistantDelta", ...base(ctx), at, turn, text: chunk }])
+      pending.push({ _tag: "AssistantDelta", ...base(ctx), at, turn, text: chunk })
+      pendingChars += chunk.length
+      return pending.length < deps.tape.burstLimit && pendingChars < maxHeldChars ? hold(more) : writePending()
     }
     const propose = (event: Extract<ModelEvent, { type: "tool-call" }>): Effect.Effect<void, SinkError> | undefined => {
       if (++eventsThisTurn > b.maxEventsPerTurn) return overBudget()
@@ -600,18 +624,21 @@ const streamAnswer = (
     // The per-event hot path is a plain sink (`SinkNow`): the provider calls it when the event is
     // due, so its work happens then. A delta that is only buffered (coalescing, or redaction holding
     // back a possible secret) returns nothing and costs no Effect step; one that flushes returns its
-    // write, which the provider runs before its next event.
-    const onEvent = (event: ModelEvent): Effect.Effect<void, SinkError> | undefined => {
+    // write, which the provider runs before its next event — or, when the provider says `more`,
+    // joins it to the next event's write.
+    const onEvent = (event: ModelEvent, more?: boolean): Effect.Effect<void, SinkError> | undefined => {
       received.count++
       switch (event.type) {
         case "text-delta": {
           const t = clock.unsafeCurrentTimeMillis()
           text += event.text
           const released = safe.push(event.text)
-          if (released.length === 0) return undefined
+          if (released.length === 0) return hold(more)
           if (buffer.length === 0) bufferSince = t
           buffer += released
-          return buffer.length >= deps.coalesceChars || t - bufferSince >= deps.coalesceMillis ? flushAt(t) : undefined
+          return buffer.length >= deps.coalesceChars || t - bufferSince >= deps.coalesceMillis
+            ? flushAt(t, more)
+            : hold(more)
         }
         case "tool-call": {
           // Flush the buffer, count the call, then record it, in that order.
@@ -627,16 +654,20 @@ const streamAnswer = (
         case "usage":
           inputTokens += event.inputTokens
           outputTokens += event.outputTokens
-          return undefined
+          return hold(more)
         case "finish":
           finishReason = event.reason
-          return undefined
+          return hold(more)
       }
     }
-    const answered = Effect.suspend((): Effect.Effect<Answer, BudgetExceeded> => {
+    const answered = Effect.suspend((): Effect.Effect<Answer, SinkError> => {
+      // Held deltas are written by the provider's last call (it says no `more`); a provider that
+      // broke that promise still gets them written, ahead of the answer.
+      const held = writePending()
       buffer += safe.flush()
       const answer: Answer = { text, finishReason, inputTokens, outputTokens, proposed, tail: buffer }
-      return buffer.length > 0 && ++eventsThisTurn > b.maxEventsPerTurn ? overBudget() : Effect.succeed(answer)
+      const result = buffer.length > 0 && ++eventsThisTurn > b.maxEventsPerTurn ? overBudget() : Effect.succeed(answer)
+      return held === undefined ? result : Effect.zipRight(held, result)
     })
     return Effect.zipRight(runIntoNow(model, request, onEvent), answered)
   })

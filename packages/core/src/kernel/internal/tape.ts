@@ -38,6 +38,12 @@ export interface Tape {
     afterSeq: number,
     options?: { readonly runId?: RunId | undefined }
   ) => Effect.Effect<Follower, never, Scope.Scope>
+  /**
+   * Events a writer should put in one append at most when it may choose (the loop joining the deltas
+   * of one read): half the live buffer limit, at most 256, so one publication never cuts off a live
+   * subscriber that is keeping up.
+   */
+  readonly burstLimit: number
 }
 
 /** @internal */
@@ -288,5 +294,5 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
         })
       )
 
-    return { append, subscribe, follow }
+    return { append, subscribe, follow, burstLimit: Math.max(1, Math.min(256, Math.floor(limit / 2))) }
   })
