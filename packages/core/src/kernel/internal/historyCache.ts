@@ -25,6 +25,13 @@ export interface HistoryCache {
    * the next `load` reads the tape as before.
    */
   readonly committed: (session: Session, history: ReadonlyArray<TapeEvent>, from: number) => void
+  /**
+   * A run's start commit, handed over by its admission (the events are in memory, their seqs the
+   * journal's answer): the session's entry is extended by them under `committed`'s rule, or begun
+   * with them when they are the first events after `historyFromSeq` (a new session, a reset). The
+   * run's `load` then reads nothing when the entry reaches the session's head.
+   */
+  readonly started: (session: Session, stored: ReadonlyArray<TapeEvent>) => void
   /** Sessions held (for tests). */
   readonly size: () => number
 }
@@ -52,6 +59,20 @@ export const makeHistoryCache = (
       if (last !== undefined) entry.lastSeq = last.tapeSeq
       return page.length < PAGE ? Effect.succeed(entry) : extend(sessionId, entry)
     })
+  const hold = (sessionId: SessionId, entry: Entry) => {
+    entries.set(sessionId, entry)
+    while (entries.size > capacity) entries.delete(entries.keys().next().value!)
+  }
+  /** Extend `entry` by `events` from `from` on while their `tapeSeq`s continue it without a gap. */
+  const append = (entry: Entry, events: ReadonlyArray<TapeEvent>, from: number) => {
+    for (let i = from; i < events.length; i++) {
+      const e = events[i]!
+      if (e.tapeSeq <= entry.lastSeq) continue
+      if (e.tapeSeq !== entry.lastSeq + 1) return
+      if (keep(e)) entry.events.push(e)
+      entry.lastSeq = e.tapeSeq
+    }
+  }
   return {
     load: (session) => {
       if (session.parentId !== null) return uncached(session)
@@ -62,22 +83,32 @@ export const makeHistoryCache = (
         : held
       // Most recently used last: re-insert, then drop from the front past the capacity.
       entries.delete(session.id)
-      return Effect.map(extend(session.id, entry), (e) => {
-        entries.set(session.id, e)
-        while (entries.size > capacity) entries.delete(entries.keys().next().value!)
+      // A held entry at the session's head (its run's start commit handed over by `started`) needs
+      // no read: the journal answers its head from memory.
+      const current = fresh
+        ? extend(session.id, entry)
+        : Effect.flatMap(journal.headSeq(session.id), (head) =>
+            head === entry.lastSeq ? Effect.succeed(entry) : extend(session.id, entry)
+          )
+      return Effect.map(current, (e) => {
+        hold(session.id, e)
         return [...e.events]
       })
     },
     committed: (session, history, from) => {
       const entry = entries.get(session.id)
       if (entry === undefined || session.parentId !== null || entry.fromSeq !== session.historyFromSeq) return
-      for (let i = from; i < history.length; i++) {
-        const e = history[i]!
-        if (e.tapeSeq <= entry.lastSeq) continue
-        if (e.tapeSeq !== entry.lastSeq + 1) return
-        if (keep(e)) entry.events.push(e)
-        entry.lastSeq = e.tapeSeq
-      }
+      append(entry, history, from)
+    },
+    started: (session, stored) => {
+      if (session.parentId !== null || stored.length === 0) return
+      const held = entries.get(session.id)
+      if (held !== undefined && held.fromSeq === session.historyFromSeq) return append(held, stored, 0)
+      if (stored[0]!.tapeSeq !== session.historyFromSeq + 1) return
+      const entry: Entry = { fromSeq: session.historyFromSeq, lastSeq: session.historyFromSeq, events: [] }
+      append(entry, stored, 0)
+      entries.delete(session.id)
+      hold(session.id, entry)
     },
     size: () => entries.size
   }

@@ -38,6 +38,12 @@ export interface Tape {
     afterSeq: number,
     options?: { readonly runId?: RunId | undefined }
   ) => Effect.Effect<Follower, never, Scope.Scope>
+  /**
+   * A follower of the session's live events only (no replay), attached now: for a caller about to
+   * append (a run's admission), so what it then commits reaches the follower by the publication,
+   * not read back. The caller closes it.
+   */
+  readonly attachLive: (sessionId: SessionId, afterSeq: number, options: { readonly runId: RunId }) => Follower
 }
 
 /** @internal */
@@ -152,13 +158,15 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
     const open = (
       sessionId: SessionId,
       afterSeq: number,
-      options: { readonly runId?: RunId | undefined } = {}
+      options: { readonly runId?: RunId | undefined } = {},
+      /** Live only: attached before anything after `afterSeq` was appended, so there is nothing to replay. */
+      live = false
     ): Follower => {
       // Attach to live events first, then read the journal: every event is in one or the other.
       let current: Subscriber = hubs.attach(sessionId)
       const runId = options.runId
       let last = afterSeq
-      let replaying = true
+      let replaying = !live
       let ended = false
       let closed = false
       let failure: JournalError | StreamLagged | undefined
@@ -288,5 +296,7 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
         })
       )
 
-    return { append, subscribe, follow }
+    const attachLive: Tape["attachLive"] = (sessionId, afterSeq, options) => open(sessionId, afterSeq, options, true)
+
+    return { append, subscribe, follow, attachLive }
   })
