@@ -5,7 +5,7 @@
  * leaves no subscriber behind (the `palyra_tape_subscribers` gauge); closing the scope detaches it.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Layer, Metric, Scope } from "effect"
+import { Deferred, Effect, Exit, Layer, Metric, Scope } from "effect"
 import {
   Caller,
   Errors,
@@ -173,6 +173,50 @@ describe("startRunFollowing", () => {
           stored.filter((e) => e.runId === seen.run.id)
         )
       }).pipe(Effect.provide(gatewayLayer({ model: slow, journal: Layer.succeed(Journal.Journal, journal) })))
+    })
+  )
+
+  it.live("two first messages with one new key: the loser re-admits into the winner's session, re-attached", () =>
+    Effect.gen(function* () {
+      const inner = yield* MemoryJournal.make()
+      // Both admissions look the key up before either commits: both describe a new session, one
+      // commit wins, the other fails with Conflict and re-admits into the winner's session.
+      const bothLooked = yield* Deferred.make<void>()
+      let looked = 0
+      const journal: Journal.Service = {
+        ...inner,
+        findSessionByKey: (principal, key) =>
+          Effect.zipLeft(
+            inner.findSessionByKey(principal, key),
+            Effect.suspend(() => {
+              if (looked >= 2) return Effect.void
+              looked++
+              return looked === 2 ? Deferred.succeed(bothLooked, undefined) : Deferred.await(bothLooked)
+            })
+          )
+      }
+      yield* Effect.gen(function* () {
+        const gateway = yield* Gateway.Gateway
+        const baseline = yield* subscribers
+        const follow = (text: string) =>
+          Effect.scoped(
+            Effect.flatMap(gateway.startRunFollowing(alice, { text, key: "new" }), (r) =>
+              Effect.map(drain(r.follower), (events) => ({ events, run: r.run, session: r.session }))
+            )
+          )
+        const [a, b] = yield* Effect.all([follow("a"), follow("b")], { concurrency: 2 })
+        assert.strictEqual(a.session.id, b.session.id)
+        assert.notStrictEqual(a.run.id, b.run.id)
+        const stored = yield* gateway.readTape(alice, a.session.id, { afterSeq: 0 })
+        for (const r of [a, b]) {
+          assert.deepStrictEqual(
+            r.events,
+            stored.filter((e) => e.runId === r.run.id)
+          )
+          assert.strictEqual(r.events.at(-1)?._tag, "RunStateChanged")
+        }
+        assert.strictEqual(yield* subscribers, baseline)
+      }).pipe(Effect.provide(gatewayLayer({ model, journal: Layer.succeed(Journal.Journal, journal) })))
     })
   )
 })
