@@ -11,7 +11,8 @@ import type { Service as JournalService } from "../../ports/Journal.js"
  * grows). Committed events never change, so an entry is extended, never invalidated; a new
  * `historyFromSeq` (a reset) starts a new entry. Bounded: the least recently used session is dropped
  * past `capacity`, and streamed `AssistantDelta`s (their text is in the `AssistantMessage` that ends
- * the turn; no prompt builder reads them) are not kept. Branched sessions read through.
+ * the turn; no prompt builder reads them) are kept only for the last ended run. Branched sessions
+ * read through.
  *
  * @internal
  */
@@ -40,6 +41,12 @@ interface Entry {
   readonly fromSeq: number
   lastSeq: number
   readonly events: Array<TapeEvent>
+  /**
+   * Where the last ended run's events start in `events`: they are kept with their deltas until the
+   * next run ends, so the next run's history is gap-free from the previous run's last prompt on (a
+   * prompt stage that folds incrementally — the context engine — takes that tail without a read).
+   */
+  deltasFrom: number
 }
 
 const PAGE = 1024
@@ -64,14 +71,25 @@ export const makeHistoryCache = (
     while (entries.size > capacity) entries.delete(entries.keys().next().value!)
   }
   /** Extend `entry` by `events` from `from` on while their `tapeSeq`s continue it without a gap. */
-  const append = (entry: Entry, events: ReadonlyArray<TapeEvent>, from: number) => {
+  const append = (entry: Entry, events: ReadonlyArray<TapeEvent>, from: number, deltas: boolean) => {
     for (let i = from; i < events.length; i++) {
       const e = events[i]!
       if (e.tapeSeq <= entry.lastSeq) continue
       if (e.tapeSeq !== entry.lastSeq + 1) return
-      if (keep(e)) entry.events.push(e)
+      if (deltas || keep(e)) entry.events.push(e)
       entry.lastSeq = e.tapeSeq
     }
+  }
+  /** Drop the deltas of the previously ended run (in place), before another run's are kept. */
+  const settle = (entry: Entry) => {
+    const events = entry.events
+    let w = entry.deltasFrom
+    for (let r = entry.deltasFrom; r < events.length; r++) {
+      const e = events[r]!
+      if (keep(e)) events[w++] = e
+    }
+    events.length = w
+    entry.deltasFrom = w
   }
   return {
     load: (session) => {
@@ -79,7 +97,7 @@ export const makeHistoryCache = (
       const held = entries.get(session.id)
       const fresh = held === undefined || held.fromSeq !== session.historyFromSeq
       const entry: Entry = fresh
-        ? { fromSeq: session.historyFromSeq, lastSeq: session.historyFromSeq, events: [] }
+        ? { fromSeq: session.historyFromSeq, lastSeq: session.historyFromSeq, events: [], deltasFrom: 0 }
         : held
       // Most recently used last: re-insert, then drop from the front past the capacity.
       entries.delete(session.id)
@@ -98,15 +116,21 @@ export const makeHistoryCache = (
     committed: (session, history, from) => {
       const entry = entries.get(session.id)
       if (entry === undefined || session.parentId !== null || entry.fromSeq !== session.historyFromSeq) return
-      append(entry, history, from)
+      settle(entry)
+      append(entry, history, from, true)
     },
     started: (session, stored) => {
       if (session.parentId !== null || stored.length === 0) return
       const held = entries.get(session.id)
-      if (held !== undefined && held.fromSeq === session.historyFromSeq) return append(held, stored, 0)
+      if (held !== undefined && held.fromSeq === session.historyFromSeq) return append(held, stored, 0, false)
       if (stored[0]!.tapeSeq !== session.historyFromSeq + 1) return
-      const entry: Entry = { fromSeq: session.historyFromSeq, lastSeq: session.historyFromSeq, events: [] }
-      append(entry, stored, 0)
+      const entry: Entry = {
+        fromSeq: session.historyFromSeq,
+        lastSeq: session.historyFromSeq,
+        events: [],
+        deltasFrom: 0
+      }
+      append(entry, stored, 0, false)
       entries.delete(session.id)
       hold(session.id, entry)
     },
