@@ -114,6 +114,11 @@ describe("cancelling a run admitted with its start", () => {
       const reading = yield* Deferred.make<void>()
       const never = yield* Deferred.make<void>()
       let started = false
+      const hangOnce = <A, E>(read: Effect.Effect<A, E>): Effect.Effect<A, E> => {
+        if (!started) return read
+        started = false
+        return Deferred.succeed(reading, undefined).pipe(Effect.zipRight(Deferred.await(never)), Effect.zipRight(read))
+      }
       const journal: Journal.Service = {
         ...inner,
         append: (sessionId, events, effects) =>
@@ -122,15 +127,10 @@ describe("cancelling a run admitted with its start", () => {
               if (effects?.createRun !== undefined && isStart(events)) started = true
             })
           ),
-        // The first history read after the start is the run's loop, in its prologue: it hangs.
-        readTape: (sessionId, options) => {
-          if (!started) return inner.readTape(sessionId, options)
-          started = false
-          return Deferred.succeed(reading, undefined).pipe(
-            Effect.zipRight(Deferred.await(never)),
-            Effect.zipRight(inner.readTape(sessionId, options))
-          )
-        }
+        // The first history read after the start is the run's loop, in its prologue: it hangs. (The
+        // history cache holds the start commit, so the loop reads only the session's head.)
+        readTape: (sessionId, options) => hangOnce(inner.readTape(sessionId, options)),
+        headSeq: (sessionId) => hangOnce(inner.headSeq(sessionId))
       }
       const model = ScriptedModel.make([{ text: "only b is answered" }])
       yield* Effect.gen(function* () {

@@ -25,6 +25,14 @@ describe("a cancel in the run's prologue (SqliteJournal)", () => {
       const reading = yield* Deferred.make<void>()
       const release = yield* Deferred.make<void>()
       let heldNext = false
+      const holdOnce = <A, E>(read: Effect.Effect<A, E>): Effect.Effect<A, E> => {
+        if (!heldNext) return read
+        heldNext = false
+        return Deferred.succeed(reading, undefined).pipe(
+          Effect.zipRight(Deferred.await(release)),
+          Effect.zipRight(read)
+        )
+      }
       // The first history read after a run's start commit waits until released: the run is in its
       // prologue. Approvals are read slowly, widening the window between a cancel and its record.
       const journal: Journal.Service = {
@@ -35,14 +43,9 @@ describe("a cancel in the run's prologue (SqliteJournal)", () => {
               if (startsRun(events, effects)) heldNext = true
             })
           ),
-        readTape: (sessionId, options) => {
-          if (!heldNext) return inner.readTape(sessionId, options)
-          heldNext = false
-          return Deferred.succeed(reading, undefined).pipe(
-            Effect.zipRight(Deferred.await(release)),
-            Effect.zipRight(inner.readTape(sessionId, options))
-          )
-        },
+        // (The history cache holds the start commit, so the loop may read only the session's head.)
+        readTape: (sessionId, options) => holdOnce(inner.readTape(sessionId, options)),
+        headSeq: (sessionId) => holdOnce(inner.headSeq(sessionId)),
         listApprovals: (f) => Effect.zipRight(Effect.sleep("50 millis"), inner.listApprovals(f))
       }
       const model = ScriptedModel.make([{ text: "answer to b" }])

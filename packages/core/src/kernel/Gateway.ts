@@ -214,6 +214,16 @@ export interface Service {
 
   /** Admit a run and stream its events. The caller counts as an approval channel until the run ends. */
   readonly startRun: (caller: Caller.Caller, request: MessageRequest) => Effect.Effect<StartedRun, GatewayError>
+  /**
+   * `startRun` with the run's `follower` attached before its admission commits (once the caller
+   * is authorized for the session), open until the scope closes: the run's first events reach it
+   * by their publication instead of being read back from the journal. A refused or failed start
+   * leaves nothing attached.
+   */
+  readonly startRunFollowing: (
+    caller: Caller.Caller,
+    request: MessageRequest
+  ) => Effect.Effect<StartedRun & { readonly follower: Follower }, GatewayError, Scope.Scope>
   /** Admit a run without streaming it. */
   readonly sendMessage: (
     caller: Caller.Caller,
@@ -532,7 +542,9 @@ export const make = (
       caller: Caller.Caller,
       request: MessageRequest,
       gate: StartGate,
-      lost: { keyRace: boolean }
+      lost: { keyRace: boolean },
+      /** Called once the caller is authorized, just before the run's first commit. */
+      admitting?: ((run: Run) => void) | undefined
     ) {
       if (request.text.length === 0)
         return yield* new InvalidArgument({ message: "text must not be empty", field: "text" })
@@ -587,13 +599,20 @@ export const make = (
               ...attachments
             }
             const span = yield* Effect.option(Effect.currentSpan)
+            admitting?.(created)
             // An idle session's run is claimed (synchronously: later runs queue behind it) and
             // admitted with its start in one commit; a cancel before its worker picks it up takes
             // the claim (`cancelRun`). A failed commit stores nothing and gives the claim up.
             if (queuedBehind === null && scheduler.claim(target.id, runId)) {
               admitted.set(runId, { ...created, state: "InProgress" })
               if (Option.isSome(span)) parents.set(runId, span.value)
-              yield* recordAdmittedStart(tape, created, accepted, attachments, isNew ? target : undefined).pipe(
+              const stored = yield* recordAdmittedStart(
+                tape,
+                created,
+                accepted,
+                attachments,
+                isNew ? target : undefined
+              ).pipe(
                 Effect.tapErrorTag("Conflict", () =>
                   Effect.sync(() => {
                     // A session with this key was created meanwhile: the caller re-admits into it.
@@ -608,6 +627,8 @@ export const make = (
                   })
                 )
               )
+              // The loop's first prompt is built from these, not read back (`historyCache.started`).
+              deps.history.started(target, stored)
               return { target, created, claimed: true }
             }
             yield* recordTransition(tape, ref, "Pending", "Accept", "admitted", {
@@ -626,33 +647,72 @@ export const make = (
       return { session: target, run: { ...created, state: "Accepted" as const } }
     }, traced("Gateway.admit"))
 
-    const admit = (caller: Caller.Caller, request: MessageRequest, gate: StartGate = (effect) => effect) => {
+    const admit = (
+      caller: Caller.Caller,
+      request: MessageRequest,
+      gate: StartGate = (effect) => effect,
+      admitting?: (run: Run) => void
+    ) => {
       const lost = { keyRace: false }
-      return admitOnce(caller, request, gate, lost).pipe(
+      return admitOnce(caller, request, gate, lost, admitting).pipe(
         // Two first messages with one new key: the loser's run goes into the winner's session.
         Effect.catchTag("Conflict", (e) =>
-          lost.keyRace ? admitOnce(caller, request, gate, { keyRace: false }) : Effect.fail(e)
+          lost.keyRace ? admitOnce(caller, request, gate, { keyRace: false }, admitting) : Effect.fail(e)
         )
       )
     }
 
+    /** A started run's streams; the caller holds an approval channel until `release` (idempotent). */
+    const streamsOf = (
+      admitted: { readonly session: Session; readonly run: Run },
+      release: () => void
+    ): StartedRun => ({
+      ...admitted,
+      events: tape
+        .subscribe(admitted.session.id, admitted.run.startSeq - 1, { runId: admitted.run.id })
+        .pipe(Stream.ensuring(Effect.sync(release))),
+      follow: Effect.zipLeft(
+        tape.follow(admitted.session.id, admitted.run.startSeq - 1, { runId: admitted.run.id }),
+        Effect.addFinalizer(() => Effect.sync(release))
+      )
+    })
+
     const startRun: Service["startRun"] = (caller, request) =>
-      Effect.gen(function* () {
-        const admitted = yield* admit(caller, request, startGate)
+      Effect.map(admit(caller, request, startGate), (admitted) => {
         // The caller is an approval channel for this run until it ends or the caller stops listening
         // (a counter and an idempotent release: no scope or fiber per run).
         const release = approvers.hold(caller, admitted.session.id)
         scheduler.onEnd(admitted.run.id, release)
-        return {
-          ...admitted,
-          events: tape
-            .subscribe(admitted.session.id, admitted.run.startSeq - 1, { runId: admitted.run.id })
-            .pipe(Stream.ensuring(Effect.sync(release))),
-          follow: Effect.zipLeft(
-            tape.follow(admitted.session.id, admitted.run.startSeq - 1, { runId: admitted.run.id }),
-            Effect.addFinalizer(() => Effect.sync(release))
-          )
+        return streamsOf(admitted, release)
+      })
+
+    // The follower is attached by admission's `admitting` hook (after the caller is authorized,
+    // before the first commit, so every event of the run is published to it); re-attached if the
+    // admission is retried (a lost key race); closed when the start fails or the scope closes.
+    const startRunFollowing: Service["startRunFollowing"] = (caller, request) =>
+      Effect.uninterruptibleMask((restore) => {
+        let follower: Follower | undefined
+        const admitting = (run: Run) => {
+          follower?.close()
+          follower = tape.attachLive(run.sessionId, run.startSeq - 1, { runId: run.id })
         }
+        return restore(admit(caller, request, startGate, admitting)).pipe(
+          Effect.onError(() => Effect.sync(() => follower?.close())),
+          Effect.flatMap((admitted) => {
+            const attached = follower!
+            const release = approvers.hold(caller, admitted.session.id)
+            scheduler.onEnd(admitted.run.id, release)
+            return Effect.as(
+              Effect.addFinalizer(() =>
+                Effect.sync(() => {
+                  attached.close()
+                  release()
+                })
+              ),
+              { ...streamsOf(admitted, release), follower: attached }
+            )
+          })
+        )
       })
 
     const cancelRun: Service["cancelRun"] = Effect.fn("Gateway.cancelRun")(function* (
@@ -773,6 +833,7 @@ export const make = (
         }),
       archiveSession: (caller, id) => Effect.flatMap(session(caller, id), (s) => updateSession(s, { archived: true })),
       startRun,
+      startRunFollowing,
       sendMessage: admit,
       cancelRun,
       getRun: run,

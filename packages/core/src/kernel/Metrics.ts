@@ -228,3 +228,11 @@ export const unsafeRecord = {
   runDuration: (millis: number, labels: ReadonlyArray<MetricLabel.MetricLabel>): void =>
     runDuration.unsafeUpdate(seconds(millis), labels)
 }
+
+/**
+ * Live subscribers attached to sessions' tapes (followers, streams, a run's follower opened before
+ * its admission commits): a count that only grows is a leak. @since 0.1.0 @category Metrics
+ */
+export const tapeSubscribers = Metric.gauge("palyra_tape_subscribers", {
+  description: "Live subscribers attached to sessions' tapes"
+})

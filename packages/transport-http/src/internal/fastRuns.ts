@@ -15,7 +15,7 @@
  *
  * What it then does is the route's handler: the body is read under the same size limit and decoded
  * by the same steps and `MessagePayload` Schema (a malformed body is a typed `InvalidArgument`,
- * 400); `Gateway.startRun` with the caller decides ownership and everything else; failures are
+ * 400); `Gateway.startRunFollowing` with the caller decides ownership and everything else; failures are
  * `{ code, message }` with the status from core's error table; the events are the same SSE body
  * the app's route sends (`tapeBody`: a follower's frames, the lagged-client `error` event,
  * keep-alive comments), piped with socket backpressure (a full socket stops the pull, so a stalled
@@ -151,7 +151,9 @@ export const make = (
           Effect.gen(function* () {
             const bytes = yield* readNodeBody(req, options.limits.maxBytes)
             const body = yield* decodeJsonBytes(MessagePayload, bytes, options.limits)
-            return yield* gateway.startRun(caller, messageRequest(body))
+            // The run's follower is attached before its first commit: its first events are
+            // delivered by their publication, not read back from the journal.
+            return yield* gateway.startRunFollowing(caller, messageRequest(body))
           })
         )
         if (Exit.isFailure(outcome)) {
@@ -162,8 +164,10 @@ export const make = (
             yield* Effect.logError("request failed", failure.value)
           return refuse(o.res, failure.value)
         }
-        yield* pump(o, outcome.value.follow)
+        yield* pump(o, Effect.succeed(outcome.value.follower))
       }).pipe(
+        // The follower is open until the response is done (or the request's fiber interrupted).
+        Effect.scoped,
         Effect.catchAllCause((cause) =>
           Effect.logError("request failed", cause).pipe(
             Effect.zipRight(

@@ -11,7 +11,8 @@ import type { Service as JournalService } from "../../ports/Journal.js"
  * grows). Committed events never change, so an entry is extended, never invalidated; a new
  * `historyFromSeq` (a reset) starts a new entry. Bounded: the least recently used session is dropped
  * past `capacity`, and streamed `AssistantDelta`s (their text is in the `AssistantMessage` that ends
- * the turn; no prompt builder reads them) are not kept. Branched sessions read through.
+ * the turn; no prompt builder reads them) are kept only for the last ended run. Branched sessions
+ * read through.
  *
  * @internal
  */
@@ -25,6 +26,13 @@ export interface HistoryCache {
    * the next `load` reads the tape as before.
    */
   readonly committed: (session: Session, history: ReadonlyArray<TapeEvent>, from: number) => void
+  /**
+   * A run's start commit, handed over by its admission (the events are in memory, their seqs the
+   * journal's answer): the session's entry is extended by them under `committed`'s rule, or begun
+   * with them when they are the first events after `historyFromSeq` (a new session, a reset). The
+   * run's `load` then reads nothing when the entry reaches the session's head.
+   */
+  readonly started: (session: Session, stored: ReadonlyArray<TapeEvent>) => void
   /** Sessions held (for tests). */
   readonly size: () => number
 }
@@ -33,6 +41,12 @@ interface Entry {
   readonly fromSeq: number
   lastSeq: number
   readonly events: Array<TapeEvent>
+  /**
+   * Where the last ended run's events start in `events`: they are kept with their deltas until the
+   * next run ends, so the next run's history is gap-free from the previous run's last prompt on (a
+   * prompt stage that folds incrementally — the context engine — takes that tail without a read).
+   */
+  deltasFrom: number
 }
 
 const PAGE = 1024
@@ -52,32 +66,73 @@ export const makeHistoryCache = (
       if (last !== undefined) entry.lastSeq = last.tapeSeq
       return page.length < PAGE ? Effect.succeed(entry) : extend(sessionId, entry)
     })
+  const hold = (sessionId: SessionId, entry: Entry) => {
+    entries.set(sessionId, entry)
+    while (entries.size > capacity) entries.delete(entries.keys().next().value!)
+  }
+  /** Extend `entry` by `events` from `from` on while their `tapeSeq`s continue it without a gap. */
+  const append = (entry: Entry, events: ReadonlyArray<TapeEvent>, from: number, deltas: boolean) => {
+    for (let i = from; i < events.length; i++) {
+      const e = events[i]!
+      if (e.tapeSeq <= entry.lastSeq) continue
+      if (e.tapeSeq !== entry.lastSeq + 1) return
+      if (deltas || keep(e)) entry.events.push(e)
+      entry.lastSeq = e.tapeSeq
+    }
+  }
+  /** Drop the deltas of the previously ended run (in place), before another run's are kept. */
+  const settle = (entry: Entry) => {
+    const events = entry.events
+    let w = entry.deltasFrom
+    for (let r = entry.deltasFrom; r < events.length; r++) {
+      const e = events[r]!
+      if (keep(e)) events[w++] = e
+    }
+    events.length = w
+    entry.deltasFrom = w
+  }
   return {
     load: (session) => {
       if (session.parentId !== null) return uncached(session)
       const held = entries.get(session.id)
       const fresh = held === undefined || held.fromSeq !== session.historyFromSeq
       const entry: Entry = fresh
-        ? { fromSeq: session.historyFromSeq, lastSeq: session.historyFromSeq, events: [] }
+        ? { fromSeq: session.historyFromSeq, lastSeq: session.historyFromSeq, events: [], deltasFrom: 0 }
         : held
       // Most recently used last: re-insert, then drop from the front past the capacity.
       entries.delete(session.id)
-      return Effect.map(extend(session.id, entry), (e) => {
-        entries.set(session.id, e)
-        while (entries.size > capacity) entries.delete(entries.keys().next().value!)
+      // A held entry at the session's head (its run's start commit handed over by `started`) needs
+      // no read: the journal answers its head from memory.
+      const current = fresh
+        ? extend(session.id, entry)
+        : Effect.flatMap(journal.headSeq(session.id), (head) =>
+            head === entry.lastSeq ? Effect.succeed(entry) : extend(session.id, entry)
+          )
+      return Effect.map(current, (e) => {
+        hold(session.id, e)
         return [...e.events]
       })
     },
     committed: (session, history, from) => {
       const entry = entries.get(session.id)
       if (entry === undefined || session.parentId !== null || entry.fromSeq !== session.historyFromSeq) return
-      for (let i = from; i < history.length; i++) {
-        const e = history[i]!
-        if (e.tapeSeq <= entry.lastSeq) continue
-        if (e.tapeSeq !== entry.lastSeq + 1) return
-        if (keep(e)) entry.events.push(e)
-        entry.lastSeq = e.tapeSeq
+      settle(entry)
+      append(entry, history, from, true)
+    },
+    started: (session, stored) => {
+      if (session.parentId !== null || stored.length === 0) return
+      const held = entries.get(session.id)
+      if (held !== undefined && held.fromSeq === session.historyFromSeq) return append(held, stored, 0, false)
+      if (stored[0]!.tapeSeq !== session.historyFromSeq + 1) return
+      const entry: Entry = {
+        fromSeq: session.historyFromSeq,
+        lastSeq: session.historyFromSeq,
+        events: [],
+        deltasFrom: 0
       }
+      append(entry, stored, 0, false)
+      entries.delete(session.id)
+      hold(session.id, entry)
     },
     size: () => entries.size
   }

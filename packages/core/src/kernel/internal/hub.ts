@@ -1,5 +1,6 @@
 import type { SessionId } from "../../domain/Ids.js"
 import type { TapeEvent } from "../../domain/TapeEvent.js"
+import { tapeSubscribers } from "../Metrics.js"
 
 /**
  * One live subscriber of a session: the committed events it has not taken yet, bounded by the hub's
@@ -56,11 +57,14 @@ export const makeHubs = (limit: number): Hubs => {
         hubs.set(sessionId, set)
       }
       set.add(subscriber)
+      // The gauge moved directly: an attach is on every stream's and every turn's path.
+      tapeSubscribers.unsafeModify(1, [])
       return subscriber
     },
     detach: (sessionId, subscriber) => {
       const set = hubs.get(sessionId)
       if (set === undefined || !set.delete(subscriber)) return
+      tapeSubscribers.unsafeModify(-1, [])
       if (set.size === 0) hubs.delete(sessionId)
     },
     publish: (sessionId, events) => {
@@ -71,6 +75,7 @@ export const makeHubs = (limit: number): Hubs => {
           s.lagged = true
           s.buffer = []
           set.delete(s)
+          tapeSubscribers.unsafeModify(-1, [])
         } else {
           for (const e of events) s.buffer.push(e)
         }

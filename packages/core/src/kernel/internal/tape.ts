@@ -44,6 +44,12 @@ export interface Tape {
    * subscriber that is keeping up.
    */
   readonly burstLimit: number
+  /**
+   * A follower of the session's live events only (no replay), attached now: for a caller about to
+   * append (a run's admission), so what it then commits reaches the follower by the publication,
+   * not read back. The caller closes it.
+   */
+  readonly attachLive: (sessionId: SessionId, afterSeq: number, options: { readonly runId: RunId }) => Follower
 }
 
 /** @internal */
@@ -158,13 +164,15 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
     const open = (
       sessionId: SessionId,
       afterSeq: number,
-      options: { readonly runId?: RunId | undefined } = {}
+      options: { readonly runId?: RunId | undefined } = {},
+      /** Live only: attached before anything after `afterSeq` was appended, so there is nothing to replay. */
+      live = false
     ): Follower => {
       // Attach to live events first, then read the journal: every event is in one or the other.
       let current: Subscriber = hubs.attach(sessionId)
       const runId = options.runId
       let last = afterSeq
-      let replaying = true
+      let replaying = !live
       let ended = false
       let closed = false
       let failure: JournalError | StreamLagged | undefined
@@ -294,5 +302,13 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
         })
       )
 
-    return { append, subscribe, follow, burstLimit: Math.max(1, Math.min(256, Math.floor(limit / 2))) }
+    const attachLive: Tape["attachLive"] = (sessionId, afterSeq, options) => open(sessionId, afterSeq, options, true)
+
+    return {
+      append,
+      subscribe,
+      follow,
+      attachLive,
+      burstLimit: Math.max(1, Math.min(256, Math.floor(limit / 2)))
+    }
   })
