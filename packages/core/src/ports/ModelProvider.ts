@@ -97,7 +97,8 @@ export interface Service {
  * anything but an effect the sink returns: the sink may then hold this event's write and join it to
  * the next one's (one append for the events of one read). A call without `more` must leave nothing
  * held: whatever the sink holds is in the effect it returns. A provider that cannot tell passes
- * nothing, and every event is written as it arrives.
+ * nothing, and every event is written as it arrives. A call may still fail, or be interrupted, after
+ * a `more`: whoever holds events then writes them as the call ends (the loop does, in a finalizer).
  *
  * @since 0.1.0
  * @category Models

@@ -669,7 +669,17 @@ const streamAnswer = (
       const result = buffer.length > 0 && ++eventsThisTurn > b.maxEventsPerTurn ? overBudget() : Effect.succeed(answer)
       return held === undefined ? result : Effect.zipRight(held, result)
     })
-    return Effect.zipRight(runIntoNow(model, request, onEvent), answered)
+    // A call that fails or is interrupted while deltas are held (a provider may fail, or be
+    // interrupted between two calls, after saying `more`) still writes them, in a finalizer (so
+    // uninterruptibly) before the call's end is handled: the tape has every delta the model sent, as
+    // when each was written on its own. A write that fails here leaves the call's own failure to
+    // report.
+    const call = Effect.onExit(runIntoNow(model, request, onEvent), (exit) => {
+      if (exit._tag === "Success") return Effect.void
+      const held = writePending()
+      return held === undefined ? Effect.void : Effect.ignore(held)
+    })
+    return Effect.zipRight(call, answered)
   })
 
 const modelTurn = (ctx: RunContext) => spanned(ctx, "AgentLoop.modelTurn")(modelTurnSteps(ctx))
