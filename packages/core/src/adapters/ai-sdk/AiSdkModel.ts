@@ -518,9 +518,10 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
     const retryable = (e: unknown) => e instanceof ProviderError && e.retryable && progress.emitted === 0
     // The retry's schedule driver (its refs, the iteration metadata it provides to the call, which
     // copies the context) is built on the first failure, not per call: the first failure is handed to
-    // `Effect.retry` as its first attempt's, so the schedule decides on it exactly as before.
+    // `Effect.retry` as its first attempt's, so the schedule decides on it exactly as before — every
+    // failure, retryable or not, steps it as before (its jitter draws from the run's `Random`, so a
+    // seeded run's later ids stay what they were).
     const retried = Effect.catchAll(call, (first) => {
-      if (!retryable(first)) return Effect.fail(first)
       let failed = false
       const again = Effect.suspend(() => {
         if (failed) return call
