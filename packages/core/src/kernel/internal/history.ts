@@ -46,9 +46,22 @@ export const foldMessages = (fold: MessageFold, events: Iterable<TapeEvent>): Me
         fold.lastAssistant = m
         break
       }
-      case "ToolProposed":
-        if (fold.lastAssistant) fold.lastAssistant.toolCalls.push({ id: e.toolCallId, name: e.tool, args: e.args })
+      case "ToolProposed": {
+        const last = fold.lastAssistant
+        const at = last === undefined ? -1 : fold.messages.lastIndexOf(last)
+        if (last === undefined || at < 0) break
+        // A new message in the old one's place, never the old one changed: folded messages are
+        // handed out and kept (the prompt's memo, the model adapter's per-message provider form).
+        const m: AssistantMsg = {
+          ...last,
+          toolCalls: [...last.toolCalls, { id: e.toolCallId, name: e.tool, args: e.args }]
+        }
+        fold.messages[at] = m
+        seqOf.set(m, seqOf.get(last) ?? e.tapeSeq)
+        seqOf.delete(last)
+        fold.lastAssistant = m
         break
+      }
       case "ToolResult": {
         const m: PromptMessage = {
           role: "tool",
