@@ -272,10 +272,18 @@ const journalError = (method: string) => (cause: unknown) =>
 // Migration ids are numbered, not dense (a branch may add 0007 before 0006 lands).
 const LATEST_MIGRATION = Math.max(...Object.keys(migrations).map((id) => Number(id.slice(0, 4))))
 /**
- * The oldest schema a read-only journal can read: 0010 only dropped an index no query needs, so a
- * file from the version before (0009) still opens read-only (offline verification) unmigrated.
+ * Migrations a read-only journal may find not yet applied: they change nothing a reader uses (0010
+ * only dropped an index no query needs). Listed by name, so a new migration is required of readers
+ * unless it is added here on purpose.
  */
-const READABLE_FROM_MIGRATION = Math.min(LATEST_MIGRATION, 9)
+const READERS_MAY_SKIP: ReadonlySet<string> = new Set(["0010_tape_without_run_index"])
+/** The oldest schema a read-only journal can read: the newest migration readers need. */
+const READABLE_FROM_MIGRATION = Math.max(
+  0,
+  ...Object.keys(migrations)
+    .filter((id) => !READERS_MAY_SKIP.has(id))
+    .map((id) => Number(id.slice(0, 4)))
+)
 
 /** A read-only journal cannot migrate: it must already be at this version's schema. */
 const requireSchema = (db: Database.Database) =>
