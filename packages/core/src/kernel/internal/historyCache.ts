@@ -11,8 +11,8 @@ import type { Service as JournalService } from "../../ports/Journal.js"
  * grows). Committed events never change, so an entry is extended, never invalidated; a new
  * `historyFromSeq` (a reset) starts a new entry. Bounded: the least recently used session is dropped
  * past `capacity`, and streamed `AssistantDelta`s (their text is in the `AssistantMessage` that ends
- * the turn; no prompt builder reads them) are kept only for the last ended run. Branched sessions
- * read through.
+ * the turn; no prompt builder reads them) are kept only for the last ended run's last model call.
+ * Branched sessions read through.
  *
  * @internal
  */
@@ -42,9 +42,10 @@ interface Entry {
   lastSeq: number
   readonly events: Array<TapeEvent>
   /**
-   * Where the last ended run's events start in `events`: they are kept with their deltas until the
-   * next run ends, so the next run's history is gap-free from the previous run's last prompt on (a
-   * prompt stage that folds incrementally — the context engine — takes that tail without a read).
+   * Where the last ended run's events start in `events`: the deltas of its last model call are kept
+   * until the next run ends, so the next run's history is gap-free from the previous run's last
+   * prompt on (a prompt stage that folds incrementally — the context engine — takes that tail
+   * without a read).
    */
   deltasFrom: number
 }
@@ -70,15 +71,27 @@ export const makeHistoryCache = (
     entries.set(sessionId, entry)
     while (entries.size > capacity) entries.delete(entries.keys().next().value!)
   }
-  /** Extend `entry` by `events` from `from` on while their `tapeSeq`s continue it without a gap. */
-  const append = (entry: Entry, events: ReadonlyArray<TapeEvent>, from: number, deltas: boolean) => {
+  /**
+   * Extend `entry` by `events` from `from` on while their `tapeSeq`s continue it without a gap,
+   * keeping the deltas from index `deltasAt` on.
+   */
+  const append = (entry: Entry, events: ReadonlyArray<TapeEvent>, from: number, deltasAt: number) => {
     for (let i = from; i < events.length; i++) {
       const e = events[i]!
       if (e.tapeSeq <= entry.lastSeq) continue
       if (e.tapeSeq !== entry.lastSeq + 1) return
-      if (deltas || keep(e)) entry.events.push(e)
+      if (i >= deltasAt || keep(e)) entry.events.push(e)
       entry.lastSeq = e.tapeSeq
     }
+  }
+  /**
+   * Where a run's last model call starts in `events` (from `from` on): only its deltas are kept — a
+   * prompt stage folding incrementally folded everything before it when it built that call's prompt,
+   * so the kept deltas are bounded by one call's, not by the run's.
+   */
+  const lastCall = (events: ReadonlyArray<TapeEvent>, from: number) => {
+    for (let i = events.length - 1; i >= from; i--) if (events[i]!._tag === "ModelRequest") return i
+    return from
   }
   /** Drop the deltas of the previously ended run (in place), before another run's are kept. */
   const settle = (entry: Entry) => {
@@ -117,12 +130,12 @@ export const makeHistoryCache = (
       const entry = entries.get(session.id)
       if (entry === undefined || session.parentId !== null || entry.fromSeq !== session.historyFromSeq) return
       settle(entry)
-      append(entry, history, from, true)
+      append(entry, history, from, lastCall(history, from))
     },
     started: (session, stored) => {
       if (session.parentId !== null || stored.length === 0) return
       const held = entries.get(session.id)
-      if (held !== undefined && held.fromSeq === session.historyFromSeq) return append(held, stored, 0, false)
+      if (held !== undefined && held.fromSeq === session.historyFromSeq) return append(held, stored, 0, stored.length)
       if (stored[0]!.tapeSeq !== session.historyFromSeq + 1) return
       const entry: Entry = {
         fromSeq: session.historyFromSeq,
@@ -130,7 +143,7 @@ export const makeHistoryCache = (
         events: [],
         deltasFrom: 0
       }
-      append(entry, stored, 0, false)
+      append(entry, stored, 0, stored.length)
       entries.delete(session.id)
       hold(session.id, entry)
     },
