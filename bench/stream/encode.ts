@@ -68,8 +68,11 @@ for (let round = 0; round < 12; round++)
     for (const [name, encode] of round % 2 === 0 ? trees : [...trees].reverse()) {
       const { us } = measure(encode, batch, round)
       if (round < 2) continue // warm-up
-      const row = (results[name] ??= {})
-      ;(row[`batch${batch}`] ??= []).push(us)
+      const row = results[name] ?? {}
+      results[name] = row
+      const xs = row[`batch${batch}`] ?? []
+      row[`batch${batch}`] = xs
+      xs.push(us)
     }
 const median = (xs: Array<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 console.log("encoder                      batch   CPU µs/event (median of 10)")
