@@ -17,8 +17,10 @@ type Wire = {
 }
 // The transport's own `response` (protobuf-es from the transport's dependencies: the bench has none).
 const { create } = (await import(
-  "../../packages/transport-grpc/node_modules/@bufbuild/protobuf/dist/esm/index.js"
-)) as typeof import("@bufbuild/protobuf")
+  "../../packages/transport-grpc/node_modules/@bufbuild/protobuf/dist/esm/index.js" as string
+)) as {
+  create: (schema: typeof Proto.RunStreamResponseSchema, init: object) => Proto.RunStreamResponse
+}
 const { toPbEvent } = await import("../../packages/transport-grpc/src/internal/convert.js")
 const response = (e: TapeEvent.TapeEvent): Proto.RunStreamResponse =>
   create(Proto.RunStreamResponseSchema, { payload: { case: "event", value: toPbEvent(e) } })
@@ -116,7 +118,7 @@ console.log(
     ...Object.fromEntries(
       Object.entries(results).flatMap(([name, row]) =>
         Object.entries(row).map(([key, xs]) => [
-          `${name === "this tree" ? "" : "other_"}${batch}UsPerEvent`,
+          `${name === "this tree" ? "" : "other_"}${key}${key === "othersPerRun" ? "Us" : "UsPerEvent"}`,
           median(xs)
         ])
       )
