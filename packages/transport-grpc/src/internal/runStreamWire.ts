@@ -148,26 +148,40 @@ const fits = (e: Delta) =>
   e.turn >= 0 &&
   e.turn <= 0xffffffff
 
-/** Sizes of a delta's message parts, from its text's UTF-8 length and its id prefix's length. */
-const deltaSizes = (e: Delta, textBytes: number, prefixBytes: number) => {
+/** A delta's `Timestamp` message body size (its `at`, in ms, as seconds and nanos). */
+const timestampSize = (at: number) => {
+  const seconds = Math.floor(at / 1000)
+  return intField(seconds) + intField((at - seconds * 1000) * 1_000_000)
+}
+/** A delta's `AssistantDelta` message body size. */
+const deltaBodySize = (e: Delta, textBytes: number) => intField(e.turn) + lenField(textBytes)
+/** A delta's `TapeEvent` message body size, from its text's UTF-8 length and its id prefix's length. */
+const eventSize = (e: Delta, textBytes: number, prefixBytes: number) => {
+  const timestamp = timestampSize(e.at)
+  const delta = deltaBodySize(e, textBytes)
+  return prefixBytes + intField(e.tapeSeq) + 1 + varintSize(timestamp) + timestamp + 1 + varintSize(delta) + delta
+}
+/** A delta's whole envelope size (5-byte gRPC prefix included). */
+const deltaEnvelopeSize = (e: Delta, textBytes: number, prefixBytes: number) => {
+  const event = eventSize(e, textBytes, prefixBytes)
+  return 5 + 1 + varintSize(event) + event
+}
+
+/** Writes a delta's envelope at `at` (sized by `deltaEnvelopeSize` with the same text length and prefix); answers the end. */
+const writeDelta = (out: Buffer, at: number, e: Delta, textBytes: number, prefix: Buffer): number => {
+  // Plain numbers, no sizes object: this runs once per delta (the sizes are a few integer ops).
   const seconds = Math.floor(e.at / 1000)
   const nanos = (e.at - seconds * 1000) * 1_000_000
   const timestamp = intField(seconds) + intField(nanos)
-  const delta = intField(e.turn) + lenField(textBytes)
-  const event =
-    prefixBytes + intField(e.tapeSeq) + 1 + varintSize(timestamp) + timestamp + 1 + varintSize(delta) + delta
-  const message = 1 + varintSize(event) + event
-  return { seconds, nanos, timestamp, delta, event, message }
-}
-
-/** Writes a delta's envelope at `at` (sized by `deltaSizes` with the same text length and prefix); answers the end. */
-const writeDelta = (out: Buffer, at: number, e: Delta, textBytes: number, prefix: Buffer): number => {
-  const { seconds, nanos, timestamp, delta, event, message } = deltaSizes(e, textBytes, prefix.length)
+  const delta = deltaBodySize(e, textBytes)
+  const event = eventSize(e, textBytes, prefix.length)
   out[at] = 0
-  out.writeUInt32BE(message, at + 1)
+  out.writeUInt32BE(1 + varintSize(event) + event, at + 1)
   out[at + 5] = 0x0a
   let p = writeVarint(out, at + 6, event)
-  p += prefix.copy(out, p)
+  // `TypedArray#set`: `Buffer#copy` validates its arguments in JS first, more than a short id costs.
+  out.set(prefix, p)
+  p += prefix.length
   p = writeInt(out, p, 0x18, e.tapeSeq)
   out[p++] = 0x22
   p = writeVarint(out, p, timestamp)
@@ -249,7 +263,7 @@ export const batchEncoder = (
         ready[i] = undefined
         textLengths[i] = textBytes
         idPrefixes[i] = prefix
-        total += 5 + deltaSizes(event, textBytes, prefix.length).message
+        total += deltaEnvelopeSize(event, textBytes, prefix.length)
       } else {
         const bytes = envelope(response(event))
         ready[i] = bytes
