@@ -109,10 +109,15 @@ const spanIdPattern = /^(?!0{16}$)[0-9a-f]{16}$/
  * @category Tracing
  */
 export const clientSpan = (headers: Headers): Option.Option<Tracer.ExternalSpan> =>
-  Option.filter(
-    HttpTraceContext.fromHeaders(HttpHeaders.fromInput(headers)),
-    (span) => traceIdPattern.test(span.traceId) && spanIdPattern.test(span.spanId)
-  )
+  // Most calls carry no trace headers: answered without copying the headers into a record (the
+  // copy was ~3% of a streamed run's CPU, once per Gateway call). These are the headers
+  // `HttpTraceContext.fromHeaders` reads (W3C, b3 single, b3 multi), case-insensitively.
+  !headers.has("traceparent") && !headers.has("b3") && !headers.has("x-b3-traceid")
+    ? Option.none()
+    : Option.filter(
+        HttpTraceContext.fromHeaders(HttpHeaders.fromInput(headers)),
+        (span) => traceIdPattern.test(span.traceId) && spanIdPattern.test(span.spanId)
+      )
 
 /**
  * Run a handler's effect in a server span named after the method (`palyra.v1.GatewayService/RouteMessage`),

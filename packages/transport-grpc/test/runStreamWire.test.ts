@@ -268,6 +268,52 @@ describe("gRPC RunStream through its own HTTP/2 handler", () => {
     expect(fast).toBeGreaterThan(500)
   })
 
+  it("a batch is one buffer, byte for byte the generic envelopes concatenated (ids cached per run, events shared)", async () => {
+    const g = createClient(Proto.GatewayService, transport())
+    const { sessionId } = await g.routeMessage({ target: { sessionKey: "batch" }, text: "long 2" })
+    const stored = await runtime.runPromise(
+      Effect.flatMap(Journal.Journal, (j) => j.readTape(sessionId as Ids.SessionId, { afterSeq: 0, limit: 100 }))
+    )
+    const others = stored.filter((e) => e._tag !== "AssistantDelta")
+    expect(others.length).toBeGreaterThan(0)
+    const generic = (e: TapeEvent.TapeEvent) => {
+      const bytes = toBinary(
+        Proto.RunStreamResponseSchema,
+        create(Proto.RunStreamResponseSchema, { payload: { case: "event", value: toPbEvent(e) } })
+      )
+      const head = Buffer.alloc(5)
+      head.writeUInt32BE(bytes.length, 1)
+      return Buffer.concat([head, bytes])
+    }
+    // Few sessions and runs, so one encoder sees a session's run change and sessions interleave.
+    const id = fc.constantFrom("s-1", "s-2", "sé-3", "")
+    const delta = fc.record({
+      _tag: fc.constant("AssistantDelta"),
+      sessionId: id,
+      runId: fc.constantFrom(null, "r-1", "r-2", "r😀"),
+      tapeSeq: fc.nat(),
+      at: fc.oneof(fc.constant(1_763_820_000_123), fc.nat()),
+      turn: fc.nat(),
+      text: fc.oneof(fc.string({ maxLength: 80 }), fc.string({ unit: "binary", maxLength: 80 }), fc.constant(""))
+    }) as fc.Arbitrary<unknown> as fc.Arbitrary<TapeEvent.TapeEvent>
+    const event = fc.oneof({ arbitrary: delta, weight: 4 }, { arbitrary: fc.constantFrom(...others), weight: 1 })
+    const encode = RunStreamWire.batchEncoder((e) =>
+      create(Proto.RunStreamResponseSchema, { payload: { case: "event", value: toPbEvent(e) } })
+    )
+    fc.assert(
+      fc.property(fc.array(fc.array(event, { minLength: 1, maxLength: 12 }), { maxLength: 8 }), (batches) => {
+        for (const batch of batches) {
+          const expected = Buffer.concat(batch.map(generic))
+          expect(encode(batch).equals(expected)).toBe(true)
+          // Encoded again (another stream of the session: the memo), and as single events: the same bytes.
+          expect(encode(batch).equals(expected)).toBe(true)
+          expect(Buffer.concat(batch.map((e) => encode([e]))).equals(expected)).toBe(true)
+        }
+      }),
+      { numRuns: 300 }
+    )
+  })
+
   it("a grpc-js client reads a long stream gap-free (gzip-compressed requests too)", async () => {
     for (const compressed of [false, true]) {
       const client = new palyra.GatewayService(

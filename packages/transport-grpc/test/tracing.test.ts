@@ -109,6 +109,26 @@ describe("gRPC requests carry the client's trace into the run", () => {
     expect(ended.some((s) => s.name === "AgentLoop.toolCall" && s.parentSpanId === run.spanId)).toBe(true)
   })
 
+  it("b3 headers, single and multi, are read too (any case): the server span's parent is the client's", async () => {
+    const cases = (traceId: string, spanId: string) => [
+      { b3: `${traceId}-${spanId}-1` },
+      { "X-B3-TraceId": traceId, "X-B3-SpanId": spanId, "X-B3-Sampled": "1" }
+    ]
+    for (const make of [0, 1]) {
+      const traceId = hex(16)
+      const spanId = hex(8)
+      const headers = cases(traceId, spanId)[make]!
+      await client()
+        .getRun({ runId: "01J00000000000000000000000" }, { headers })
+        .catch(() => undefined)
+      const server = await waitForSpan(
+        (s) => s.name === "palyra.v1.GatewayService/GetRun" && s.traceId === traceId,
+        `the GetRun span for ${JSON.stringify(headers)}`
+      )
+      expect(server.parentSpanId).toBe(spanId)
+    }
+  })
+
   it("malformed trace headers are ignored: the call starts a new trace", async () => {
     const bad = [
       { traceparent: `00-${"0".repeat(32)}-${hex(8)}-01` }, // all-zero trace id

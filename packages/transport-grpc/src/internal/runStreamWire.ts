@@ -7,8 +7,8 @@
  * that chain was the largest cost of delivery. Here the request side, the headers, the deadline and
  * the trailers are still connect-es's own functions (`createHandlerContext`, `parseTimeout`,
  * `compressionNegotiate`, the envelope splitter/parser, `setTrailerStatus`), and only the response
- * body is ours: each event's length-prefixed protobuf envelope is encoded once (a memo per event
- * object, shared by every stream of its session) and every batch of ready events is one socket write.
+ * body is ours: every batch of ready events is encoded into one buffer of length-prefixed protobuf
+ * envelopes (memoized per batch, shared by the streams of its session) and is one socket write.
  * Node's stream backpressure stops the taking while the client is not reading (the hub then cuts it
  * off with the resumable error, as before). gRPC-Web, Connect and JSON requests stay on connect-es.
  *
@@ -30,7 +30,7 @@ import {
 } from "@connectrpc/connect/protocol"
 import { headerAcceptEncoding, headerEncoding, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc"
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest } from "@connectrpc/connect-node"
-import { Follower, type TapeEvent } from "@palyra/core"
+import type { TapeEvent } from "@palyra/core"
 import * as pb from "../gen/palyra/v1/gateway_pb.js"
 
 /** What the RunStream logic yields: the bound session's id first, then batches of tape events. @since 0.1.0 @category Models */
@@ -99,68 +99,214 @@ const writeText = (out: Buffer, at: number, tag: number, text: string, bytes: nu
 // Tags: RunStreamResponse.event = 1 (LEN); TapeEvent.session_id = 1, run_id = 2 (LEN), tape_seq = 3
 // (VARINT), at = 4 (LEN), assistant_delta = 13 (LEN); Timestamp.seconds = 1, nanos = 2 (VARINT);
 // AssistantDelta.turn = 1 (VARINT), text = 2 (LEN).
-const deltaEnvelope = (e: Extract<TapeEvent.TapeEvent, { _tag: "AssistantDelta" }>): Buffer | undefined => {
-  const { at, tapeSeq, turn, text, sessionId } = e
-  if (!(Number.isSafeInteger(at) && at >= 0 && Number.isSafeInteger(tapeSeq) && tapeSeq >= 0)) return undefined
-  if (!(Number.isInteger(turn) && turn >= 0 && turn <= 0xffffffff)) return undefined
-  const runId = e.runId ?? ""
-  const seconds = Math.floor(at / 1000)
-  const nanos = (at - seconds * 1000) * 1_000_000
+//
+// A batch is written in two passes into one buffer (no buffer per event and no `Buffer.concat`):
+// `planDelta` sizes a delta (its text's UTF-8 length, its id prefix), `writeDelta` writes it. The
+// session and run id fields are the same for every delta of a run: their encoded bytes are kept per
+// session (`Prefixes`) and copied, instead of measuring and UTF-8-encoding both ids per event.
+
+type Delta = Extract<TapeEvent.TapeEvent, { _tag: "AssistantDelta" }>
+
+/** The encoded `session_id` and `run_id` fields of a session's current run. */
+interface Prefix {
+  readonly runId: string
+  readonly bytes: Buffer
+}
+
+/** The id prefixes of the sessions seen last (bounded: cleared when it reaches `maxPrefixes`). */
+type Prefixes = Map<string, Prefix>
+const maxPrefixes = 4096
+
+const prefixOf = (prefixes: Prefixes, sessionId: string, runId: string): Buffer => {
+  const known = prefixes.get(sessionId)
+  if (known !== undefined && known.runId === runId) return known.bytes
   const sessionBytes = Buffer.byteLength(sessionId)
   const runBytes = Buffer.byteLength(runId)
-  const textBytes = Buffer.byteLength(text)
+  const bytes = Buffer.allocUnsafeSlow(lenField(sessionBytes) + lenField(runBytes))
+  const p = writeText(bytes, writeText(bytes, 0, 0x0a, sessionId, sessionBytes), 0x12, runId, runBytes)
+  if (p !== bytes.length) throw new Error("RunStream id prefix: size mismatch")
+  if (prefixes.size >= maxPrefixes) prefixes.clear()
+  prefixes.set(sessionId, { runId, bytes })
+  return bytes
+}
+
+/** UTF-8 length of `text`: short ASCII text is measured here (a native call costs more than the loop). */
+const utf8Length = (text: string) => {
+  const n = text.length
+  if (n > 64) return Buffer.byteLength(text)
+  for (let i = 0; i < n; i++) if (text.charCodeAt(i) >= 0x80) return Buffer.byteLength(text)
+  return n
+}
+
+/** Whether the hand-written encoder takes this delta (else the generic path, which is always right). */
+const fits = (e: Delta) =>
+  Number.isSafeInteger(e.at) &&
+  e.at >= 0 &&
+  Number.isSafeInteger(e.tapeSeq) &&
+  e.tapeSeq >= 0 &&
+  Number.isInteger(e.turn) &&
+  e.turn >= 0 &&
+  e.turn <= 0xffffffff
+
+/** A delta's `Timestamp` message body size (its `at`, in ms, as seconds and nanos). */
+const timestampSize = (at: number) => {
+  const seconds = Math.floor(at / 1000)
+  return intField(seconds) + intField((at - seconds * 1000) * 1_000_000)
+}
+/** A delta's `AssistantDelta` message body size. */
+const deltaBodySize = (e: Delta, textBytes: number) => intField(e.turn) + lenField(textBytes)
+/** A delta's `TapeEvent` message body size, from its text's UTF-8 length and its id prefix's length. */
+const eventSize = (e: Delta, textBytes: number, prefixBytes: number) => {
+  const timestamp = timestampSize(e.at)
+  const delta = deltaBodySize(e, textBytes)
+  return prefixBytes + intField(e.tapeSeq) + 1 + varintSize(timestamp) + timestamp + 1 + varintSize(delta) + delta
+}
+/** A delta's whole envelope size (5-byte gRPC prefix included). */
+const deltaEnvelopeSize = (e: Delta, textBytes: number, prefixBytes: number) => {
+  const event = eventSize(e, textBytes, prefixBytes)
+  return 5 + 1 + varintSize(event) + event
+}
+
+/** Writes a delta's envelope at `at` (sized by `deltaEnvelopeSize` with the same text length and prefix); answers the end. */
+const writeDelta = (out: Buffer, at: number, e: Delta, textBytes: number, prefix: Buffer): number => {
+  // Plain numbers, no sizes object: this runs once per delta (the sizes are a few integer ops).
+  const seconds = Math.floor(e.at / 1000)
+  const nanos = (e.at - seconds * 1000) * 1_000_000
   const timestamp = intField(seconds) + intField(nanos)
-  const delta = intField(turn) + lenField(textBytes)
-  const event =
-    lenField(sessionBytes) +
-    lenField(runBytes) +
-    intField(tapeSeq) +
-    1 +
-    varintSize(timestamp) +
-    timestamp +
-    1 +
-    varintSize(delta) +
-    delta
-  const message = 1 + varintSize(event) + event
-  const out = Buffer.allocUnsafe(5 + message)
-  out[0] = 0
-  out.writeUInt32BE(message, 1)
-  out[5] = 0x0a
-  let p = writeVarint(out, 6, event)
-  p = writeText(out, p, 0x0a, sessionId, sessionBytes)
-  p = writeText(out, p, 0x12, runId, runBytes)
-  p = writeInt(out, p, 0x18, tapeSeq)
+  const delta = deltaBodySize(e, textBytes)
+  const event = eventSize(e, textBytes, prefix.length)
+  out[at] = 0
+  out.writeUInt32BE(1 + varintSize(event) + event, at + 1)
+  out[at + 5] = 0x0a
+  let p = writeVarint(out, at + 6, event)
+  // `TypedArray#set`: `Buffer#copy` validates its arguments in JS first, more than a short id costs.
+  out.set(prefix, p)
+  p += prefix.length
+  p = writeInt(out, p, 0x18, e.tapeSeq)
   out[p++] = 0x22
   p = writeVarint(out, p, timestamp)
   p = writeInt(out, p, 0x08, seconds)
   p = writeInt(out, p, 0x10, nanos)
   out[p++] = 0x6a
   p = writeVarint(out, p, delta)
-  p = writeInt(out, p, 0x08, turn)
-  p = writeText(out, p, 0x12, text, textBytes)
-  // A mismatch would be a bug here: never send it (the generic path is always right).
-  return p === out.length ? out : undefined
+  p = writeInt(out, p, 0x08, e.turn)
+  if (textBytes === 0) return p
+  out[p] = 0x12
+  p = writeVarint(out, p + 1, textBytes)
+  if (textBytes === e.text.length && textBytes <= 64) {
+    // ASCII (the length says so): byte by byte, cheaper than a native call for short text.
+    for (let i = 0; i < textBytes; i++) out[p + i] = e.text.charCodeAt(i)
+    return p + textBytes
+  }
+  return p + out.write(e.text, p, "utf8")
 }
 
 /**
- * Events' `RunStreamResponse` envelopes, each encoded once and shared by every stream (memoized for
- * the events encoded last, see `Follower.encodedOnce`: a live event is the same object for every
- * subscriber of its session). `response` must map an event to its `RunStreamResponse` (`event` =
- * `toPbEvent`): an `AssistantDelta` is written directly, byte for byte what `response` then
- * `toBinary` would give.
+ * Encodes a batch of events into one buffer of length-prefixed `RunStreamResponse` envelopes (a
+ * batch encoded last is memoized: a live event is the same object for every subscriber of its
+ * session, so another stream taking the same events gets the same buffer). `response` must map an event to its `RunStreamResponse` (`event` = `toPbEvent`): an
+ * `AssistantDelta` is written directly, byte for byte what `response` then `toBinary` would give.
+ *
+ * @since 0.1.0
+ * @category Encoding
+ */
+export const batchEncoder = (
+  response: (e: TapeEvent.TapeEvent) => pb.RunStreamResponse
+): ((events: ReadonlyArray<TapeEvent.TapeEvent>) => Buffer) => {
+  // The batches encoded last (a ring, newest first): another stream of the session usually takes
+  // the same events in the same publication, and then gets the same buffer. Per batch, not per event:
+  // with one stream per session every lookup misses, and a scan per event cost more than it saved
+  // (a `Map` by event too: `bench/stream/encode.ts`).
+  const memo = 32
+  const firsts = new Array<TapeEvent.TapeEvent | undefined>(memo)
+  const lengths = new Array<number>(memo).fill(0)
+  // The whole list when a batch has more than one event (a copy: the caller's array may be reused).
+  const lists = new Array<ReadonlyArray<TapeEvent.TapeEvent> | undefined>(memo)
+  const values = new Array<Buffer | undefined>(memo)
+  let next = 0
+  const sameRest = (a: ReadonlyArray<TapeEvent.TapeEvent>, b: ReadonlyArray<TapeEvent.TapeEvent>) => {
+    for (let i = 1; i < b.length; i++) if (a[i] !== b[i]) return false
+    return true
+  }
+  const cached = (events: ReadonlyArray<TapeEvent.TapeEvent>): Buffer | undefined => {
+    const first = events[0]
+    const n = events.length
+    for (let k = 0, i = next; k < memo; k++) {
+      i = i === 0 ? memo - 1 : i - 1
+      if (firsts[i] === first && lengths[i] === n && (n === 1 || sameRest(lists[i]!, events))) return values[i]
+    }
+    return undefined
+  }
+  const remember = (events: ReadonlyArray<TapeEvent.TapeEvent>, bytes: Buffer) => {
+    if (bytes.byteLength > 64 * 1024) return
+    firsts[next] = events[0]
+    lengths[next] = events.length
+    lists[next] = events.length === 1 ? undefined : events.slice()
+    values[next] = bytes
+    next = next + 1 === memo ? 0 : next + 1
+  }
+  const prefixes: Prefixes = new Map()
+  // Per batch, per event (reused): the bytes already at hand, or a delta's text length and prefix.
+  const ready: Array<Buffer | undefined> = []
+  const textLengths: Array<number> = []
+  const idPrefixes: Array<Buffer | undefined> = []
+  return (events) => {
+    const n = events.length
+    const hit = cached(events)
+    if (hit !== undefined) return hit
+    let total = 0
+    for (let i = 0; i < n; i++) {
+      const event = events[i]!
+      if (event._tag === "AssistantDelta" && fits(event)) {
+        const prefix = prefixOf(prefixes, event.sessionId, event.runId ?? "")
+        const textBytes = utf8Length(event.text)
+        ready[i] = undefined
+        textLengths[i] = textBytes
+        idPrefixes[i] = prefix
+        total += deltaEnvelopeSize(event, textBytes, prefix.length)
+      } else {
+        const bytes = envelope(response(event))
+        ready[i] = bytes
+        total += bytes.byteLength
+      }
+    }
+    let out: Buffer
+    if (n === 1 && ready[0] !== undefined) {
+      out = ready[0]
+      ready[0] = undefined
+    } else {
+      out = Buffer.allocUnsafe(total)
+      let p = 0
+      for (let i = 0; i < n; i++) {
+        const bytes = ready[i]
+        if (bytes !== undefined) {
+          p += bytes.copy(out, p)
+          ready[i] = undefined
+        } else {
+          p = writeDelta(out, p, events[i] as Delta, textLengths[i]!, idPrefixes[i]!)
+          idPrefixes[i] = undefined
+        }
+      }
+      // A mismatch would be a bug here: never send it.
+      if (p !== total) throw new Error("RunStream envelope: size mismatch")
+    }
+    remember(events, out)
+    return out
+  }
+}
+
+/**
+ * Events' `RunStreamResponse` envelopes one at a time (see {@link batchEncoder}, which this wraps).
  *
  * @since 0.1.0
  * @category Encoding
  */
 export const eventEnvelopes = (
   response: (e: TapeEvent.TapeEvent) => pb.RunStreamResponse
-): ((event: TapeEvent.TapeEvent) => Buffer) =>
-  Follower.encodedOnce(
-    (event): Buffer =>
-      (event._tag === "AssistantDelta" ? deltaEnvelope(event) : undefined) ?? envelope(response(event)),
-    64,
-    (bytes) => bytes.byteLength <= 64 * 1024
-  )
+): ((event: TapeEvent.TapeEvent) => Buffer) => {
+  const encode = batchEncoder(response)
+  return (event) => encode([event])
+}
 
 /**
  * Writes a batch of events to the call's HTTP/2 stream now, if the stream takes it without a backlog
@@ -200,7 +346,7 @@ export const makeHandler = (options: HandlerOptions) => {
     writeMaxBytes: 0xffffffff
   })
   const acceptCompression = [compressionGzip, compressionBrotli]
-  const eventEnvelope = eventEnvelopes(options.response)
+  const encode = batchEncoder(options.response)
   return (req: Http2ServerRequest, res: Http2ServerResponse): void => {
     const contextValues = createContextValues()
     const universal = universalRequestFromNodeRequest(req, res, undefined, contextValues)
@@ -235,14 +381,14 @@ export const makeHandler = (options: HandlerOptions) => {
       transformParseEnvelope(serialization.getI(true))
     )
     res.writeHead(200, { "content-type": "application/grpc+proto" })
-    void respond(options, eventEnvelope, ctx, requests, res, universal.header.get("authorization"))
+    void respond(options, encode, ctx, requests, res, universal.header.get("authorization"))
   }
 }
 
 /** Run the RunStream logic and write what it yields; the status goes in the trailers. */
 const respond = async (
   options: HandlerOptions,
-  eventEnvelope: (event: TapeEvent.TapeEvent) => Buffer,
+  frames: (events: ReadonlyArray<TapeEvent.TapeEvent>) => Buffer,
   ctx: ReturnType<typeof createHandlerContext>,
   requests: AsyncIterable<pb.RunStreamRequest>,
   res: Http2ServerResponse,
@@ -264,8 +410,6 @@ const respond = async (
       else drained = resolve
     })
   const stream = res.stream
-  const frames = (events: ReadonlyArray<TapeEvent.TapeEvent>) =>
-    events.length === 1 ? eventEnvelope(events[0]!) : Buffer.concat(events.map(eventEnvelope))
   // Straight to the HTTP/2 stream (what `res.write` calls once the headers are out, which they are:
   // the session's id is written first), only while it has no backlog.
   // The direct writes of one turn of the event loop are joined into one write, made from a microtask
