@@ -345,9 +345,10 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
    * SSE lines — travel the provider's pipe chain in microtasks), the held event goes to the sink
    * with `more: true` and the next one is held; else with `more: false` when the turn ends, and the
    * read is awaited after. So an event reaches the sink at the latest at the end of the turn it was
-   * read in, never after a later network read. An error part or a failed read right after a
-   * `more: true` event fails the call with that event still in the sink (the sink writes what it
-   * holds when the call fails); an interruption drops an event the adapter holds unseen.
+   * read in, never after a later network read. An error part or a failed read hands the event held
+   * to the sink without `more` (its write runs) before the call fails, so the sink holds nothing
+   * then; an interruption drops an event the adapter holds unseen, and the sink may still hold the
+   * events it was given with `more` (the loop writes them when the call is interrupted).
    */
   const drain = <P>(
     stream: ReadableStream<P>,
@@ -379,27 +380,43 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
           return Effect.die(defect)
         }
       }
+      // A failed read or an error part: the event held goes to the sink first (without `more`, so
+      // the sink holds nothing when the call fails), and its write runs before the failure.
+      const fail = (error: unknown): Effect.Effect<void, unknown> => {
+        ended = true
+        const last = held
+        held = undefined
+        const failure = Effect.fail(toError(error))
+        if (last === undefined) return failure
+        const out = call(last, false)
+        return out === undefined ? failure : Effect.zipRight(out, failure)
+      }
       const pump = async (): Promise<Effect.Effect<void, unknown>> => {
         let plain = 0
         while (true) {
           const read = reading ?? reader.read()
           reading = undefined
           let next: Awaited<typeof read>
-          if (held === undefined) next = await read
-          else {
-            const first = await Promise.race([read, turnEnd()])
-            if (stopped) return Effect.interrupt
-            if (first === TURN_END) {
-              // Nothing more at hand this turn: the held event goes now, the read is awaited next.
-              reading = read
-              const event = held
-              held = undefined
-              const out = call(event, false)
-              if (out !== undefined) return out
-              if (++plain === yieldEvery) return Effect.void
-              continue
+          try {
+            if (held === undefined) next = await read
+            else {
+              const first = await Promise.race([read, turnEnd()])
+              if (stopped) return Effect.interrupt
+              if (first === TURN_END) {
+                // Nothing more at hand this turn: the held event goes now, the read is awaited next.
+                reading = read
+                const event = held
+                held = undefined
+                const out = call(event, false)
+                if (out !== undefined) return out
+                if (++plain === yieldEvery) return Effect.void
+                continue
+              }
+              next = first
             }
-            next = first
+          } catch (error) {
+            if (stopped) return Effect.interrupt
+            return fail(error)
           }
           if (stopped) return Effect.interrupt
           if (next.done) {
@@ -429,8 +446,7 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
               outputTokens = part.outputTokens
               continue
             case "error":
-              ended = true
-              return Effect.fail(toError(part.error))
+              return fail(part.error)
           }
           const before = held
           held = event
