@@ -30,7 +30,7 @@ interface Reply {
 }
 const text = (deltas: ReadonlyArray<string>): Reply => ({
   deltas: deltas.map((d, i) => (i === 0 ? chunk({ role: "assistant", content: "" }) : "") + chunk({ content: d })),
-  tail: chunk({}, "stop") + usage(11, 7) + "data: [DONE]\n\n"
+  tail: `${chunk({}, "stop") + usage(11, 7)}data: [DONE]\n\n`
 })
 const call = (id: string, name: string, args: string, before: ReadonlyArray<string>): Reply => ({
   deltas: before.map((d, i) => (i === 0 ? chunk({ role: "assistant", content: null }) : "") + chunk({ content: d })),
