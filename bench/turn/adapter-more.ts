@@ -105,7 +105,9 @@ const cpu = process.cpuUsage(cpu0)
 const wall = performance.now() - t0
 server.close()
 if (seen !== calls * deltas || held !== 0) throw new Error(`saw ${seen} deltas (${calls * deltas} sent), ${held} held`)
-console.log(`user/sys µs/delta ${(cpu.user / (calls * deltas)).toFixed(1)} / ${(cpu.system / (calls * deltas)).toFixed(1)}`)
+console.log(
+  `user/sys µs/delta ${(cpu.user / (calls * deltas)).toFixed(1)} / ${(cpu.system / (calls * deltas)).toFixed(1)}`
+)
 const cpuUs = cpu.user + cpu.system
 const cpuUsPerCall = Math.round((cpuUs / calls) * 10) / 10
 const cpuUsPerDelta = Math.round((cpuUs / (calls * deltas)) * 100) / 100

@@ -97,7 +97,8 @@ export interface Service {
  * anything but an effect the sink returns: the sink may then hold this event's write and join it to
  * the next one's (one append for the events of one read). A call without `more` must leave nothing
  * held: whatever the sink holds is in the effect it returns. A provider that cannot tell passes
- * nothing, and every event is written as it arrives.
+ * nothing, and every event is written as it arrives. A call can still fail or be interrupted right
+ * after a call with `more`: the sink must then write what it holds (the agent loop does).
  *
  * @since 0.1.0
  * @category Models

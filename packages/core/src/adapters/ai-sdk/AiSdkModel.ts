@@ -274,18 +274,21 @@ const declare = (tools: ModelRequest["tools"]): Declared => {
 const TURN_END: unique symbol = Symbol("turn end")
 
 /**
- * A promise settled when the current macrotask is over (`setImmediate`): a read that settles before
- * it was at hand in this turn (its data already received, travelling the provider's streams in
- * microtasks). One timer per turn, shared by every call reading in it.
+ * Calls waiting for the current macrotask to end (`setImmediate`): a read that settles before it
+ * was at hand in this turn (its data already received, travelling the provider's streams in
+ * microtasks). One timer per turn for every call reading in it, and one wake-up per call per turn
+ * (not per part: a burst's reads each settle first and leave nothing behind).
  */
-let turn: Promise<typeof TURN_END> | undefined
-const turnEnd = (): Promise<typeof TURN_END> =>
-  (turn ??= new Promise((resolve) =>
-    setImmediate(() => {
-      turn = undefined
-      resolve(TURN_END)
-    })
-  ))
+let turnWaiters: Array<() => void> = []
+const endTurn = () => {
+  const waiters = turnWaiters
+  turnWaiters = []
+  for (const wake of waiters) wake()
+}
+const atTurnEnd = (wake: () => void) => {
+  if (turnWaiters.length === 0) setImmediate(endTurn)
+  turnWaiters.push(wake)
+}
 
 /** A stream part of either call path (`streamText`'s full stream, a v4 provider's `doStream`), in the adapter's terms. */
 type Part =
@@ -341,7 +344,7 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
    * between deltas.
    *
    * `more` (one event of look-ahead): an event read is held while the next `read()` runs; if that
-   * read settles before this macrotask ends (`turnEnd`: the parts of one socket read — one burst of
+   * read settles before this macrotask ends (`atTurnEnd`: the parts of one socket read — one burst of
    * SSE lines — travel the provider's pipe chain in microtasks), the held event goes to the sink
    * with `more: true` and the next one is held; else with `more: false` when the turn ends, and the
    * read is awaited after. So an event reaches the sink at the latest at the end of the turn it was
@@ -368,6 +371,29 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
       // while it was held that the turn's end overtook (the next stretch awaits it first).
       let held: ModelEvent | undefined
       let reading: ReturnType<typeof reader.read> | undefined
+      // The look-ahead's wait: the read's result, or `TURN_END` when the turn ends first (this
+      // call is registered for the turn's end at most once: `armed`).
+      type Read = Awaited<typeof reading & {}>
+      let settle: ((next: Read | typeof TURN_END) => void) | undefined
+      let armed = false
+      const onTurnEnd = () => {
+        armed = false
+        const wake = settle
+        settle = undefined
+        wake?.(TURN_END)
+      }
+      const readOrTurnEnd = (read: Promise<Read>) =>
+        new Promise<Read | typeof TURN_END>((resolve, reject) => {
+          settle = resolve
+          read.then((next) => {
+            if (settle === resolve) settle = undefined
+            resolve(next)
+          }, reject)
+          if (!armed) {
+            armed = true
+            atTurnEnd(onTurnEnd)
+          }
+        })
       // The effect the fiber runs next (a write the sink returned, a failure, the tail), or
       // `Effect.void` to read on after `yieldEvery` plain events.
       // A sink that throws is a defect of its caller (the kernel), not a provider error: it is
@@ -400,7 +426,7 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
           try {
             if (held === undefined) next = await read
             else {
-              const first = await Promise.race([read, turnEnd()])
+              const first = await readOrTurnEnd(read)
               if (stopped) return Effect.interrupt
               if (first === TURN_END) {
                 // Nothing more at hand this turn: the held event goes now, the read is awaited next.
