@@ -139,6 +139,21 @@ describe("AiSdkModel's `more` at the sink", () => {
     )
   )
 
+  it.live("failover passes `more` on to the sink (its counting sink used to drop it)", () =>
+    withServer("burst", [text(["from ", "second"])], (local) =>
+      Effect.gen(function* () {
+        // A port that was just free: the first model's connection is refused.
+        const down = yield* withServer("burst", [text(["x"])], (gone) => Effect.succeed(gone.model()))
+        const seen: Array<string> = []
+        yield* AiSdkModel.failover([down, local.model()]).streamToNow!(
+          request,
+          (e, more) => void seen.push(label(e, more))
+        )
+        assert.deepStrictEqual(seen, ["from :true", "second:true", "usage:true", "finish:false"])
+      })
+    )
+  )
+
   it.live("a paced stream (each chunk written after the sink has the last) gets `more: false` on every delta", () =>
     withServer("paced", [text(["Hel", "lo", " wor", "ld"])], (local) =>
       Effect.gen(function* () {
