@@ -271,6 +271,25 @@ const declare = (tools: ModelRequest["tools"]): Declared => {
   return found
 }
 
+const TURN_END: unique symbol = Symbol("turn end")
+
+/**
+ * Calls waiting for the current macrotask to end (`setImmediate`): a read that settles before it
+ * was at hand in this turn (its data already received, travelling the provider's streams in
+ * microtasks). One timer per turn for every call reading in it, and one wake-up per call per turn
+ * (not per part: a burst's reads each settle first and leave nothing behind).
+ */
+let turnWaiters: Array<() => void> = []
+const endTurn = () => {
+  const waiters = turnWaiters
+  turnWaiters = []
+  for (const wake of waiters) wake()
+}
+const atTurnEnd = (wake: () => void) => {
+  if (turnWaiters.length === 0) setImmediate(endTurn)
+  turnWaiters.push(wake)
+}
+
 /** A stream part of either call path (`streamText`'s full stream, a v4 provider's `doStream`), in the adapter's terms. */
 type Part =
   | { readonly type: "text"; readonly text: string }
@@ -323,6 +342,16 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
    * it hands control back to the fiber
    * after `yieldEvery` plain events in a row, so a long buffered burst can still be interrupted
    * between deltas.
+   *
+   * `more` (one event of look-ahead): an event read is held while the next `read()` runs; if that
+   * read settles before this macrotask ends (`atTurnEnd`: the parts of one socket read — one burst of
+   * SSE lines — travel the provider's pipe chain in microtasks), the held event goes to the sink
+   * with `more: true` and the next one is held; else with `more: false` when the turn ends, and the
+   * read is awaited after. So an event reaches the sink at the latest at the end of the turn it was
+   * read in, never after a later network read. An error part or a failed read hands the event held
+   * to the sink without `more` (its write runs) before the call fails, so the sink holds nothing
+   * then; an interruption drops an event the adapter holds unseen, and the sink may still hold the
+   * events it was given with `more` (the loop writes them when the call is interrupted).
    */
   const drain = <P>(
     stream: ReadableStream<P>,
@@ -338,42 +367,104 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
       let outputTokens = 0
       let ended = false
       let stopped = false
+      // The event read and not yet handed to the sink (see `more` above), and a read started
+      // while it was held that the turn's end overtook (the next stretch awaits it first).
+      let held: ModelEvent | undefined
+      let reading: ReturnType<typeof reader.read> | undefined
+      // The look-ahead's wait: the read's result, or `TURN_END` when the turn ends first (this
+      // call is registered for the turn's end at most once: `armed`).
+      type Read = Awaited<typeof reading & {}>
+      let settle: ((next: Read | typeof TURN_END) => void) | undefined
+      let armed = false
+      const onTurnEnd = () => {
+        armed = false
+        const wake = settle
+        settle = undefined
+        wake?.(TURN_END)
+      }
+      const readOrTurnEnd = (read: Promise<Read>) =>
+        new Promise<Read | typeof TURN_END>((resolve, reject) => {
+          settle = resolve
+          read.then((next) => {
+            if (settle === resolve) settle = undefined
+            resolve(next)
+          }, reject)
+          if (!armed) {
+            armed = true
+            atTurnEnd(onTurnEnd)
+          }
+        })
       // The effect the fiber runs next (a write the sink returned, a failure, the tail), or
       // `Effect.void` to read on after `yieldEvery` plain events.
       // A sink that throws is a defect of its caller (the kernel), not a provider error: it is
       // handed to the fiber as one, as when the sink runs in the fiber.
-      const call = (event: ModelEvent): Effect.Effect<void, unknown> | undefined => {
+      const call = (event: ModelEvent, more: boolean): Effect.Effect<void, unknown> | undefined => {
         try {
-          return sink(event)
+          return sink(event, more)
         } catch (defect) {
           ended = true
           return Effect.die(defect)
         }
       }
+      // A failed read or an error part: the event held goes to the sink first (without `more`, so
+      // the sink holds nothing when the call fails), and its write runs before the failure.
+      const fail = (error: unknown): Effect.Effect<void, unknown> => {
+        ended = true
+        const last = held
+        held = undefined
+        const failure = Effect.fail(toError(error))
+        if (last === undefined) return failure
+        const out = call(last, false)
+        return out === undefined ? failure : Effect.zipRight(out, failure)
+      }
       const pump = async (): Promise<Effect.Effect<void, unknown>> => {
         let plain = 0
         while (true) {
-          const next = await reader.read()
+          const read = reading ?? reader.read()
+          reading = undefined
+          let next: Awaited<typeof read>
+          try {
+            if (held === undefined) next = await read
+            else {
+              const first = await readOrTurnEnd(read)
+              if (stopped) return Effect.interrupt
+              if (first === TURN_END) {
+                // Nothing more at hand this turn: the held event goes now, the read is awaited next.
+                reading = read
+                const event = held
+                held = undefined
+                const out = call(event, false)
+                if (out !== undefined) return out
+                if (++plain === yieldEvery) return Effect.void
+                continue
+              }
+              next = first
+            }
+          } catch (error) {
+            if (stopped) return Effect.interrupt
+            return fail(error)
+          }
           if (stopped) return Effect.interrupt
           if (next.done) {
             ended = true
-            const tail: Array<ModelEvent> =
-              inputTokens + outputTokens > 0 ? [{ type: "usage", inputTokens, outputTokens }] : []
+            const tail: Array<ModelEvent> = held === undefined ? [] : [held]
+            held = undefined
+            if (inputTokens + outputTokens > 0) tail.push({ type: "usage", inputTokens, outputTokens })
             tail.push({ type: "finish", reason })
             return drainNow(tail, sink)
           }
           const part = toPart(next.value)
           if (part === undefined) continue
-          let out: Effect.Effect<void, unknown> | undefined
+          let event: ModelEvent
           switch (part.type) {
             case "text":
               if (part.text.length === 0) continue
               progress.emitted++
-              out = call({ type: "text-delta", text: part.text })
+              event = { type: "text-delta", text: part.text }
               break
             case "call":
               progress.emitted++
-              out = call({ type: "tool-call", id: part.id, name: names.get(part.name) ?? part.name, args: part.args })
+              event = { type: "tool-call", id: part.id, name: names.get(part.name) ?? part.name, args: part.args }
               break
             case "finish":
               reason = part.reason
@@ -381,9 +472,13 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
               outputTokens = part.outputTokens
               continue
             case "error":
-              ended = true
-              return Effect.fail(toError(part.error))
+              return fail(part.error)
           }
+          const before = held
+          held = event
+          if (before === undefined) continue
+          // The next event is at hand: `more`, unless the stretch yields after this one.
+          const out = call(before, plain + 1 < yieldEvery)
           if (out !== undefined) return out
           if (++plain === yieldEvery) return Effect.void
         }
@@ -574,9 +669,9 @@ export const failover = (models: ReadonlyArray<Service>): Service => {
     (sink: S): Effect.Effect<void, unknown> =>
       Effect.suspend(() => {
         let emitted = 0
-        const counted = ((event: ModelEvent) => {
+        const counted = ((event: ModelEvent, more?: boolean) => {
           emitted++
-          return sink(event)
+          return sink(event, more)
         }) as S
         const tryFrom = (i: number): Effect.Effect<void, unknown> => {
           const model = models[i]!
