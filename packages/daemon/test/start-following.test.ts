@@ -117,7 +117,7 @@ describe("stream starts with the follower attached before the start commit", () 
       expect(run._tag).toBe("RunAccepted")
       // Gap-free from the run's first event to its end, the ids the events' own seqs.
       expect(turn.ids).toEqual(turn.events.map((e) => e.tapeSeq))
-      turn.events.forEach((e, i) => expect(e.tapeSeq).toBe(run.tapeSeq + i))
+      expect(turn.events.map((e) => e.tapeSeq)).toEqual(turn.events.map((_, i) => run.tapeSeq + i))
       expect(turn.events.at(-1)).toMatchObject({ _tag: "RunStateChanged", to: "Done" })
       expect(turn.events).toEqual(await stored(run.sessionId, run.runId!))
     }
@@ -137,7 +137,9 @@ describe("stream starts with the follower attached before the start commit", () 
     expect(subscribers()).toBe(baseline)
     // Nothing was admitted into alice's session.
     expect((await stored(sessionId, mine.events[0]!.runId!)).length).toBe(mine.events.length)
-    const all = await Effect.runPromise(files.journal!.readTape(sessionId as TapeEvent.TapeEvent["sessionId"], {}))
+    const all = await Effect.runPromise(
+      files.journal!.readTape(sessionId as TapeEvent.TapeEvent["sessionId"], { afterSeq: 0 })
+    )
     expect(all.every((e) => e.runId === mine.events[0]!.runId || e.runId === null)).toBe(true)
   })
 
@@ -204,7 +206,7 @@ describe("stream starts with the follower attached before the start commit", () 
     const sessions = await runtime.runPromise(Effect.flatMap(Gateway.Gateway, (g) => g.listSessions(alice, {})))
     const chat = sessions.find((s) => s.key === "chat")!
     const tape = await Effect.runPromise(files.journal!.readTape(chat.id, { afterSeq: 0 }))
-    tape.forEach((e, i) => expect(e.tapeSeq).toBe(i + 1))
+    expect(tape.map((e) => e.tapeSeq)).toEqual(tape.map((_, i) => i + 1))
     expect(tape.filter((e) => e._tag === "UserMessage").map((e) => e.text)).toEqual(["one", "two", "three"])
 
     // A client gone mid-answer (streaming): nothing left attached.
