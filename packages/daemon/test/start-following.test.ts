@@ -1,11 +1,12 @@
 /**
  * The stream-start paths besides the fast route open the run's follower before its start commit
  * (`Gateway.startRunFollowing` in the request's scope): the HttpApi app's `POST /v1/runs?stream=true`
- * and the OpenAI chat route (streaming and not). A turn on an existing session reads nothing back
+ * and the OpenAI chat route (streaming and not), and gRPC RunStream's `start`. A turn on an existing session reads nothing back
  * from the tape; the events are the run's, gap-free, equal to what the file holds; a refused start
  * leaves no subscriber attached, and neither does a client that goes away mid-answer. Real parts: a
  * SQLite journal file (its `readTape` counted by a wrapper), the HttpApi app on a Node server on
- * 127.0.0.1, `fetch` and OpenAI's own client.
+ * 127.0.0.1, `fetch` and OpenAI's own client; gRPC RunStream's start (its whole-session follower) over
+ * connect-es's gRPC client.
  */
 import { mkdtempSync } from "node:fs"
 import { createServer, type Server } from "node:http"
@@ -17,6 +18,7 @@ import { Caller, Gateway, Journal, Metrics, ScriptedModel, type TapeEvent } from
 import { CedarPolicy } from "@palyra/core/cedar"
 import { gatewayLayer } from "@palyra/core/testing"
 import { SqliteJournal } from "@palyra/journal"
+import { GrpcTransport, Proto } from "@palyra/transport-grpc"
 import { HttpTransport } from "@palyra/transport-http"
 import { Effect, Exit, Layer, ManagedRuntime, Metric, Scope } from "effect"
 import OpenAI from "openai"
@@ -58,6 +60,7 @@ const runtime = ManagedRuntime.make(
 let scope: Scope.CloseableScope
 let server: Server
 let url = ""
+let grpcUrl = ""
 
 beforeAll(async () => {
   scope = await runtime.runPromise(Scope.make())
@@ -70,6 +73,11 @@ beforeAll(async () => {
   server = createServer(handler)
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()))
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  grpcUrl = (
+    await runtime.runPromise(
+      GrpcTransport.serve({ port: 0, tokens: TOKENS, maxMessageBytes: 64 * 1024 }).pipe(Scope.extend(scope))
+    )
+  ).url
 })
 afterAll(async () => {
   server.closeAllConnections()
@@ -222,4 +230,89 @@ describe("stream starts with the follower attached before the start commit", () 
     await iterator.next().catch(() => undefined)
     expect(await settled(baseline)).toBe(baseline)
   })
+
+  it("gRPC RunStream's start: a turn on an existing session (and a message after it) reads 0 times; events gap-free, as stored", async () => {
+    const g = GrpcTransport.makeClient({ baseUrl: grpcUrl, token: "alice-token" }).gateway
+    // A start, then (once its run has ended: a message queued behind a running run is another path)
+    // a message on the same stream.
+    const run = async (text: string, then?: string) => {
+      const out: Array<Proto.TapeEvent> = []
+      let sessionId = ""
+      let firstEnded: () => void = () => {}
+      const ended = new Promise<void>((r) => (firstEnded = r))
+      async function* requests() {
+        yield { action: { case: "start", value: { target: { sessionKey: "grpc" }, text } } } as never
+        if (then === undefined) return
+        await ended
+        yield { action: { case: "message", value: then } } as never
+      }
+      for await (const r of g.runStream(requests())) {
+        if (r.payload.case === "sessionId") sessionId = r.payload.value
+        if (r.payload.case !== "event") continue
+        out.push(r.payload.value)
+        const kind = r.payload.value.kind
+        if (kind.case === "runStateChanged" && kind.value.to === Proto.RunState.DONE) firstEnded()
+      }
+      return { sessionId, events: out }
+    }
+    await run("one")
+    const baseline = await settled(subscribers())
+    const before = reads.count
+    const turn = await run("two", "three")
+    expect(reads.count - before).toBe(0)
+    const seqs = turn.events.map((e) => Number(e.tapeSeq))
+    expect(seqs).toEqual(seqs.map((_, i) => seqs[0]! + i))
+    const stored = await Effect.runPromise(
+      files.journal!.readTape(turn.sessionId as TapeEvent.TapeEvent["sessionId"], { afterSeq: seqs[0]! - 1 })
+    )
+    expect(seqs).toEqual(stored.map((e) => e.tapeSeq))
+    // Both runs to their ends, through the one stream.
+    const runs = stored.filter((e) => e._tag === "RunStateChanged" && e.to === "Done").map((e) => e.runId)
+    expect(new Set(runs).size).toBe(2)
+    expect(stored.filter((e) => e._tag === "UserMessage").map((e) => e.text)).toEqual(["two", "three"])
+    expect(await settled(baseline)).toBe(baseline)
+  })
+
+  it("gRPC RunStream's start: another principal's start answers NotFound and leaves no subscriber; a cancelled stream neither", async () => {
+    const alice = GrpcTransport.makeClient({ baseUrl: grpcUrl, token: "alice-token" }).gateway
+    const bob = GrpcTransport.makeClient({ baseUrl: grpcUrl, token: "bob-token" }).gateway
+    const first: Array<string> = []
+    for await (const r of alice.runStream(
+      iterate([{ action: { case: "start", value: { target: { sessionKey: "grpc-private" }, text: "mine" } } }])
+    ))
+      if (r.payload.case === "sessionId") first.push(r.payload.value)
+    const baseline = await settled(subscribers())
+    const refused = (async () => {
+      for await (const _ of bob.runStream(
+        iterate([{ action: { case: "start", value: { target: { sessionId: first[0]! }, text: "let me in" } } }])
+      )) {
+      }
+    })()
+    await expect(refused).rejects.toMatchObject({ code: 5 })
+    expect(subscribers()).toBe(baseline)
+
+    // A client that goes away mid-answer.
+    const abort = new AbortController()
+    const stream = alice.runStream(
+      iterate(
+        [{ action: { case: "start", value: { target: { sessionKey: "grpc-private" }, text: "slow" } } }],
+        abort.signal
+      ),
+      { signal: abort.signal }
+    )
+    const iterator = stream[Symbol.asyncIterator]()
+    expect((await iterator.next()).value?.payload.case).toBe("sessionId")
+    expect((await iterator.next()).value?.payload.case).toBe("event")
+    expect(subscribers()).toBe(baseline + 1)
+    abort.abort()
+    await iterator.next().catch(() => undefined)
+    expect(await settled(baseline)).toBe(baseline)
+  })
 })
+
+type GrpcRequest = { readonly action: { readonly case: string; readonly value: unknown } }
+/** The requests, then the end of the client's half of the stream (with `until`: once it aborts). */
+async function* iterate(requests: Array<GrpcRequest>, until?: AbortSignal) {
+  for (const r of requests) yield r as never
+  if (until !== undefined) await new Promise((r) => until.addEventListener("abort", r, { once: true }))
+}
