@@ -383,7 +383,7 @@ async function* runStreamItems(
     // The session's follower is attached before the run's start commit (its events delivered by
     // their publication, none read back); this stream is the run's approval channel from its first
     // event (`startRunFollowing` holds it for the run, `registerApprover` for the stream).
-    const run_ = await call((g, caller) =>
+    const opened = await call((g, caller) =>
       Scope.extend(
         Effect.gen(function* () {
           const s = yield* g.startRunFollowing(
@@ -405,10 +405,10 @@ async function* runStreamItems(
       await closeScope()
       throw error
     })
-    started = run_.follower
-    sessionId = run_.session.id
-    lastRun = run_.run.id
-    afterSeq = run_.run.startSeq - 1
+    started = opened.follower
+    sessionId = opened.session.id
+    lastRun = opened.run.id
+    afterSeq = opened.run.startSeq - 1
   } else if (action.case === "resume") {
     const resumed = action.value
     const session = await call((g, caller) =>
