@@ -379,20 +379,41 @@ async function* runStreamItems(
   let lastRunEnded = false
   let sessionId: string
   let afterSeq: number
+  // The stream's follower, its gauge and approval registration live in `scope` (closed in the
+  // `finally` below, or here if the stream ends before it gets there).
+  const scope = Effect.runSync(Scope.make())
+  const closeScope = () => Runtime.runPromise(runtime)(Scope.close(scope, Exit.void))
+  let started: Follower.Follower | undefined
   if (action.case === "start") {
-    const started = await call((g, caller) =>
-      Effect.gen(function* () {
-        // startRun (not sendMessage): this stream is the run's approval channel from the first event.
-        return yield* g.startRun(caller, {
-          text: action.value.text,
-          ...(yield* targetOf(action.value.target)),
-          ...attachmentsFromPb(action.value.attachments)
-        })
-      })
-    )
-    sessionId = started.session.id
-    lastRun = started.run.id
-    afterSeq = started.run.startSeq - 1
+    // The session's follower is attached before the run's start commit (its events delivered by
+    // their publication, none read back); this stream is the run's approval channel from its first
+    // event (`startRunFollowing` holds it for the run, `registerApprover` for the stream).
+    const opened = await call((g, caller) =>
+      Scope.extend(
+        Effect.gen(function* () {
+          const s = yield* g.startRunFollowing(
+            caller,
+            {
+              text: action.value.text,
+              ...(yield* targetOf(action.value.target)),
+              ...attachmentsFromPb(action.value.attachments)
+            },
+            { session: true }
+          )
+          yield* g.registerApprover(caller, s.session.id)
+          yield* Effect.acquireRelease(Metric.modify(openGrpcStreams, 1), () => Metric.modify(openGrpcStreams, -1))
+          return s
+        }),
+        scope
+      )
+    ).catch(async (error: unknown) => {
+      await closeScope()
+      throw error
+    })
+    started = opened.follower
+    sessionId = opened.session.id
+    lastRun = opened.run.id
+    afterSeq = opened.run.startSeq - 1
   } else if (action.case === "resume") {
     const resumed = action.value
     const session = await call((g, caller) =>
@@ -403,7 +424,13 @@ async function* runStreamItems(
   } else {
     throw new ConnectError("the first message of RunStream must be start or resume", Code.InvalidArgument)
   }
-  yield sessionId
+  let handedOn = false
+  try {
+    yield sessionId
+    handedOn = true
+  } finally {
+    if (!handedOn) await closeScope()
+  }
 
   // Handle the client's further requests while events flow.
   let clientDone = false
@@ -457,19 +484,20 @@ async function* runStreamItems(
   // stage per event): the generator yields everything ready at once, then waits for one wake-up.
   // A client that does not read holds up nothing but its own stream (the hub cuts it off when it
   // falls too far behind).
-  const scope = Effect.runSync(Scope.make())
-  const follower = await call((g, caller) =>
-    Scope.extend(
-      Effect.zipRight(
-        Effect.acquireRelease(Metric.modify(openGrpcStreams, 1), () => Metric.modify(openGrpcStreams, -1)),
-        g.follow(caller, sessionId as Ids.SessionId, afterSeq, { approver: true })
-      ),
-      scope
-    )
-  ).catch(async (error: unknown) => {
-    await Runtime.runPromise(runtime)(Scope.close(scope, Exit.void))
-    throw error
-  })
+  const follower =
+    started ??
+    (await call((g, caller) =>
+      Scope.extend(
+        Effect.zipRight(
+          Effect.acquireRelease(Metric.modify(openGrpcStreams, 1), () => Metric.modify(openGrpcStreams, -1)),
+          g.follow(caller, sessionId as Ids.SessionId, afterSeq, { approver: true })
+        ),
+        scope
+      )
+    ).catch(async (error: unknown) => {
+      await closeScope()
+      throw error
+    }))
   let aborted = false
   const onAbort = () => {
     aborted = true

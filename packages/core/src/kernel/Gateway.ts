@@ -218,11 +218,13 @@ export interface Service {
    * `startRun` with the run's `follower` attached before its admission commits (once the caller
    * is authorized for the session), open until the scope closes: the run's first events reach it
    * by their publication instead of being read back from the journal. A refused or failed start
-   * leaves nothing attached.
+   * leaves nothing attached. With `session: true` the follower is the whole session's from the
+   * run's first event on (it does not end with the run), for a stream that outlives it (RunStream).
    */
   readonly startRunFollowing: (
     caller: Caller.Caller,
-    request: MessageRequest
+    request: MessageRequest,
+    options?: { readonly session?: boolean | undefined }
   ) => Effect.Effect<StartedRun & { readonly follower: Follower }, GatewayError, Scope.Scope>
   /** Admit a run without streaming it. */
   readonly sendMessage: (
@@ -689,12 +691,12 @@ export const make = (
     // The follower is attached by admission's `admitting` hook (after the caller is authorized,
     // before the first commit, so every event of the run is published to it); re-attached if the
     // admission is retried (a lost key race); closed when the start fails or the scope closes.
-    const startRunFollowing: Service["startRunFollowing"] = (caller, request) =>
+    const startRunFollowing: Service["startRunFollowing"] = (caller, request, options) =>
       Effect.uninterruptibleMask((restore) => {
         let follower: Follower | undefined
         const admitting = (run: Run) => {
           follower?.close()
-          follower = tape.attachLive(run.sessionId, run.startSeq - 1, { runId: run.id })
+          follower = tape.attachLive(run.sessionId, run.startSeq - 1, options?.session ? {} : { runId: run.id })
         }
         return restore(admit(caller, request, startGate, admitting)).pipe(
           Effect.onError(() => Effect.sync(() => follower?.close())),

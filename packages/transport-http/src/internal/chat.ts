@@ -15,7 +15,7 @@
  */
 import type { HttpServerRequest } from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Errors, type Gateway, type TapeEvent } from "@palyra/core"
+import { Errors, type Follower, type Gateway, type TapeEvent } from "@palyra/core"
 import { Clock, Effect, Option, Stream } from "effect"
 import {
   type ChatCompletion,
@@ -27,6 +27,7 @@ import {
 import * as Sse from "../Sse.js"
 import { readJson } from "./body.js"
 import { type HandlerOptions, keepAlive, sseResponse } from "./common.js"
+import { followerEvents } from "./followerStream.js"
 import { openAiErrorResponse } from "./openaiErrors.js"
 
 type Message = typeof ChatMessage.Type
@@ -74,7 +75,10 @@ interface Answer {
   readonly usage: () => { prompt_tokens: number; completion_tokens: number; total_tokens: number }
 }
 
-const follow = (started: Gateway.StartedRun, options: HandlerOptions): Answer => {
+const follow = (
+  started: Gateway.StartedRun & { readonly follower: Follower.Follower },
+  options: HandlerOptions
+): Answer => {
   const usage = { prompt_tokens: 0, completion_tokens: 0 }
   let ended = false
   let stopped: "timeout" | "shutdown" | undefined
@@ -82,7 +86,7 @@ const follow = (started: Gateway.StartedRun, options: HandlerOptions): Answer =>
     Effect.as(Effect.sleep(`${options.chatTimeoutSeconds} seconds`), "timeout" as const),
     Effect.as(options.shutdown, "shutdown" as const)
   ).pipe(Effect.tap((why) => Effect.sync(() => (stopped = why))))
-  const pieces = started.events.pipe(
+  const pieces = followerEvents(started.follower).pipe(
     Stream.interruptWhen(stop),
     Stream.tap((event) =>
       Effect.sync(() => {
@@ -148,7 +152,9 @@ export const chatCompletions =
       if (text.trim() === "") return yield* invalid("the last user message has no text", "messages")
       const stateless = statelessHeader === "true"
       const agents = yield* gateway.listAgents(caller)
-      const started = yield* gateway.startRun(caller, {
+      // The run's follower is attached before its first commit (nothing read back); it lives in the
+      // request's scope, closed once the response is written or the client is gone.
+      const started = yield* gateway.startRunFollowing(caller, {
         text: stateless ? withContext(body.messages, text) : text,
         key: stateless ? undefined : (sessionHeader ?? body.user),
         channel: `openai:${body.model}`,

@@ -41,8 +41,11 @@ const runs = (options: HandlerOptions) =>
               const body = yield* readMessage(options.limits)
               const request = messageRequest(body)
               if (urlParams.stream === true) {
-                const started = yield* gateway.startRun(caller, request)
-                return tapeResponse(options, started.follow)
+                // The run's follower is attached before its first commit (its events delivered by
+                // their publication, none read back) and lives in the request's scope, which the
+                // server closes once the response is written or the client is gone.
+                const started = yield* gateway.startRunFollowing(caller, request)
+                return tapeResponse(options, Effect.succeed(started.follower))
               }
               const { session, run } = yield* gateway.sendMessage(caller, request)
               return { runId: run.id, sessionId: session.id, state: run.state }

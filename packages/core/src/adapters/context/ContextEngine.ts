@@ -256,32 +256,56 @@ export const make = (options: Deps & Options): Effect.Effect<ContextEngine, Inva
       })
 
     // ---- keeping a session's view up to date ---------------------------------------------------
+    const newEntry = (session: Session, ranks: Ranks, events: ReadonlyArray<TapeEvent>, lastSeq: number): Entry => {
+      const entry: Entry = {
+        sessionId: session.id,
+        key: sessionKey(session),
+        ranks,
+        view: build(events, events.length, ranks),
+        lastSeq: Math.max(lastSeq, session.historyFromSeq),
+        instructions: undefined,
+        tools: [],
+        fixedTokens: Tokenizer.TOKENS_PER_REPLY
+      }
+      remember(session.id, entry)
+      return entry
+    }
+
     const coldEntry = (session: Session) =>
       Effect.gen(function* () {
         const chain = yield* chainOf(session)
-        const ranks = new Ranks(chain.map((s) => s.id))
         const { events, head } = yield* recentHistory(session, chain)
-        const entry: Entry = {
-          sessionId: session.id,
-          key: sessionKey(session),
-          ranks,
-          view: build(events, events.length, ranks),
-          lastSeq: Math.max(head, session.historyFromSeq),
-          instructions: undefined,
-          tools: [],
-          fixedTokens: Tokenizer.TOKENS_PER_REPLY
-        }
-        remember(session.id, entry)
-        return entry
+        return newEntry(session, new Ranks(chain.map((s) => s.id)), events, head)
       })
 
-    const entryFor = (session: Session) =>
+    /**
+     * The loop's history when it is the session's whole prompt history as the tape holds it: not a
+     * branch, its first event right after `historyFromSeq`, all the session's own, gap-free. Folded
+     * whole it gives the view `coldEntry` builds from a read (which folds the whole history too
+     * when there is no compaction marker, and a suffix that a marker makes equivalent otherwise);
+     * `catchUp` then reads only what the tape holds beyond its end.
+     */
+    const wholeHistory = (session: Session, history: ReadonlyArray<TapeEvent> | undefined) => {
+      if (history === undefined || session.parentId !== null || history[0]?.tapeSeq !== session.historyFromSeq + 1)
+        return undefined
+      for (let i = 0; i < history.length; i++) {
+        const e = history[i]!
+        if (e.sessionId !== session.id || e.tapeSeq !== session.historyFromSeq + 1 + i) return undefined
+      }
+      return history
+    }
+
+    /** The session's cached entry, else one built from the loop's history when whole (no read), else read. */
+    const entryFor = (session: Session, history?: ReadonlyArray<TapeEvent>) =>
       Effect.suspend(() => {
         const cached = cache.get(session.id)
         if (cached !== undefined && cached.key === sessionKey(session)) {
           remember(session.id, cached)
           return Effect.succeed(cached)
         }
+        const whole = wholeHistory(session, history)
+        if (whole !== undefined)
+          return Effect.succeed(newEntry(session, new Ranks([session.id]), whole, whole.at(-1)!.tapeSeq))
         return coldEntry(session)
       })
 
@@ -549,7 +573,7 @@ export const make = (options: Deps & Options): Effect.Effect<ContextEngine, Inva
         input.session.id,
         Effect.gen(function* () {
           const counter = yield* counterE
-          const entry = yield* entryFor(input.session)
+          const entry = yield* entryFor(input.session, input.history)
           yield* catchUp(input.session, entry, input.history)
           setFixed(entry, counter, input.instructions, input.tools)
           let tokens = entry.fixedTokens + viewTokens(counter, entry.view)

@@ -47,9 +47,14 @@ export interface Tape {
   /**
    * A follower of the session's live events only (no replay), attached now: for a caller about to
    * append (a run's admission), so what it then commits reaches the follower by the publication,
-   * not read back. The caller closes it.
+   * not read back. Filtered to `runId` (ending with it) when given, else the whole session. The
+   * caller closes it.
    */
-  readonly attachLive: (sessionId: SessionId, afterSeq: number, options: { readonly runId: RunId }) => Follower
+  readonly attachLive: (
+    sessionId: SessionId,
+    afterSeq: number,
+    options: { readonly runId?: RunId | undefined }
+  ) => Follower
 }
 
 /** @internal */
@@ -159,6 +164,12 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
         )
     }
 
+    /** The seq of the first event after `last` in a buffer (tapeSeq order), or +∞. */
+    const firstNewOf = (buffer: ReadonlyArray<TapeEvent>, last: number) => {
+      for (const e of buffer) if (e.tapeSeq > last) return e.tapeSeq
+      return Number.POSITIVE_INFINITY
+    }
+
     // A follower: replay pages, then whatever the hub has buffered for it, filtered and deduplicated
     // inline, behind a plain take/onReady interface (no Effect step per event).
     const open = (
@@ -173,6 +184,8 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
       const runId = options.runId
       let last = afterSeq
       let replaying = !live
+      // A live follower has taken from the hub once (its seam checked).
+      let seen = !live
       let ended = false
       let closed = false
       let failure: JournalError | StreamLagged | undefined
@@ -241,6 +254,15 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
             continue
           }
           if (current.buffer.length === 0) return undefined
+          // A whole-session live follower sees every event of the session: a first new event past
+          // `last + 1` means some were published before it attached (after its caller read the
+          // head) — read them, then take the buffer as a replaying follower does.
+          if (live && runId === undefined && !seen && firstNewOf(current.buffer, last) > last + 1) {
+            seen = true
+            replaying = true
+            continue
+          }
+          seen = true
           const buffered = current.buffer
           current.buffer = []
           const out = accept(buffered)
