@@ -58,7 +58,7 @@ describe("folding a conversation", () => {
       yield* model.streamToNow!({ messages: foldedMessages(fold), tools: [] }, () => undefined)
       const assistant = prompts[1]?.find((m) => m.role === "assistant")
       assert.deepStrictEqual(
-        (assistant?.content as Array<{ type: string }>).map((p) => p.type),
+        ((assistant?.content ?? []) as Array<{ type: string }>).map((p) => p.type),
         ["text", "tool-call"]
       )
     })
