@@ -108,4 +108,29 @@ describe("held deltas", () => {
       assert.strictEqual(end?._tag === "RunStateChanged" ? end.to : undefined, "Cancelled")
     })
   )
+
+  it.live("a write handed back but never run (the call interrupted first): the held deltas are stored", () =>
+    Effect.gen(function* () {
+      // The provider hands the last delta over without `more`, gets the joined write back, and is
+      // interrupted before it runs it (the contract lets an interrupted call drop it).
+      const dropping = (reached: Deferred.Deferred<void>): ModelProvider.Service => ({
+        name: "dropping",
+        stream: () => {
+          throw new Error("the loop uses streamToNow")
+        },
+        streamToNow: (_request, sink) =>
+          Effect.suspend(() => {
+            sink(delta("a "), true)
+            sink(delta("b "), true)
+            const write = sink(delta("c "), false)
+            assert.isDefined(write)
+            return Effect.zipRight(Deferred.succeed(reached, undefined), Effect.never)
+          })
+      })
+      const { stored } = yield* runOnce(dropping, true)
+      assert.deepStrictEqual(texts(stored), ["a ", "b ", "c "])
+      const end = stored.at(-1)
+      assert.strictEqual(end?._tag === "RunStateChanged" ? end.to : undefined, "Cancelled")
+    })
+  )
 })

@@ -591,13 +591,20 @@ const streamAnswer = (
     // hold up the journal's writer, and with it every other session's events.
     let pending: Array<NewTapeEvent> = []
     let pendingChars = 0
-    const writePending = (): Effect.Effect<void, SinkError> | undefined => {
-      if (pending.length === 0) return undefined
-      const events: ReadonlyArray<NewTapeEvent> = pending
-      pending = []
-      pendingChars = 0
-      return emit(ctx, events as Events)
-    }
+    // The held deltas are taken when the write runs, inside an uninterruptible region, not when it
+    // is handed to the provider: a write the provider never runs (the call was interrupted between
+    // getting it and running it) leaves them held, for the call's end to write.
+    const writeHeld = Effect.uninterruptible(
+      Effect.suspend(() => {
+        if (pending.length === 0) return Effect.void
+        const events: ReadonlyArray<NewTapeEvent> = pending
+        pending = []
+        pendingChars = 0
+        return emit(ctx, events as Events)
+      })
+    )
+    const writePending = (): Effect.Effect<void, SinkError> | undefined =>
+      pending.length === 0 ? undefined : writeHeld
     const hold = (more: boolean | undefined) => (more ? undefined : writePending())
     // Make what is buffered one delta (counted against the turn's event budget) and write it with
     // the held ones unless `more`: `undefined` when nothing is to be written, else the write (or
