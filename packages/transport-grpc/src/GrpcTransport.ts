@@ -606,7 +606,8 @@ const grpcRunStreamHandler = (runtime: Runtime.Runtime<Gateway.Gateway>, options
     },
     items: (requests, ctx, direct) =>
       runStreamItems(runtime, requests, ctx.signal, (f) => callGateway(runtime, ctx, f), direct),
-    // The envelope is memoized per event (RunStreamWire.eventEnvelopes): the message itself need not be.
+    // A batch's envelopes are encoded once and shared by the streams given the same batch
+    // (RunStreamWire.batchEncoder's memo): the message itself need not be memoized.
     response: (event) => create(pb.RunStreamResponseSchema, { payload: { case: "event", value: toPbEvent(event) } })
   })
 }

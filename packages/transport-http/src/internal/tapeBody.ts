@@ -28,8 +28,10 @@ const frames = (events: ReadonlyArray<TapeEvent.TapeEvent>): Uint8Array =>
   events.length === 1 ? tapeFrame(events[0]!) : Buffer.concat(events.map(tapeFrame))
 
 /**
- * The body: `follow` is opened when the body is first read (so nothing is held for a response that
- * is never sent) and closed when the body ends or is destroyed (client gone, server shutting down).
+ * The body: `follow` is run when the body is first read and the follower it gives is closed when
+ * the body ends or is destroyed (client gone, server shutting down). The routes that start a run
+ * hand over a follower attached at the run's admission (`Gateway.startRunFollowing`), which buffers
+ * from then on, within the tape's live bound; a follower opened here reads from its `afterSeq`.
  * Keep-alive comments go out whenever nothing was sent for `heartbeatSeconds`; at shutdown — or
  * when `end` is called — the body ends cleanly after what it already holds.
  *
