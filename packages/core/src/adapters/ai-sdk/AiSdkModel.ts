@@ -104,6 +104,25 @@ const instructionsOf = (request: ModelRequest): string | undefined => {
   return parts.length === 0 ? undefined : parts.join("\n\n")
 }
 
+/** An assistant message's parts, the same for `streamText`'s messages and the provider's prompt. */
+const assistantParts = (m: Extract<PromptMessage, { readonly role: "assistant" }>) => [
+  ...(m.text.length > 0 ? [{ type: "text" as const, text: m.text }] : []),
+  ...m.toolCalls.map((c) => ({
+    type: "tool-call" as const,
+    toolCallId: c.id,
+    toolName: wireName(c.name),
+    input: c.args
+  }))
+]
+
+/** A tool message's result part, the same for `streamText`'s messages and the provider's prompt. */
+const toolResultPart = (m: Extract<PromptMessage, { readonly role: "tool" }>) => ({
+  type: "tool-result" as const,
+  toolCallId: m.toolCallId,
+  toolName: wireName(m.name),
+  output: m.isError ? { type: "error-text" as const, value: m.output } : { type: "text" as const, value: m.output }
+})
+
 const toModelMessages = (messages: ReadonlyArray<PromptMessage>): Array<ModelMessage> =>
   messages.map((m): ModelMessage => {
     switch (m.role) {
@@ -125,30 +144,9 @@ const toModelMessages = (messages: ReadonlyArray<PromptMessage>): Array<ModelMes
               ]
             }
       case "assistant":
-        return {
-          role: "assistant",
-          content: [
-            ...(m.text.length > 0 ? [{ type: "text" as const, text: m.text }] : []),
-            ...m.toolCalls.map((c) => ({
-              type: "tool-call" as const,
-              toolCallId: c.id,
-              toolName: wireName(c.name),
-              input: c.args
-            }))
-          ]
-        }
+        return { role: "assistant", content: assistantParts(m) }
       default:
-        return {
-          role: "tool",
-          content: [
-            {
-              type: "tool-result",
-              toolCallId: m.toolCallId,
-              toolName: wireName(m.name),
-              output: m.isError ? { type: "error-text", value: m.output } : { type: "text", value: m.output }
-            }
-          ]
-        }
+        return { role: "tool", content: [toolResultPart(m)] }
     }
   })
 
@@ -202,30 +200,9 @@ const toPromptMessage = (m: Exclude<PromptMessage, { readonly role: "system" }>)
     case "user":
       return { role: "user", content: [{ type: "text", text: m.text }] }
     case "assistant":
-      return {
-        role: "assistant",
-        content: [
-          ...(m.text.length > 0 ? [{ type: "text" as const, text: m.text }] : []),
-          ...m.toolCalls.map((c) => ({
-            type: "tool-call" as const,
-            toolCallId: c.id,
-            toolName: wireName(c.name),
-            input: c.args
-          }))
-        ]
-      }
+      return { role: "assistant", content: assistantParts(m) }
     default:
-      return {
-        role: "tool",
-        content: [
-          {
-            type: "tool-result",
-            toolCallId: m.toolCallId,
-            toolName: wireName(m.name),
-            output: m.isError ? { type: "error-text", value: m.output } : { type: "text", value: m.output }
-          }
-        ]
-      }
+      return { role: "tool", content: [toolResultPart(m)] }
   }
 }
 
