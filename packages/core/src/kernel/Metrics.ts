@@ -21,7 +21,17 @@
  * @since 0.1.0
  */
 import { monitorEventLoopDelay } from "node:perf_hooks"
-import { type Duration, Effect, Metric, MetricBoundaries, type MetricLabel, Schedule, type Scope, Stream } from "effect"
+import {
+  Array as Arr,
+  type Duration,
+  Effect,
+  Metric,
+  MetricBoundaries,
+  MetricLabel,
+  Schedule,
+  type Scope,
+  Stream
+} from "effect"
 import type { RunState } from "../domain/RunState.js"
 import type { PolicyDecision } from "../domain/TapeEvent.js"
 
@@ -201,6 +211,34 @@ export const monitorEventLoop = (
     yield* Effect.forkScoped(Effect.repeat(sample, Schedule.spaced(options.interval ?? "5 seconds")))
   })
 
+// A tagged metric's update joins its tags and the caller's labels into a new array (`Arr.union`), and
+// the base metric caches its registry hook by that array's identity: so every update through
+// `Metric.tagged` missed that cache and built, hashed and looked up a new metric key (about two
+// thirds of an update's cost). `labelsWith` keeps one joined array per (caller's labels, tags) —
+// the same labels in the same order as `Metric.tagged`'s, so the same series — and the base metric's
+// cache hits. Bounded like `toolCallMetrics`: past 1,024 tag sets per labels array it joins per call.
+const joinedLabels = new WeakMap<
+  ReadonlyArray<MetricLabel.MetricLabel>,
+  Map<string, ReadonlyArray<MetricLabel.MetricLabel>>
+>()
+const labelsWith = (
+  labels: ReadonlyArray<MetricLabel.MetricLabel>,
+  key: string,
+  tags: () => ReadonlyArray<MetricLabel.MetricLabel>
+): ReadonlyArray<MetricLabel.MetricLabel> => {
+  let byTags = joinedLabels.get(labels)
+  if (byTags === undefined) {
+    byTags = new Map()
+    joinedLabels.set(labels, byTags)
+  }
+  let joined = byTags.get(key)
+  if (joined === undefined) {
+    joined = Arr.union(tags(), labels)
+    if (byTags.size < 1024) byTags.set(key, joined)
+  }
+  return joined
+}
+
 /**
  * The loop's per-step records as plain calls, with the metric labels (`FiberRef.currentMetricLabels`)
  * its caller read once (per run): each Effect-wrapped update above costs ~4 fiber steps (a fiber-ref
@@ -214,16 +252,29 @@ export const unsafeRecord = {
     outcome: "ok" | "error" | "denied" | "interrupted",
     millis: number,
     labels: ReadonlyArray<MetricLabel.MetricLabel>
-  ): void => toolCallLatencyOf(tool, outcome).unsafeUpdate(seconds(millis), labels),
+  ): void =>
+    toolCallLatency.unsafeUpdate(
+      seconds(millis),
+      labelsWith(labels, `${tool}\u0000${outcome}`, () => [
+        MetricLabel.make("tool", tool),
+        MetricLabel.make("outcome", outcome)
+      ])
+    ),
   /** `recordPolicyDecision`. */
   policyDecision: (outcome: PolicyDecision, labels: ReadonlyArray<MetricLabel.MetricLabel>): void =>
-    policyDecisionsOf(outcome).unsafeUpdate(1, labels),
+    policyDecisions.unsafeUpdate(
+      1,
+      labelsWith(labels, `outcome\u0000${outcome}`, () => [MetricLabel.make("outcome", outcome)])
+    ),
   /** `recordModelTurn`. */
   modelTurn: (millis: number, labels: ReadonlyArray<MetricLabel.MetricLabel>): void =>
     modelTurnLatency.unsafeUpdate(seconds(millis), labels),
   /** `recordRunTransition`. */
   runTransition: (to: RunState, labels: ReadonlyArray<MetricLabel.MetricLabel>): void =>
-    runTransitionsTo(to).unsafeUpdate(1, labels),
+    runTransitions.unsafeUpdate(
+      1,
+      labelsWith(labels, `to\u0000${to}`, () => [MetricLabel.make("to", to)])
+    ),
   /** `recordRunDuration`. */
   runDuration: (millis: number, labels: ReadonlyArray<MetricLabel.MetricLabel>): void =>
     runDuration.unsafeUpdate(seconds(millis), labels)
