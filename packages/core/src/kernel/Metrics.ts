@@ -214,7 +214,8 @@ export const monitorEventLoop = (
 // A tagged metric's update joins its tags and the caller's labels into a new array (`Arr.union`), and
 // the base metric caches its registry hook by that array's identity: so every update through
 // `Metric.tagged` missed that cache and built, hashed and looked up a new metric key (about two
-// thirds of an update's cost). `labelsWith` keeps one joined array per (caller's labels, tags) —
+// thirds of an update's cost). `labelsWith` keeps one joined array per (caller's labels, tags; the
+// key names the metric too, so no two metrics' tag values can meet) —
 // the same labels in the same order as `Metric.tagged`'s, so the same series — and the base metric's
 // cache hits. Bounded like `toolCallMetrics`: past 1,024 tag sets per labels array it joins per call.
 const joinedLabels = new WeakMap<
@@ -255,7 +256,7 @@ export const unsafeRecord = {
   ): void =>
     toolCallLatency.unsafeUpdate(
       seconds(millis),
-      labelsWith(labels, `${tool}\u0000${outcome}`, () => [
+      labelsWith(labels, `tool\u0000${tool}\u0000${outcome}`, () => [
         MetricLabel.make("tool", tool),
         MetricLabel.make("outcome", outcome)
       ])
@@ -264,7 +265,7 @@ export const unsafeRecord = {
   policyDecision: (outcome: PolicyDecision, labels: ReadonlyArray<MetricLabel.MetricLabel>): void =>
     policyDecisions.unsafeUpdate(
       1,
-      labelsWith(labels, `outcome\u0000${outcome}`, () => [MetricLabel.make("outcome", outcome)])
+      labelsWith(labels, `policy\u0000${outcome}`, () => [MetricLabel.make("outcome", outcome)])
     ),
   /** `recordModelTurn`. */
   modelTurn: (millis: number, labels: ReadonlyArray<MetricLabel.MetricLabel>): void =>
@@ -273,7 +274,7 @@ export const unsafeRecord = {
   runTransition: (to: RunState, labels: ReadonlyArray<MetricLabel.MetricLabel>): void =>
     runTransitions.unsafeUpdate(
       1,
-      labelsWith(labels, `to\u0000${to}`, () => [MetricLabel.make("to", to)])
+      labelsWith(labels, `run\u0000${to}`, () => [MetricLabel.make("to", to)])
     ),
   /** `recordRunDuration`. */
   runDuration: (millis: number, labels: ReadonlyArray<MetricLabel.MetricLabel>): void =>
