@@ -12,11 +12,11 @@ import type { AddressInfo } from "node:net"
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible"
 import { assert, describe, it } from "@effect/vitest"
 import { MockLanguageModelV4 } from "ai/test"
-import { Effect, Exit, Fiber, Layer, Schedule } from "effect"
+import { Effect, Exit, Fiber, type Layer, Schedule } from "effect"
 import { AiSdkModel } from "../src/ai-sdk.js"
-import { Caller, Errors, Gateway, Journal, MemoryJournal, type ModelProvider, type TapeEvent } from "../src/index.js"
+import { Caller, Errors, Gateway, type ModelProvider, type TapeEvent } from "../src/index.js"
 import { collect, gatewayLayer, tags } from "../src/testing.js"
-import { recordingTool } from "./helpers.js"
+import { recordingAppends, recordingTool } from "./helpers.js"
 
 const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
   `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
@@ -246,20 +246,6 @@ describe("AiSdkModel's `more` at the sink", () => {
   )
 })
 
-/** A memory journal recording each append's events (one group per commit). */
-const recordingJournal = () => {
-  const groups: Array<ReadonlyArray<TapeEvent.TapeEvent>> = []
-  const layer = Layer.effect(
-    Journal.Journal,
-    Effect.map(Journal.Journal, (inner) => ({
-      ...inner,
-      append: (sessionId, events, effects) =>
-        Effect.tap(inner.append(sessionId, events, effects), (stored) => Effect.sync(() => void groups.push(stored)))
-    }))
-  ).pipe(Layer.provide(MemoryJournal.layer()))
-  return { groups, layer }
-}
-
 /** A run's tape without what differs between two runs (ids, times, sequence numbers). */
 const shape = (events: ReadonlyArray<TapeEvent.TapeEvent>) =>
   events.map((e) => {
@@ -271,7 +257,7 @@ const shape = (events: ReadonlyArray<TapeEvent.TapeEvent>) =>
 
 const runWith = (model: ModelProvider.Service, coalesceChars: number) =>
   Effect.gen(function* () {
-    const { groups, layer } = recordingJournal()
+    const { groups, layer } = recordingAppends()
     const events = yield* Effect.gen(function* () {
       const gateway = yield* Gateway.Gateway
       const { events } = yield* gateway.startRun(Caller.user("u"), { text: "go" })

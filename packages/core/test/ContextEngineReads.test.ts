@@ -20,6 +20,7 @@ import {
   Tool
 } from "../src/index.js"
 import { gatewayLayer } from "../src/testing.js"
+import { countingReads } from "./helpers.js"
 
 const alice = Caller.user("alice")
 const calc = Tool.make("calc", {
@@ -47,15 +48,7 @@ const drain = (follower: Follower.Follower) =>
 const readsAndPrompts = (model: ScriptedModel.ScriptedModel, tools: ReadonlyArray<AnyTool>) =>
   Effect.gen(function* () {
     const inner = yield* MemoryJournal.make()
-    const reads = { count: 0 }
-    const journal: Journal.Service = {
-      ...inner,
-      readTape: (sessionId, options) =>
-        Effect.suspend(() => {
-          reads.count++
-          return inner.readTape(sessionId, options)
-        })
-    }
+    const { journal, reads } = countingReads(inner)
     const options = { model, encoding: "o200k_base" as const, contextWindow: 8_000, outputReserve: 500 }
     const engine = yield* ContextEngine.make({ journal, ...options })
     const layer = gatewayLayer({
@@ -127,15 +120,7 @@ describe("the context engine's reads", () => {
     () =>
       Effect.gen(function* () {
         const inner = yield* MemoryJournal.make()
-        const reads = { count: 0 }
-        const journal: Journal.Service = {
-          ...inner,
-          readTape: (sessionId, options) =>
-            Effect.suspend(() => {
-              reads.count++
-              return inner.readTape(sessionId, options)
-            })
-        }
+        const { journal, reads } = countingReads(inner)
         const model = ScriptedModel.make((_, i) => ({ text: ["an", "swer ", `${i}`] }))
         const options = { model, encoding: "o200k_base" as const, contextWindow: 8_000, outputReserve: 500 }
         const engine = yield* ContextEngine.make({ journal, ...options })

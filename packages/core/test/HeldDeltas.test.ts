@@ -5,27 +5,14 @@
  * without `more` leave there.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Layer } from "effect"
-import { Caller, Errors, Gateway, Journal, MemoryJournal, type ModelProvider, type TapeEvent } from "../src/index.js"
+import { Deferred, Effect } from "effect"
+import { Caller, Errors, Gateway, type ModelProvider, type TapeEvent } from "../src/index.js"
 import { collect, gatewayLayer } from "../src/testing.js"
+import { recordingAppends } from "./helpers.js"
 
 const delta = (text: string): ModelProvider.ModelEvent => ({ type: "text-delta", text })
 const texts = (events: ReadonlyArray<TapeEvent.TapeEvent>) =>
   events.flatMap((e) => (e._tag === "AssistantDelta" ? [e.text] : []))
-
-// A journal that keeps every append's stored events, in order.
-const recording = () => {
-  const appends: Array<ReadonlyArray<TapeEvent.TapeEvent>> = []
-  const layer = Layer.effect(
-    Journal.Journal,
-    Effect.map(Journal.Journal, (inner) => ({
-      ...inner,
-      append: (sessionId, events, effects) =>
-        Effect.tap(inner.append(sessionId, events, effects), (stored) => Effect.sync(() => void appends.push(stored)))
-    }))
-  ).pipe(Layer.provide(MemoryJournal.layer()))
-  return { appends, layer }
-}
 
 // A model whose plain sink gets `events` (each with `more` when `more` is on, but the last), then
 // runs `after` (a failure, or a wait where a cancel lands) without calling the sink again.
@@ -52,7 +39,7 @@ const model = (
 
 const runOnce = (provider: (reached: Deferred.Deferred<void>) => ModelProvider.Service, cancel: boolean) =>
   Effect.gen(function* () {
-    const { appends, layer } = recording()
+    const { groups: appends, layer } = recordingAppends()
     const reached = yield* Deferred.make<void>()
     const seen = yield* Effect.gen(function* () {
       const gateway = yield* Gateway.Gateway

@@ -22,6 +22,7 @@ import {
 } from "../src/index.js"
 import { makeTape } from "../src/kernel/internal/tape.js"
 import { gapFree, gatewayLayer } from "../src/testing.js"
+import { countingReads } from "./helpers.js"
 
 const alice = Caller.user("alice")
 const bob = Caller.user("bob")
@@ -46,31 +47,19 @@ const drainUntil = (follower: Follower.Follower, until: (e: TapeEvent.TapeEvent)
 const doneOf = (runId: string) => (e: TapeEvent.TapeEvent) =>
   e.runId === runId && e._tag === "RunStateChanged" && e.to === "Done"
 
-const counted = Effect.gen(function* () {
-  const inner = yield* MemoryJournal.make()
-  const state = { reads: 0 }
-  const journal: Journal.Service = {
-    ...inner,
-    readTape: (sessionId, options) =>
-      Effect.suspend(() => {
-        state.reads++
-        return inner.readTape(sessionId, options)
-      })
-  }
-  return { journal, state }
-})
+const counted = Effect.map(MemoryJournal.make(), countingReads)
 
 describe("startRunFollowing with the whole session", () => {
   it.live("delivers the run and the session's later runs by publication, gap-free, nothing read back", () =>
     Effect.gen(function* () {
-      const { journal, state } = yield* counted
+      const { journal, reads } = yield* counted
       const model = ScriptedModel.make((_, i) => ({ text: ["ans", "wer ", `${i}`] }))
       yield* Effect.gen(function* () {
         const gateway = yield* Gateway.Gateway
         const first = yield* gateway.sendMessage(alice, { text: "one", key: "k" })
         yield* gateway.awaitRun(alice, first.run.id)
         const baseline = yield* subscribers
-        const before = state.reads
+        const before = reads.count
         const seen = yield* Effect.scoped(
           Effect.gen(function* () {
             const started = yield* gateway.startRunFollowing(
@@ -86,7 +75,7 @@ describe("startRunFollowing with the whole session", () => {
             return { events: [...two, ...three], startSeq: started.run.startSeq }
           })
         )
-        assert.strictEqual(state.reads - before, 0)
+        assert.strictEqual(reads.count - before, 0)
         assert.strictEqual(yield* subscribers, baseline)
         assert.strictEqual(seen.events[0]?.tapeSeq, seen.startSeq)
         assert.strictEqual(gapFree(seen.events, seen.startSeq), undefined)
@@ -122,7 +111,7 @@ describe("startRunFollowing with the whole session", () => {
   it.effect("a live whole-session follower attached behind the head reads what it missed, then goes on live", () =>
     Effect.gen(function* () {
       const session = "01KA0000000000000000000SEM" as Ids.SessionId
-      const { journal, state } = yield* counted
+      const { journal, reads } = yield* counted
       yield* journal.createSession(Records.makeSession({ id: session, principal: "alice" }))
       const tape = yield* makeTape(journal)
       const note = (text: string) =>
@@ -139,7 +128,7 @@ describe("startRunFollowing with the whole session", () => {
         events.map((e) => e.tapeSeq),
         [2, 3, 4]
       )
-      assert.strictEqual(state.reads, 1)
+      assert.strictEqual(reads.count, 1)
     })
   )
 })

@@ -1,5 +1,5 @@
-import { Effect, type Layer, Schema } from "effect"
-import { Caller, Gateway, Journal, type ScriptedModel, Tool } from "../src/index.js"
+import { Effect, Layer, Schema } from "effect"
+import { Caller, Gateway, Journal, MemoryJournal, type ScriptedModel, type TapeEvent, Tool } from "../src/index.js"
 import { type GatewayLayerOptions, gatewayLayer } from "../src/testing.js"
 
 /** A low-risk tool that records each execution, so tests can prove whether its body ran. */
@@ -43,3 +43,31 @@ export const pendingApproval = (gateway: Gateway.Service, runId: Parameters<Gate
     Effect.repeat({ until: (l) => l.length > 0 }),
     Effect.map((l) => l[0]!)
   )
+
+/** `inner` with its `readTape` calls counted (`reads.count`): to prove a path reads nothing back. */
+export const countingReads = (inner: Journal.Service) => {
+  const reads = { count: 0 }
+  const journal: Journal.Service = {
+    ...inner,
+    readTape: (sessionId, options) =>
+      Effect.suspend(() => {
+        reads.count++
+        return inner.readTape(sessionId, options)
+      })
+  }
+  return { journal, reads }
+}
+
+/** A memory journal keeping each append's stored events, one group per commit, in order. */
+export const recordingAppends = () => {
+  const groups: Array<ReadonlyArray<TapeEvent.TapeEvent>> = []
+  const layer = Layer.effect(
+    Journal.Journal,
+    Effect.map(Journal.Journal, (inner) => ({
+      ...inner,
+      append: (sessionId, events, effects) =>
+        Effect.tap(inner.append(sessionId, events, effects), (stored) => Effect.sync(() => void groups.push(stored)))
+    }))
+  ).pipe(Layer.provide(MemoryJournal.layer()))
+  return { groups, layer }
+}
