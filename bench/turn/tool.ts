@@ -30,11 +30,15 @@ const plainOnly = process.env.BENCH_PLAIN_ONLY === "1"
 const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
   `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "bench", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
 const usage = `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "bench", choices: [], usage: { prompt_tokens: 20, completion_tokens: 5, total_tokens: 25 } })}\n\n`
-// The same answers as `bench turn`'s model.
+// The same answers as `bench turn`'s model. Each request's arrival and answer (this process's clock,
+// the client's too) and its size: where a tool turn's wall time goes between the two model calls.
+const modelCalls: Array<{ arrived: number; answered: number; bytes: number }> = []
 const model = createServer((req, res) => {
   let body = ""
+  const arrived = performance.now()
   req.on("data", (d) => (body += d))
   req.on("end", () => {
+    res.on("finish", () => modelCalls.push({ arrived, answered: performance.now(), bytes: body.length }))
     const request = JSON.parse(body || "{}") as {
       messages?: Array<{ role: string; content?: unknown }>
       tools?: Array<{ function?: { name?: string } }>
@@ -136,13 +140,26 @@ for (let i = 0; i < 20; i++) {
 // turn per block; fresh sessions every 15 blocks, so histories stay as long as in `bench turn`'s tool turns).
 const kinds = toolOnly ? (["tool"] as const) : plainOnly ? (["plain"] as const) : (["plain", "tool"] as const)
 const spent = { plain: { cpu: 0, n: 0, ms: [] as Array<number> }, tool: { cpu: 0, n: 0, ms: [] as Array<number> } }
+// A tool turn's phases (ms): request → first model call arrives; its answer → the second arrives (the
+// tool part: the answer parsed, the decision, the tool, the commit, the second prompt); the second's
+// answer → the client has the run's end (the last commit and its delivery).
+const phases = { first: [] as Array<number>, between: [] as Array<number>, last: [] as Array<number> }
+const requestBytes: Array<number> = []
 for (let done = 0; done < turns; ) {
   for (const kind of kinds) {
     const cpu0 = cpuMs(daemon)
     for (let i = 0; i < 10; i++) {
-      spent[kind].ms.push(
-        await turn(kind === "tool" ? "what time is it?" : "hello", `${kind}-${Math.floor(done / 150)}-${i}`)
-      )
+      const t0 = performance.now()
+      const calls = modelCalls.length
+      const ms = await turn(kind === "tool" ? "what time is it?" : "hello", `${kind}-${Math.floor(done / 150)}-${i}`)
+      spent[kind].ms.push(ms)
+      const [one, two] = modelCalls.slice(calls)
+      if (kind === "tool" && one !== undefined && two !== undefined) {
+        phases.first.push(one.arrived - t0)
+        phases.between.push(two.arrived - one.answered)
+        phases.last.push(t0 + ms - two.answered)
+        requestBytes.push(one.bytes, two.bytes)
+      }
     }
     spent[kind].cpu += cpuMs(daemon) - cpu0
     spent[kind].n += 10
@@ -167,6 +184,10 @@ const p50 = (xs: Array<number>) =>
 const toolCpuMsPerTurn = plainOnly ? 0 : r2(spent.tool.cpu / spent.tool.n)
 const plainCpuMsPerTurn = toolOnly ? 0 : r2(spent.plain.cpu / spent.plain.n)
 console.log(`tool turns   ${spent.tool.n}: p50 ${p50(spent.tool.ms)} ms, daemon CPU ${toolCpuMsPerTurn} ms/turn`)
+if (!plainOnly)
+  console.log(
+    `tool turn phases (p50, ms): to the first model call ${p50(phases.first)}, between the calls ${p50(phases.between)}, after the second ${p50(phases.last)}; model request ${p50(requestBytes)} bytes`
+  )
 if (!toolOnly)
   console.log(`plain turns  ${spent.plain.n}: p50 ${p50(spent.plain.ms)} ms, daemon CPU ${plainCpuMsPerTurn} ms/turn`)
 console.log(
@@ -174,6 +195,7 @@ console.log(
     bench: "turn-tool",
     toolTurnP50Ms: p50(spent.tool.ms),
     toolCpuMsPerTurn,
+    ...(plainOnly ? {} : { toolBetweenCallsP50Ms: p50(phases.between) }),
     ...(toolOnly
       ? {}
       : {
