@@ -10,7 +10,7 @@
  * `node --conditions=@palyra/source --import tsx bench/turn/tool-ops.ts [turns=300]`.
  * Not in `pnpm bench --all` (no `index.ts`).
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
 import { Session } from "node:inspector/promises"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
@@ -161,7 +161,8 @@ const measure = async (tool: boolean) => {
     for (const c of n.children ?? []) walk(c as typeof n)
   }
   walk(profile.head as unknown as { selfSize: number; children?: Array<unknown> })
-  const top = by === undefined ? [] : [...by].sort((a, b) => b[1] - a[1]).slice(0, Number(process.env.BENCH_OPS_TOP ?? 40))
+  const top =
+    by === undefined ? [] : [...by].sort((a, b) => b[1] - a[1]).slice(0, Number(process.env.BENCH_OPS_TOP ?? 40))
   return {
     opsPerTurn: Math.round(ops / turns),
     fibersPerTurn: Number((fibers / turns).toFixed(1)),
