@@ -53,6 +53,14 @@ export interface Tool<A = unknown> {
   readonly idempotency: Idempotency
   /** The sandbox tier of the processes this tool starts (absent: it starts none, or says nothing). */
   readonly sandbox?: SandboxTier | undefined
+  /**
+   * The tool answers at once from the process's own memory or clock: no I/O, no side effect, nothing
+   * outside the process sees it run. A low-risk, idempotent instant tool that its policy allows
+   * commits its decision, start and result in one append after it ran (nothing outside the process
+   * can tell it ran before that commit); every other tool's decision and start are committed before
+   * it runs. Declare it only for such tools (`time.now`); absent: false.
+   */
+  readonly instant?: boolean | undefined
   /** Validate raw arguments from the model. */
   readonly decode: (args: unknown) => Effect.Effect<A, ToolError>
   readonly execute: (args: A, context: ToolContext) => Effect.Effect<unknown, ToolError>
@@ -71,6 +79,8 @@ export interface ToolOptions<A> {
   readonly outputBudget?: number | undefined
   readonly idempotency?: Idempotency | undefined
   readonly sandbox?: SandboxTier | undefined
+  /** See `Tool.instant`. */
+  readonly instant?: boolean | undefined
   readonly execute: (args: A, context: ToolContext) => Effect.Effect<unknown, ToolError>
 }
 
@@ -103,6 +113,7 @@ export const make = <S extends Schema.Schema.AnyNoContext>(
     outputBudget: options.outputBudget ?? defaults.outputBudget,
     idempotency: options.idempotency ?? "atMostOnce",
     sandbox: options.sandbox,
+    instant: options.instant,
     decode: (args) =>
       decode(args).pipe(
         Effect.mapError(
@@ -153,6 +164,7 @@ export const fromJsonSchema = <A = Record<string, unknown>>(
     outputBudget: options.outputBudget ?? defaults.outputBudget,
     idempotency: options.idempotency ?? "atMostOnce",
     sandbox: options.sandbox,
+    instant: options.instant,
     decode: (args) =>
       Effect.try({
         try: () => validate(args),

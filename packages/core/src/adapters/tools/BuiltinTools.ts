@@ -36,6 +36,8 @@ export const timeTool: Tool.AnyTool = Tool.make("time.now", {
   risk: "low",
   category: "time",
   idempotency: "idempotent",
+  // It reads the clock, nothing else: its decision, start and result commit together (one append).
+  instant: true,
   execute: () => Effect.map(Clock.currentTimeMillis, (ms) => ({ iso: new Date(ms).toISOString(), epochMs: ms }))
 })
 

@@ -227,8 +227,23 @@ const resultNow = (
     }
   ])
 
-const execute = (ctx: RunContext, call: CallView, tool: AnyTool, prefix: ReadonlyArray<NewTapeEvent> = []) =>
-  spanned(ctx, "AgentLoop.execute")(executeSteps(ctx, call, tool, prefix))
+const execute = (
+  ctx: RunContext,
+  call: CallView,
+  tool: AnyTool,
+  prefix: ReadonlyArray<NewTapeEvent> = [],
+  instant = false
+) => spanned(ctx, "AgentLoop.execute")(executeSteps(ctx, call, tool, prefix, instant))
+
+/**
+ * Whether a call's decision and start may commit with its result instead of before it runs (one
+ * append fewer per tool call): only a plain policy allow (no grant used) of a tool that declares
+ * itself `instant` (no I/O, no side effect: nothing outside the process can see it run before the
+ * commit) and is low-risk and idempotent (a crash before the commit loses nothing a re-run would
+ * not redo). Every other tool's decision and start are durable before it runs.
+ */
+const commitsWithResult = (tool: AnyTool): boolean =>
+  tool.instant === true && tool.risk === "low" && tool.idempotency === "idempotent"
 
 // The tool step is plain steps chained with `flatMap` (no generator per call): Effect only where it
 // awaits (the append, the tool). Its started event and its result are each one `emit`.
@@ -236,7 +251,8 @@ const executeSteps = (
   ctx: RunContext,
   call: CallView,
   tool: AnyTool,
-  prefix: ReadonlyArray<NewTapeEvent>
+  prefix: ReadonlyArray<NewTapeEvent>,
+  instant: boolean
 ): Effect.Effect<void, PalyraError> => {
   const { budgets } = ctx.agent
   if (ctx.view.toolCallsStarted >= budgets.maxToolCalls) {
@@ -275,10 +291,14 @@ const executeSteps = (
       return resultNow(ctx, call, "error", `${error.reason}: ${error.message}`, durationMs)
     }
   })
-  return Effect.zipRight(
-    emit(ctx, (prefix.length === 0 ? [started] : [...prefix, started]) as unknown as Events),
-    finished
-  )
+  const opening = (prefix.length === 0 ? [started] : [...prefix, started]) as unknown as Events
+  if (instant) {
+    // Staged, not appended: the decision and start commit with the result (or with whatever the
+    // run writes first — a note, its cancellation — in tape order), after the tool ran.
+    stage(ctx, opening)
+    return finished
+  }
+  return Effect.zipRight(emit(ctx, opening), finished)
 }
 
 const grantUse = (ctx: RunContext, g: ApprovalRecord, at: number) => {
@@ -492,8 +512,12 @@ const toolCallSteps = (ctx: RunContext, call: CallView): Effect.Effect<void, Pal
         reasons: [...decision.reasons]
       }
       if (decision.decision === "allow") {
-        // An allowed call's decision (and any grant use) and its start commit together, before it runs.
-        const ran = execute(ctx, call, tool.value, extra.length === 0 ? [decided] : [decided, ...extra])
+        // An allowed call's decision (and any grant use) and its start commit together, before it
+        // runs — or, for an instant tool allowed by policy alone, with its result (`commitsWithResult`).
+        const ran =
+          extra.length === 0
+            ? execute(ctx, call, tool.value, [decided], commitsWithResult(tool.value))
+            : execute(ctx, call, tool.value, [decided, ...extra])
         return exhausted ? Effect.zipRight(ran, ctx.deps.onGrantsChanged) : ran
       }
       const written = emit(ctx, [decided])
