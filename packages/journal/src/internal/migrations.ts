@@ -372,6 +372,45 @@ const tapeWithoutRunIndex = Effect.gen(function* () {
   yield* sql`DROP INDEX IF EXISTS tape_events_run`
 })
 
+const runEnds = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  // A run's last tape seq, written by the commit that makes it terminal (its end event is its last):
+  // reading an old run (`readRunTape`) takes `[start_seq, end_seq]` of its session's tape, not
+  // everything after its start (the run index is gone since 0010).
+  yield* sql`ALTER TABLE runs ADD COLUMN end_seq INTEGER`
+  // Runs that ended before this: their end is their last event (one pass over the tape).
+  yield* sql`UPDATE runs SET end_seq = ends.last
+    FROM (SELECT run_id, max(tape_seq) AS last FROM tape_events WHERE run_id IS NOT NULL GROUP BY run_id) AS ends
+    WHERE runs.id = ends.run_id AND runs.state IN ('Done', 'Cancelled', 'Failed')`
+  // `end_seq` is covered by the record chain from here on (a forged one would hide a run's events
+  // from its reads), so every run row gets a new version — but only if its last version still
+  // matches it under the columns covered before (listed here, as they were), as 0007 did.
+  const before = [
+    "id",
+    "session_id",
+    "principal",
+    "state",
+    "input",
+    "start_seq",
+    "error_code",
+    "error_message",
+    "created_at",
+    "updated_at"
+  ]
+  const rows = yield* sql<Record<string, unknown>>`SELECT * FROM runs ORDER BY id`
+  for (const row of rows) {
+    const id = row.id as string
+    const [last] = yield* sql<{ digest: string }>`
+      SELECT digest FROM record_versions WHERE tbl = 'runs' AND row_id = ${id} ORDER BY seq DESC LIMIT 1`
+    // A file migrated from before 0005 in one go got its first versions from this code's `COVERED`,
+    // where the column did not exist yet (null).
+    const unchanged =
+      last !== undefined &&
+      (last.digest === digestOver(before, row) || last.digest === digestOver(COVERED.runs, { ...row, end_seq: null }))
+    if (unchanged) yield* appendVersion("runs", id)
+  }
+})
+
 /** Every migration, in order. Never edit a released one: add a new one. @internal */
 export const migrations = {
   "0001_init": init,
@@ -383,7 +422,8 @@ export const migrations = {
   "0007_session_agents": sessionAgents,
   "0008_blobs": blobs,
   "0009_memory_vectors": memoryVectors,
-  "0010_tape_without_run_index": tapeWithoutRunIndex
+  "0010_tape_without_run_index": tapeWithoutRunIndex,
+  "0011_run_ends": runEnds
 } as const
 
 /** The table that records applied migrations (ours, so it never collides with a host app's). @internal */
