@@ -32,6 +32,8 @@ export interface MessageFold {
   readonly slots: Map<string, number>
   /** Where `lastAssistant` sits in `paired` (-1: not there). */
   assistantAt: number
+  /** The length of `lastAssistant`'s calls as JSON (what `messageChars` counts for them). */
+  callsChars: number
   /** `paired`, `chars` and `slots` no longer follow `messages` (a compaction, a repeated call id). */
   repair: boolean
 }
@@ -46,6 +48,7 @@ export const emptyFold = (): MessageFold => ({
   chars: 0,
   slots: new Map(),
   assistantAt: -1,
+  callsChars: 2,
   repair: false
 })
 
@@ -103,8 +106,11 @@ export const foldMessages = (fold: MessageFold, events: Iterable<TapeEvent>): Me
         seqOf.set(m, e.tapeSeq)
         fold.lastAssistant = m
         if (!fold.repair) {
-          pushPaired(fold, m)
+          // `messageChars` of a message without calls: its text and `[]`.
+          fold.chars += m.text.length + 2
+          fold.paired.push(m)
           fold.assistantAt = fold.paired.length - 1
+          fold.callsChars = 2
         }
         break
       }
@@ -123,7 +129,11 @@ export const foldMessages = (fold: MessageFold, events: Iterable<TapeEvent>): Me
         // The last assistant message is the last non-tool one: in `paired` only its calls' results
         // follow it, so the new call's result goes at the end.
         if (!fold.repair && fold.assistantAt >= 0 && fold.paired[fold.assistantAt] === last) {
-          setPaired(fold, fold.assistantAt, m)
+          // The calls' JSON grows by this call's (and a comma): not the whole list stringified again.
+          const callsChars = fold.callsChars + JSON.stringify(call).length + (last.toolCalls.length === 0 ? 0 : 1)
+          fold.chars += callsChars - fold.callsChars
+          fold.callsChars = callsChars
+          fold.paired[fold.assistantAt] = m
           pushResult(fold, call)
         } else fold.repair = true
         break
@@ -164,7 +174,10 @@ const repairPaired = (fold: MessageFold) => {
     if (m.role === "tool") continue
     pushPaired(fold, m)
     if (m.role === "assistant") {
-      if (m === fold.lastAssistant) fold.assistantAt = fold.paired.length - 1
+      if (m === fold.lastAssistant) {
+        fold.assistantAt = fold.paired.length - 1
+        fold.callsChars = JSON.stringify(m.toolCalls).length
+      }
       for (const call of m.toolCalls) pushResult(fold, call)
     }
   }
