@@ -5,7 +5,7 @@
  * written before 0011 migrate (their ended runs get their end from the tape), verify, and read their
  * runs as before; opened read-only, unmigrated, they still verify and read (unbounded).
  */
-import { mkdtempSync } from "node:fs"
+import { copyFileSync, mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Migrator from "@effect/sql/Migrator"
@@ -173,6 +173,13 @@ describe("a run's range on the tape", () => {
         }
       }).pipe(Effect.provideServiceEffect(SqlClient.SqlClient, makeSqlClient(db)))
       db.close()
+      // A copy with a run edited behind the journal's back before the upgrade: the migration's new
+      // versions must not bless the edit.
+      const edited = join(dir, "before-0011-edited.db")
+      copyFileSync(filename, edited)
+      const raw = new Database(edited)
+      raw.prepare("UPDATE runs SET input = 'forged' WHERE id = ?").run(rid(2))
+      raw.close()
       const texts = (events: ReadonlyArray<unknown>) => events.map((e) => (e as { text: string }).text)
       const runsOf = (j: Journal.Service) =>
         Effect.forEach([1, 2, 3], (i) =>
@@ -230,6 +237,12 @@ describe("a run's range on the tape", () => {
       const tampered = yield* Effect.scoped(Effect.flatMap(SqliteJournal.make({ filename }), (j) => j.verify))
       assert.deepInclude(tampered as never, { ok: false, reason: "row_edited" })
       assert.deepStrictEqual((tampered as { row?: { columns: unknown } }).row?.columns, ["end_seq"])
+      const forged = yield* Effect.scoped(Effect.flatMap(SqliteJournal.make({ filename: edited }), (j) => j.verify))
+      assert.deepInclude(forged as never, { ok: false, reason: "row_edited" })
+      // Named, with the edited column (its version, from before the upgrade, has no `end_seq` either).
+      const row = (forged as { row?: { table: string; id: string; columns: Array<string> } }).row
+      assert.deepStrictEqual([row?.table, row?.id], ["runs", rid(2)])
+      assert.include(row?.columns, "input")
     })
   )
 })

@@ -1,7 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Redaction } from "@palyra/core"
 import { Effect } from "effect"
-import { appendVersion, COVERED, digestOver, RECORD_TABLES } from "./records.js"
+import { appendVersion, COVERED, digestOver, RECORD_TABLES, versionHash, versionOf } from "./records.js"
 import { sessionKeyDigest } from "./sessionKey.js"
 
 /** The genesis hash: `prev_hash` of the first row. @internal */
@@ -397,18 +397,48 @@ const runEnds = Effect.gen(function* () {
     "created_at",
     "updated_at"
   ]
+  // In bulk (a journal may hold many runs; one `appendVersion` per row cost five statements): every
+  // run's last version in one query, the new versions chained here, inserted in chunks.
   const rows = yield* sql<Record<string, unknown>>`SELECT * FROM runs ORDER BY id`
+  const lastDigest = new Map(
+    (yield* sql<{ row_id: string; digest: string }>`
+      SELECT v.row_id, v.digest FROM record_versions v
+      JOIN (SELECT max(seq) AS seq FROM record_versions WHERE tbl = 'runs' GROUP BY row_id) l ON v.seq = l.seq`).map(
+      (r) => [r.row_id, r.digest] as const
+    )
+  )
+  const [head] = yield* sql<{ seq: number; hash: string }>`
+    SELECT records_seq AS seq, records_hash AS hash FROM chain_head WHERE id = 1`
+  if (head === undefined) return yield* Effect.dieMessage("no chain head")
+  let { seq, hash } = head
+  const versions: Array<Record<string, unknown>> = []
   for (const row of rows) {
     const id = row.id as string
-    const [last] = yield* sql<{ digest: string }>`
-      SELECT digest FROM record_versions WHERE tbl = 'runs' AND row_id = ${id} ORDER BY seq DESC LIMIT 1`
+    const last = lastDigest.get(id)
     // A file migrated from before 0005 in one go got its first versions from this code's `COVERED`,
     // where the column did not exist yet (null).
     const unchanged =
       last !== undefined &&
-      (last.digest === digestOver(before, row) || last.digest === digestOver(COVERED.runs, { ...row, end_seq: null }))
-    if (unchanged) yield* appendVersion("runs", id)
+      (last === digestOver(before, row) || last === digestOver(COVERED.runs, { ...row, end_seq: null }))
+    if (!unchanged) continue
+    seq++
+    const version = versionOf("runs", row)
+    const next = versionHash(hash, seq, "runs", id, version)
+    versions.push({
+      seq,
+      tbl: "runs",
+      row_id: id,
+      digest: version.digest,
+      hints: version.hints,
+      prev_hash: hash,
+      hash: next
+    })
+    hash = next
   }
+  for (let i = 0; i < versions.length; i += 500) {
+    yield* sql`INSERT INTO record_versions ${sql.insert(versions.slice(i, i + 500))}`
+  }
+  yield* sql`UPDATE chain_head SET records_seq = ${seq}, records_hash = ${hash} WHERE id = 1`
 })
 
 /** Every migration, in order. Never edit a released one: add a new one. @internal */
