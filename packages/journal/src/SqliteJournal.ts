@@ -67,6 +67,7 @@ import {
   Metrics,
   type Records,
   Redaction,
+  RunState,
   type TapeEvent
 } from "@palyra/core"
 import Database from "better-sqlite3"
@@ -231,7 +232,9 @@ const toRun = (r: Record<string, unknown>): Records.Run => ({
   startSeq: r.start_seq as number,
   error: r.error_code === null ? null : { code: r.error_code as string, message: (r.error_message as string) ?? "" },
   createdAt: r.created_at as number,
-  updatedAt: r.updated_at as number
+  updatedAt: r.updated_at as number,
+  // Absent while the run runs (and before migration 0011 on a read-only open).
+  ...(typeof r.end_seq === "number" ? { endSeq: r.end_seq } : {})
 })
 
 const toApproval = (r: Record<string, unknown>): Records.ApprovalRecord => ({
@@ -272,11 +275,12 @@ const journalError = (method: string) => (cause: unknown) =>
 // Migration ids are numbered, not dense (a branch may add 0007 before 0006 lands).
 const LATEST_MIGRATION = Math.max(...Object.keys(migrations).map((id) => Number(id.slice(0, 4))))
 /**
- * Migrations a read-only journal may find not yet applied: they change nothing a reader uses (0010
- * only dropped an index no query needs). Listed by name, so a new migration is required of readers
- * unless it is added here on purpose.
+ * Migrations a read-only journal may find not yet applied: they change nothing a reader needs (0010
+ * only dropped an index no query needs; without 0011's `runs.end_seq` a run's reads are unbounded,
+ * and `verify` checks a row by the columns it has). Listed by name, so a new migration is required
+ * of readers unless it is added here on purpose.
  */
-const READERS_MAY_SKIP: ReadonlySet<string> = new Set(["0010_tape_without_run_index"])
+const READERS_MAY_SKIP: ReadonlySet<string> = new Set(["0010_tape_without_run_index", "0011_run_ends"])
 /** The oldest schema a read-only journal can read: the newest migration readers need. */
 const READABLE_FROM_MIGRATION = Math.max(
   0,
@@ -507,7 +511,8 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
           from: t.from,
           to: t.to,
           errorCode: text(t.error?.code ?? null),
-          errorMessage: text(t.error?.message ?? null)
+          errorMessage: text(t.error?.message ?? null),
+          ends: RunState.isTerminal(t.to)
         },
         createApproval: a && [
           a.id,

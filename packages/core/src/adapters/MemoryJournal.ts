@@ -9,6 +9,7 @@ import { Effect, Layer, Option } from "effect"
 import { Conflict, NotFound, PayloadTooLarge } from "../domain/Errors.js"
 import type { ApprovalId, RunId, SessionId } from "../domain/Ids.js"
 import { type ApprovalRecord, isActiveGrant, type Run, type Session } from "../domain/Records.js"
+import { isTerminal } from "../domain/RunState.js"
 import type { TapeEvent } from "../domain/TapeEvent.js"
 import { type Checkpoint, Journal, type Service } from "../ports/Journal.js"
 
@@ -142,7 +143,9 @@ export const make = (options: MemoryOptions = {}): Effect.Effect<Service> =>
               ...(runs.get(t.runId) ?? run),
               state: t.to,
               error: t.error ?? run.error,
-              updatedAt: now
+              updatedAt: now,
+              // The run's range ends with this append (its end event is its last): see `readRunTape`.
+              ...(isTerminal(t.to) ? { endSeq: stored[stored.length - 1]!.tapeSeq } : {})
             })
           }
           if (effects.createApproval) approvals.set(effects.createApproval.id, effects.createApproval)

@@ -47,7 +47,13 @@ export const Run = Schema.Struct({
   startSeq: Schema.Number,
   error: Schema.NullOr(Schema.Struct({ code: Schema.String, message: Schema.String })),
   createdAt: Schema.Number,
-  updatedAt: Schema.Number
+  updatedAt: Schema.Number,
+  /**
+   * The `tapeSeq` of the run's last event (its final `RunStateChanged`), recorded by the journal in
+   * the commit that made the run terminal; absent while it runs (and for runs a journal ended before
+   * it recorded this). A run's events all lie in `[startSeq, endSeq]`.
+   */
+  endSeq: Schema.optional(Schema.Number)
 })
 /** @since 0.1.0 @category Records */
 export type Run = typeof Run.Type

@@ -633,10 +633,12 @@ export const make = (
               deps.history.started(target, stored)
               return { target, created, claimed: true }
             }
-            yield* recordTransition(tape, ref, "Pending", "Accept", "admitted", {
+            const stored = yield* recordTransition(tape, ref, "Pending", "Accept", "admitted", {
               extra: [accepted],
               effects: { createRun: created }
             })
+            // Queued: its start commit joins the history cache when the running run's events do.
+            deps.history.started(target, stored)
             if (Option.isSome(span)) parents.set(runId, span.value)
             return { target, created, claimed: false }
           })

@@ -14,8 +14,8 @@ import type { PalyraError } from "../domain/Errors.js"
 import type { RunId, SessionId } from "../domain/Ids.js"
 import type { Session } from "../domain/Records.js"
 import type { TapeEvent } from "../domain/TapeEvent.js"
-import { estimateTokens, type ModelRequest, type ToolSpec } from "../ports/ModelProvider.js"
-import { buildMessages, emptyFold, foldedMessages, foldMessages, type MessageFold } from "./internal/history.js"
+import { estimateTokensWith, type ModelRequest, type ToolSpec } from "../ports/ModelProvider.js"
+import { emptyFold, foldedChars, foldedMessages, foldMessages, type MessageFold } from "./internal/history.js"
 
 /** What a run hands to the assembler before each model call. @since 0.1.0 @category Models */
 export interface AssembleInput {
@@ -66,7 +66,9 @@ export const makeFromHistory = (capacity = 128): Service => {
   const conversation = (session: Session, history: ReadonlyArray<TapeEvent>) => {
     const first = history[0]
     const last = history.at(-1)
-    if (session.parentId !== null || first === undefined || last === undefined) return buildMessages(history)
+    if (session.parentId !== null || first === undefined || last === undefined) {
+      return foldMessages(emptyFold(), history)
+    }
     let memo = memos.get(session.id)
     memos.delete(session.id)
     // Where the memo stops in this history: after the last event it folded (streamed deltas, which
@@ -86,17 +88,19 @@ export const makeFromHistory = (capacity = 128): Service => {
     memo.lastSeq = last.tapeSeq
     memos.set(session.id, memo)
     while (memos.size > capacity) memos.delete(memos.keys().next().value!)
-    return foldedMessages(memo.fold)
+    return memo.fold
   }
   return {
     assemble: (input) =>
       Effect.sync(() => {
+        const fold = conversation(input.session, input.history)
         const request: ModelRequest = {
           instructions: input.instructions,
-          messages: conversation(input.session, input.history),
+          messages: foldedMessages(fold),
           tools: input.tools
         }
-        return { request, estimatedTokens: estimateTokens(request) }
+        // The fold keeps its messages' characters as it grows: no walk over them per call.
+        return { request, estimatedTokens: estimateTokensWith(request, foldedChars(fold)) }
       })
   }
 }
@@ -105,12 +109,13 @@ export const makeFromHistory = (capacity = 128): Service => {
 export const fromHistory: Service = {
   assemble: (input) =>
     Effect.sync(() => {
+      const fold = foldMessages(emptyFold(), input.history)
       const request: ModelRequest = {
         instructions: input.instructions,
-        messages: buildMessages(input.history),
+        messages: foldedMessages(fold),
         tools: input.tools
       }
-      return { request, estimatedTokens: estimateTokens(request) }
+      return { request, estimatedTokens: estimateTokensWith(request, foldedChars(fold)) }
     })
 }
 

@@ -34,7 +34,10 @@ export interface AppendEffects {
   readonly createSession?: Session | undefined
   /** Insert this run (its first events are usually `RunAccepted` + `UserMessage`). */
   readonly createRun?: Run | undefined
-  /** Compare-and-set a run's state: fails with `Conflict` (and appends nothing) unless it is `from`. */
+  /**
+   * Compare-and-set a run's state: fails with `Conflict` (and appends nothing) unless it is `from`.
+   * A transition to a terminal state also records the run's `endSeq`: the append's last `tapeSeq`.
+   */
   readonly runTransition?:
     | {
         readonly runId: RunId
@@ -196,9 +199,21 @@ export const requireSession = (journal: Service, id: SessionId): Effect.Effect<S
     )
   )
 
-/** A run's own events on its session's tape, in order. @since 0.1.0 @category Accessors */
+/**
+ * A run's own events on its session's tape, in order: those in `[startSeq, endSeq]` when the run has
+ * ended (the read stays within the run's range however long its session grew after it), from
+ * `startSeq` on while it runs.
+ *
+ * @since 0.1.0
+ * @category Accessors
+ */
 export const readRunTape = (journal: Service, run: Run): Effect.Effect<ReadonlyArray<TapeEvent>, JournalError> =>
-  journal.readTape(run.sessionId, { afterSeq: Math.max(0, run.startSeq - 1), runId: run.id })
+  journal.readTape(
+    run.sessionId,
+    run.endSeq === undefined
+      ? { afterSeq: Math.max(0, run.startSeq - 1), runId: run.id }
+      : { afterSeq: Math.max(0, run.startSeq - 1), uptoSeq: run.endSeq, runId: run.id }
+  )
 
 /** Read a run or fail with `NotFound`. @since 0.1.0 @category Accessors */
 export const requireRun = (journal: Service, id: RunId): Effect.Effect<Run, JournalError | NotFound> =>

@@ -191,14 +191,44 @@ const toolCallChars = (calls: ReadonlyArray<unknown>): number => {
   return n
 }
 
+/**
+ * The characters one message counts for in `estimateTokens`.
+ *
+ * @since 0.1.0
+ * @category Utils
+ */
+export const messageChars = (m: PromptMessage): number =>
+  m.role === "tool"
+    ? m.output.length + m.name.length
+    : m.role === "assistant"
+      ? m.text.length + toolCallChars(m.toolCalls)
+      : m.text.length
+
+// A run's tool list is one array for all its calls: its characters are summed once (keyed by the
+// array and its length, like the calls above).
+const toolsCharsCache = new WeakMap<ReadonlyArray<ToolSpec>, readonly [number, number]>()
+const toolsChars = (tools: ReadonlyArray<ToolSpec>): number => {
+  const known = toolsCharsCache.get(tools)
+  if (known !== undefined && known[0] === tools.length) return known[1]
+  let n = 0
+  for (const t of tools) n += toolChars(t)
+  toolsCharsCache.set(tools, [tools.length, n])
+  return n
+}
+
 /** Rough token estimate (4 characters a token) used for budget checks before a call. @since 0.1.0 @category Utils */
 export const estimateTokens = (request: ModelRequest): number => {
-  let chars = request.instructions?.length ?? 0
-  for (const m of request.messages) {
-    if (m.role === "tool") chars += m.output.length + m.name.length
-    else if (m.role === "assistant") chars += m.text.length + toolCallChars(m.toolCalls)
-    else chars += m.text.length
-  }
-  for (const t of request.tools) chars += toolChars(t)
-  return Math.ceil(chars / 4)
+  let chars = 0
+  for (const m of request.messages) chars += messageChars(m)
+  return estimateTokensWith(request, chars)
 }
+
+/**
+ * `estimateTokens` for a request whose messages' characters (`messageChars` summed) are already
+ * known — a prompt stage that keeps the sum as its conversation grows — without walking them again.
+ *
+ * @since 0.1.0
+ * @category Utils
+ */
+export const estimateTokensWith = (request: ModelRequest, messagesChars: number): number =>
+  Math.ceil(((request.instructions?.length ?? 0) + messagesChars + toolsChars(request.tools)) / 4)

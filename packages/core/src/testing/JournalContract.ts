@@ -15,7 +15,7 @@ import type { ApprovalId, RunId, SessionId, ToolCallId } from "../domain/Ids.js"
 import { encodeUlid } from "../domain/Ids.js"
 import { type ApprovalRecord, makeApproval, makeSession, type Run, type Session } from "../domain/Records.js"
 import type { NewTapeEvent } from "../domain/TapeEvent.js"
-import { Journal } from "../ports/Journal.js"
+import { Journal, readRunTape } from "../ports/Journal.js"
 
 let counter = 0
 const id = <T extends string>(): T => {
@@ -225,6 +225,34 @@ export const journalContract = (name: string, make: () => Layer.Layer<Journal, u
         assert.strictEqual(error._tag, "PayloadTooLarge")
         assert.strictEqual(yield* j.headSeq(s.id), 1)
         assert.isTrue((yield* j.verify).ok)
+      })
+    )
+
+    test(
+      "a run's terminal transition records its last seq, and its tape reads stay within its range",
+      Effect.gen(function* () {
+        const j = yield* Journal
+        const s = session()
+        yield* j.createSession(s)
+        const r = run(s)
+        const other = { ...run(s), startSeq: 2 }
+        yield* j.append(s.id, [note(s, "admit", r.id)], { createRun: r })
+        yield* j.append(s.id, [note(s, "queued", other.id)], { createRun: other })
+        yield* j.append(s.id, [note(s, "a", r.id), note(s, "b", r.id)], {
+          runTransition: { runId: r.id, from: "Pending", to: "Accepted" }
+        })
+        assert.isUndefined(Option.getOrThrow(yield* j.getRun(r.id)).endSeq)
+        yield* j.append(s.id, [note(s, "c", r.id), note(s, "end", r.id)], {
+          runTransition: { runId: r.id, from: "Accepted", to: "Cancelled" }
+        })
+        yield* j.append(s.id, [note(s, "later", other.id), note(s, "after", r.id)])
+        const ended = Option.getOrThrow(yield* j.getRun(r.id))
+        assert.strictEqual(ended.endSeq, 6)
+        assert.isUndefined(Option.getOrThrow(yield* j.getRun(other.id)).endSeq)
+        const texts = (events: ReadonlyArray<unknown>) => events.map((e) => (e as { text: string }).text)
+        // Bounded by its end (an event stamped with its id after it, which nothing writes, is not read).
+        assert.deepStrictEqual(texts(yield* readRunTape(j, ended)), ["admit", "a", "b", "c", "end"])
+        assert.deepStrictEqual(texts(yield* readRunTape(j, r)), ["admit", "a", "b", "c", "end", "after"])
       })
     )
 

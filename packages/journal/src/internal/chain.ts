@@ -42,7 +42,8 @@ export const COVERED = {
     "error_code",
     "error_message",
     "created_at",
-    "updated_at"
+    "updated_at",
+    "end_seq"
   ],
   approvals: [
     "id",
@@ -93,9 +94,20 @@ const HINT = 8
  */
 const sha256 = (text: string): string => hash("sha256", text, "hex")
 
+/**
+ * The covered columns a row has: all of them, except on a file opened read-only at an older schema
+ * (a column a later migration added is then absent, and was not covered when the row's versions were
+ * written: `runs.end_seq` before 0011).
+ */
+const coveredIn = (table: RecordTable, row: Record<string, unknown>): ReadonlyArray<string> => {
+  const columns = COVERED[table]
+  for (const column of columns) if (!(column in row)) return columns.filter((c) => c in row)
+  return columns
+}
+
 /** The version of a row as it stands. @internal */
 export const versionOf = (table: RecordTable, row: Record<string, unknown>): Version => {
-  const values = COVERED[table].map((column) => row[column] ?? null)
+  const values = coveredIn(table, row).map((column) => row[column] ?? null)
   let hints = ""
   for (const value of values) hints += sha256(Canonical.canonicalJson(value)).slice(0, HINT)
   return { digest: sha256(Canonical.canonicalJson(values)), hints }
@@ -121,7 +133,7 @@ export const changedColumns = (
   storedHints: string
 ): Array<string> => {
   const hints = versionOf(table, row).hints
-  return COVERED[table].filter(
+  return coveredIn(table, row).filter(
     (_, i) => hints.slice(i * HINT, (i + 1) * HINT) !== storedHints.slice(i * HINT, (i + 1) * HINT)
   )
 }

@@ -1,7 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Redaction } from "@palyra/core"
 import { Effect } from "effect"
-import { appendVersion, COVERED, digestOver, RECORD_TABLES } from "./records.js"
+import { appendVersion, COVERED, digestOver, RECORD_TABLES, versionHash, versionOf } from "./records.js"
 import { sessionKeyDigest } from "./sessionKey.js"
 
 /** The genesis hash: `prev_hash` of the first row. @internal */
@@ -372,6 +372,75 @@ const tapeWithoutRunIndex = Effect.gen(function* () {
   yield* sql`DROP INDEX IF EXISTS tape_events_run`
 })
 
+const runEnds = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  // A run's last tape seq, written by the commit that makes it terminal (its end event is its last):
+  // reading an old run (`readRunTape`) takes `[start_seq, end_seq]` of its session's tape, not
+  // everything after its start (the run index is gone since 0010).
+  yield* sql`ALTER TABLE runs ADD COLUMN end_seq INTEGER`
+  // Runs that ended before this: their end is their last event (one pass over the tape).
+  yield* sql`UPDATE runs SET end_seq = ends.last
+    FROM (SELECT run_id, max(tape_seq) AS last FROM tape_events WHERE run_id IS NOT NULL GROUP BY run_id) AS ends
+    WHERE runs.id = ends.run_id AND runs.state IN ('Done', 'Cancelled', 'Failed')`
+  // `end_seq` is covered by the record chain from here on (a forged one would hide a run's events
+  // from its reads), so every run row gets a new version — but only if its last version still
+  // matches it under the columns covered before (listed here, as they were), as 0007 did.
+  const before = [
+    "id",
+    "session_id",
+    "principal",
+    "state",
+    "input",
+    "start_seq",
+    "error_code",
+    "error_message",
+    "created_at",
+    "updated_at"
+  ]
+  // In bulk (a journal may hold many runs; one `appendVersion` per row cost five statements): every
+  // run's last version in one query, the new versions chained here, inserted in chunks.
+  const rows = yield* sql<Record<string, unknown>>`SELECT * FROM runs ORDER BY id`
+  const lastDigest = new Map(
+    (yield* sql<{ row_id: string; digest: string }>`
+      SELECT v.row_id, v.digest FROM record_versions v
+      JOIN (SELECT max(seq) AS seq FROM record_versions WHERE tbl = 'runs' GROUP BY row_id) l ON v.seq = l.seq`).map(
+      (r) => [r.row_id, r.digest] as const
+    )
+  )
+  const [head] = yield* sql<{ seq: number; hash: string }>`
+    SELECT records_seq AS seq, records_hash AS hash FROM chain_head WHERE id = 1`
+  if (head === undefined) return yield* Effect.dieMessage("no chain head")
+  let { seq, hash } = head
+  const versions: Array<Record<string, unknown>> = []
+  for (const row of rows) {
+    const id = row.id as string
+    const last = lastDigest.get(id)
+    // A file migrated from before 0005 in one go got its first versions from this code's `COVERED`,
+    // where the column did not exist yet (null).
+    const unchanged =
+      last !== undefined &&
+      (last === digestOver(before, row) || last === digestOver(COVERED.runs, { ...row, end_seq: null }))
+    if (!unchanged) continue
+    seq++
+    const version = versionOf("runs", row)
+    const next = versionHash(hash, seq, "runs", id, version)
+    versions.push({
+      seq,
+      tbl: "runs",
+      row_id: id,
+      digest: version.digest,
+      hints: version.hints,
+      prev_hash: hash,
+      hash: next
+    })
+    hash = next
+  }
+  for (let i = 0; i < versions.length; i += 500) {
+    yield* sql`INSERT INTO record_versions ${sql.insert(versions.slice(i, i + 500))}`
+  }
+  yield* sql`UPDATE chain_head SET records_seq = ${seq}, records_hash = ${hash} WHERE id = 1`
+})
+
 /** Every migration, in order. Never edit a released one: add a new one. @internal */
 export const migrations = {
   "0001_init": init,
@@ -383,7 +452,8 @@ export const migrations = {
   "0007_session_agents": sessionAgents,
   "0008_blobs": blobs,
   "0009_memory_vectors": memoryVectors,
-  "0010_tape_without_run_index": tapeWithoutRunIndex
+  "0010_tape_without_run_index": tapeWithoutRunIndex,
+  "0011_run_ends": runEnds
 } as const
 
 /** The table that records applied migrations (ours, so it never collides with a host app's). @internal */

@@ -28,6 +28,8 @@ export interface WireEffects {
         readonly to: string
         readonly errorCode: string | null
         readonly errorMessage: string | null
+        /** `to` is terminal: the run's `end_seq` is the append's last seq. */
+        readonly ends?: boolean | undefined
       }
     | undefined
   /** The `insertApproval` parameters, starting with the approval id. */

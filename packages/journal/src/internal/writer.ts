@@ -130,6 +130,14 @@ export const makeWriter = (db: Database.Database, maxBatch: number): Writer => {
     )
   }
   const rowOf: Record<RecordTable, Database.Statement> = { sessions: st.session, runs: st.run, approvals: st.approval }
+  // A transition to a terminal state also records the run's last seq (migration 0011); prepared on
+  // first use, so a writer over a file at an older schema (a test writing one) still opens.
+  let runEndStatement: Database.Statement | undefined
+  const runEnd = () =>
+    (runEndStatement ??= db.prepare(
+      `UPDATE runs SET state = ?, error_code = coalesce(?, error_code), error_message = coalesce(?, error_message),
+          updated_at = ?, end_seq = ? WHERE id = ? AND state = ?`
+    ))
 
   // The record chain's head in memory, like the tape's (this writer is the only writer of the file
   // once it is open; migrations version their rows before it exists): a version moves it, the
@@ -177,7 +185,7 @@ export const makeWriter = (db: Database.Database, maxBatch: number): Writer => {
     return undefined
   }
 
-  const applyEffects = (p: AppendOp, at: number) => {
+  const applyEffects = (p: AppendOp, at: number, lastSeq: number) => {
     const { createRun, runTransition, createApproval, createCheckpoint, createSession } = p.effects
     // The session first: everything else in the append belongs to it.
     if (createSession) {
@@ -201,7 +209,9 @@ export const makeWriter = (db: Database.Database, maxBatch: number): Writer => {
     }
     if (runTransition) {
       const t = runTransition
-      const changed = st.transitionRun.run(t.to, t.errorCode, t.errorMessage, at, t.runId, t.from).changes
+      const changed = t.ends
+        ? runEnd().run(t.to, t.errorCode, t.errorMessage, at, lastSeq, t.runId, t.from).changes
+        : st.transitionRun.run(t.to, t.errorCode, t.errorMessage, at, t.runId, t.from).changes
       if (changed === 0) {
         const current = st.runState.get(t.runId) as { state: string } | undefined
         if (current === undefined) throw notFound("run", t.runId)
@@ -235,7 +245,7 @@ export const makeWriter = (db: Database.Database, maxBatch: number): Writer => {
     return first
   }
   const withSavepoint = db.transaction((p: AppendOp, h: SessionHead) => {
-    applyEffects(p, p.events[p.events.length - 1]!.at)
+    applyEffects(p, p.events[p.events.length - 1]!.at, h.seq + p.events.length)
     return insertEvents(p, h)
   })
 

@@ -30,7 +30,9 @@ export interface HistoryCache {
    * A run's start commit, handed over by its admission (the events are in memory, their seqs the
    * journal's answer): the session's entry is extended by them under `committed`'s rule, or begun
    * with them when they are the first events after `historyFromSeq` (a new session, a reset). The
-   * run's `load` then reads nothing when the entry reaches the session's head.
+   * run's `load` then reads nothing when the entry reaches the session's head. A queued run's start
+   * commit lands among the running run's events, which reach the entry only when that run ends: it
+   * is held beside the entry (`ahead`) and merged in its place when they do.
    */
   readonly started: (session: Session, stored: ReadonlyArray<TapeEvent>) => void
   /** Sessions held (for tests). */
@@ -48,9 +50,16 @@ interface Entry {
    * without a read).
    */
   deltasFrom: number
+  /**
+   * Start commits of runs queued behind the running one (their seqs past a gap the running run's
+   * events fill when it ends), in seq order: merged into `events` once the entry reaches them.
+   */
+  readonly ahead: Array<TapeEvent>
 }
 
 const PAGE = 1024
+/** Most events held `ahead` of an entry (a queued run's start commit is two). */
+const AHEAD = 64
 
 /** @internal */
 export const makeHistoryCache = (
@@ -65,8 +74,22 @@ export const makeHistoryCache = (
       for (const e of page) if (keep(e)) entry.events.push(e)
       const last = page.at(-1)
       if (last !== undefined) entry.lastSeq = last.tapeSeq
-      return page.length < PAGE ? Effect.succeed(entry) : extend(sessionId, entry)
+      if (page.length === PAGE) return extend(sessionId, entry)
+      takeAhead(entry)
+      return Effect.succeed(entry)
     })
+  /** Merge the held start commits that continue `entry`; drop those it already has. */
+  const takeAhead = (entry: Entry) => {
+    const ahead = entry.ahead
+    let i = 0
+    for (; i < ahead.length && ahead[i]!.tapeSeq <= entry.lastSeq + 1; i++) {
+      const e = ahead[i]!
+      if (e.tapeSeq <= entry.lastSeq) continue
+      entry.events.push(e)
+      entry.lastSeq = e.tapeSeq
+    }
+    if (i > 0) ahead.splice(0, i)
+  }
   const hold = (sessionId: SessionId, entry: Entry) => {
     entries.set(sessionId, entry)
     while (entries.size > capacity) entries.delete(entries.keys().next().value!)
@@ -79,10 +102,22 @@ export const makeHistoryCache = (
     for (let i = from; i < events.length; i++) {
       const e = events[i]!
       if (e.tapeSeq <= entry.lastSeq) continue
-      if (e.tapeSeq !== entry.lastSeq + 1) return
+      if (e.tapeSeq !== entry.lastSeq + 1) {
+        // A gap: a queued run's start commit held beside the entry may fill it.
+        if (entry.ahead.length === 0) return
+        takeAhead(entry)
+        if (e.tapeSeq !== entry.lastSeq + 1) return
+      }
       if (i >= deltasAt || keep(e)) entry.events.push(e)
       entry.lastSeq = e.tapeSeq
     }
+    if (entry.ahead.length > 0) takeAhead(entry)
+  }
+  /** Hold a start commit that does not continue `entry` yet (seq order; bounded: the rest is read). */
+  const holdAhead = (entry: Entry, stored: ReadonlyArray<TapeEvent>) => {
+    if (entry.ahead.length + stored.length > AHEAD) return
+    const at = entry.ahead.findIndex((e) => e.tapeSeq > stored[0]!.tapeSeq)
+    entry.ahead.splice(at < 0 ? entry.ahead.length : at, 0, ...stored)
   }
   /**
    * Where a run's last model call starts in `events` (from `from` on): only its deltas are kept — a
@@ -110,7 +145,7 @@ export const makeHistoryCache = (
       const held = entries.get(session.id)
       const fresh = held === undefined || held.fromSeq !== session.historyFromSeq
       const entry: Entry = fresh
-        ? { fromSeq: session.historyFromSeq, lastSeq: session.historyFromSeq, events: [], deltasFrom: 0 }
+        ? { fromSeq: session.historyFromSeq, lastSeq: session.historyFromSeq, events: [], deltasFrom: 0, ahead: [] }
         : held
       // Most recently used last: re-insert, then drop from the front past the capacity.
       entries.delete(session.id)
@@ -135,13 +170,16 @@ export const makeHistoryCache = (
     started: (session, stored) => {
       if (session.parentId !== null || stored.length === 0) return
       const held = entries.get(session.id)
-      if (held !== undefined && held.fromSeq === session.historyFromSeq) return append(held, stored, 0, stored.length)
+      if (held !== undefined && held.fromSeq === session.historyFromSeq) {
+        return stored[0]!.tapeSeq > held.lastSeq + 1 ? holdAhead(held, stored) : append(held, stored, 0, stored.length)
+      }
       if (stored[0]!.tapeSeq !== session.historyFromSeq + 1) return
       const entry: Entry = {
         fromSeq: session.historyFromSeq,
         lastSeq: session.historyFromSeq,
         events: [],
-        deltasFrom: 0
+        deltasFrom: 0,
+        ahead: []
       }
       append(entry, stored, 0, stored.length)
       entries.delete(session.id)
