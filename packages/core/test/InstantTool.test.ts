@@ -170,4 +170,75 @@ forbid (principal, action, resource == Palyra::Tool::"time.now");`
       )
     })
   )
+
+  it.effect(
+    "a result the journal refuses: the decision, start and model turn still land, before the run's failure",
+    () =>
+      Effect.gen(function* () {
+        // The tool's output fits its own budget but not the journal's event limit: the one append
+        // carrying decision, start and result is refused, and the run fails — with everything the
+        // refused append held still on the tape (and its tokens counted), no result without its call.
+        const big = Tool.make("big.read", {
+          description: "returns a lot",
+          parameters: Schema.Struct({}),
+          risk: "low",
+          idempotency: "idempotent",
+          instant: true,
+          outputBudget: 100_000,
+          execute: () => Effect.succeed("x".repeat(50_000))
+        })
+        const { groups, layer } = recordingAppends({ maxEventBytes: 20_000 })
+        const { seen, tokensUsed } = yield* Effect.gen(function* () {
+          const gateway = yield* Gateway.Gateway
+          const { events, run } = yield* gateway.startRun(alice, { text: "read it all" })
+          const seen = yield* collect(events)
+          const session = yield* gateway.getSession(alice, run.sessionId)
+          return { seen, tokensUsed: session.tokensUsed }
+        }).pipe(
+          Effect.provide(gatewayLayer({ model: caller("big.read"), tools: [big], journal: layer })),
+          Effect.scoped
+        )
+        assert.strictEqual(tokensUsed, 10)
+        const tape = groups.flat()
+        assert.isUndefined(gapFree(tape))
+        assert.deepStrictEqual(tags(tape).slice(4), [
+          "ModelRequest",
+          "AssistantMessage",
+          "ToolProposed",
+          "Usage",
+          "PolicyDecided",
+          "ToolStarted",
+          "ToolResult",
+          "RunError",
+          "RunStateChanged"
+        ])
+        const [result] = ofTag(tape, "ToolResult")
+        assert.strictEqual(result?.status, "interrupted")
+        assert.strictEqual(result?.toolCallId, ofTag(tape, "ToolProposed")[0]?.toolCallId)
+        assert.strictEqual(ofTag(tape, "RunStateChanged").at(-1)?.to, "Failed")
+        assert.strictEqual(ofTag(tape, "Usage")[0]?.inputTokens, 7)
+        assert.deepStrictEqual(
+          seen.map((e) => e.tapeSeq),
+          tape.map((e) => e.tapeSeq)
+        )
+      })
+  )
+
+  it.effect("staged events the journal refuses themselves are dropped, and the run's failure is still recorded", () =>
+    Effect.gen(function* () {
+      // The model's call carries arguments over the journal's event limit: the write holding its
+      // proposal is refused, put back, refused again with the failure — which then lands without it.
+      const model = ScriptedModel.make([
+        { toolCalls: [{ name: "time.now", args: { pad: "y".repeat(30_000) } }], usage }
+      ])
+      const { groups, layer } = recordingAppends({ maxEventBytes: 20_000 })
+      yield* turn({ model, tools: [BuiltinTools.timeTool] }, layer)
+      const tape = groups.flat()
+      assert.isUndefined(gapFree(tape))
+      assert.strictEqual(ofTag(tape, "RunStateChanged").at(-1)?.to, "Failed")
+      // Neither the proposal nor a result for it: no result without its call.
+      assert.deepStrictEqual(tags(tape).slice(4), ["RunError", "RunStateChanged"])
+      assert.strictEqual(ofTag(tape, "RunError")[0]?.code, "payload_too_large")
+    })
+  )
 })

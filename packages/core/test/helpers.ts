@@ -59,7 +59,7 @@ export const countingReads = (inner: Journal.Service) => {
 }
 
 /** A memory journal keeping each append's stored events, one group per commit, in order. */
-export const recordingAppends = () => {
+export const recordingAppends = (options?: Parameters<typeof MemoryJournal.layer>[0]) => {
   const groups: Array<ReadonlyArray<TapeEvent.TapeEvent>> = []
   const layer = Layer.effect(
     Journal.Journal,
@@ -68,6 +68,6 @@ export const recordingAppends = () => {
       append: (sessionId, events, effects) =>
         Effect.tap(inner.append(sessionId, events, effects), (stored) => Effect.sync(() => void groups.push(stored)))
     }))
-  ).pipe(Layer.provide(MemoryJournal.layer()))
+  ).pipe(Layer.provide(MemoryJournal.layer(options)))
   return { groups, layer }
 }

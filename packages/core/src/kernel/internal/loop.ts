@@ -141,7 +141,7 @@ const stage = (ctx: RunContext, events: ReadonlyArray<NewTapeEvent>, addTokens =
 /** Take what is staged: its events go ahead of the write's own, its tokens into its effects. */
 const takeStaged = <E extends AppendEffects>(ctx: RunContext, events: ReadonlyArray<NewTapeEvent>, effects: E) => {
   const count = ctx.staged.length
-  if (count === 0) return { events, effects, count }
+  if (count === 0) return { events, effects, count, tokens: 0 }
   const all = [...ctx.staged, ...events]
   const tokens = ctx.stagedTokens
   ctx.staged = []
@@ -149,9 +149,25 @@ const takeStaged = <E extends AppendEffects>(ctx: RunContext, events: ReadonlyAr
   return {
     events: all,
     effects: tokens === 0 ? effects : { ...effects, addTokens: (effects.addTokens ?? 0) + tokens },
-    count
+    count,
+    tokens
   }
 }
+
+/**
+ * A write that failed committed nothing (an append is atomic): what it took from the stage goes
+ * back in front of whatever was staged since, so the run's next write (its failure, its
+ * cancellation) still carries it in tape order — the view already counts those events.
+ */
+const unstage = (
+  ctx: RunContext,
+  write: { readonly events: ReadonlyArray<NewTapeEvent>; readonly count: number; readonly tokens: number }
+) =>
+  Effect.sync(() => {
+    if (write.count === 0) return
+    ctx.staged = [...write.events.slice(0, write.count), ...ctx.staged]
+    ctx.stagedTokens += write.tokens
+  })
 
 // A write and what the run learns from it are one step that an interruption (cancel, the
 // wall-clock budget, shutdown) cannot split: a committed write the run did not observe would leave
@@ -163,7 +179,7 @@ const emit = (ctx: RunContext, events: Events, effects: AppendEffects = {}) =>
       const write = takeStaged(ctx, events, effects)
       return Effect.map(ctx.deps.tape.append(ctx.session.id, write.events as Events, write.effects), (stored) =>
         observe(ctx, stored, write.count)
-      )
+      ).pipe(Effect.onError(() => unstage(ctx, write)))
     })
   )
 
@@ -189,7 +205,7 @@ const transition = (
           metricLabels: ctx.metricLabels
         }),
         (stored) => observe(ctx, stored, write.count)
-      )
+      ).pipe(Effect.onError(() => unstage(ctx, write)))
     })
   )
 
@@ -856,7 +872,27 @@ const fail = (ctx: RunContext, error: PalyraError | Error) =>
       `the run failed (${code})`
     )
     const runError: NewTapeEvent = { _tag: "RunError", ...base(ctx), at: nowOf(ctx), code, message }
-    yield* transition(ctx, "Fail", `${code}: ${message}`, [...closing, runError], {}, { code, message })
+    const failWith = (closed: ReadonlyArray<NewTapeEvent>) =>
+      transition(ctx, "Fail", `${code}: ${message}`, [...closed, runError], {}, { code, message })
+    // What a failed write put back goes first; should the journal refuse it again (an event of
+    // its own too large), the run's failure is still recorded, without it — and without results
+    // for the calls whose proposals went with it.
+    yield* ctx.staged.length === 0
+      ? failWith(closing)
+      : Effect.catchAll(failWith(closing), (refused) =>
+          Effect.zipRight(
+            Effect.logWarning("staged events dropped: the journal refused them", {
+              runId: ctx.run.id,
+              code: refused.code
+            }),
+            Effect.suspend(() => {
+              const dropped = new Set(ctx.staged.flatMap((e) => (e._tag === "ToolProposed" ? [e.toolCallId] : [])))
+              ctx.staged = []
+              ctx.stagedTokens = 0
+              return failWith(closing.filter((e) => !(e._tag === "ToolResult" && dropped.has(e.toolCallId))))
+            })
+          )
+        )
   })
 
 const cancelled = (ctx: RunContext, by: string) =>
