@@ -129,10 +129,10 @@ describe("a run's range on the tape", () => {
       const at = 1_700_000_000_000
       const s = "01KA0000000000000000000001"
       const rid = (i: number) => `01KR${String(i).padStart(22, "0")}`
-      const append = (run: string, i: number, start = false): AppendOp => ({
+      const append = (run: string, i: number, start = false, tag = "UserMessage"): AppendOp => ({
         op: "append",
         sessionId: s,
-        events: [{ tag: "UserMessage", runId: run, at: at + i, payload: `{"text":"m${i}"}` }],
+        events: [{ tag, runId: run, at: at + i, payload: `{"text":"m${i}"}` }],
         effects: start ? { createRun: [run, s, "p", "InProgress", "{}", i, null, null, at + i, at + i] } : {}
       })
       // The file as the previous version left it: migrations up to 0010, rows written by the writer,
@@ -158,11 +158,14 @@ describe("a run's range on the tape", () => {
         append(rid(1), 1, true),
         append(rid(1), 2),
         append(rid(2), 3, true),
-        append(rid(1), 4),
+        append(rid(1), 4, false, "RunStateChanged"),
         append(rid(2), 5),
         append(rid(3), 6, true),
-        append(rid(2), 7),
-        append(rid(3), 8)
+        append(rid(2), 7, false, "RunStateChanged"),
+        append(rid(3), 8),
+        // Stamped with the first run after its end (as a grant change or a learning note is): the
+        // run's end is its terminal state change, not its last stamped event.
+        append(rid(1), 9)
       ])
       assert.isTrue(results.every((r) => r.ok))
       yield* Effect.gen(function* () {
@@ -194,17 +197,18 @@ describe("a run's range on the tape", () => {
         ["m6", "m8"]
       ]
 
-      // Read-only (offline verification), unmigrated: it verifies and reads its runs (unbounded).
+      // Read-only (offline verification), unmigrated: it verifies and reads its runs (unbounded:
+      // the first run's late event too).
       const offline = yield* Effect.scoped(
         Effect.gen(function* () {
           const j = yield* SqliteJournal.make({ filename, readonly: true })
           return { verify: yield* j.verify, runs: yield* runsOf(j) }
         })
       )
-      assert.deepStrictEqual(offline.verify, { ok: true, checked: 8 } as never)
+      assert.deepStrictEqual(offline.verify, { ok: true, checked: 9 } as never)
       assert.deepStrictEqual(
         offline.runs,
-        expected.map((t) => ({ endSeq: undefined, texts: t }))
+        [[...expected[0]!, "m9"], expected[1]!, expected[2]!].map((t) => ({ endSeq: undefined, texts: t }))
       )
 
       // Opened read-write it migrates: the ended runs' ends come from the tape, the running one has none.
@@ -214,7 +218,7 @@ describe("a run's range on the tape", () => {
           const migrated = { verify: yield* j.verify, runs: yield* runsOf(j) }
           yield* j.append(
             s as never,
-            [{ _tag: "UserMessage", sessionId: s, runId: rid(3), at: at + 9, text: "m9" } as never],
+            [{ _tag: "UserMessage", sessionId: s, runId: rid(3), at: at + 10, text: "m10" } as never],
             {
               runTransition: { runId: rid(3) as never, from: "InProgress", to: "Failed" }
             }
@@ -222,14 +226,14 @@ describe("a run's range on the tape", () => {
           return { migrated, ended: { verify: yield* j.verify, runs: yield* runsOf(j) } }
         })
       )
-      assert.deepStrictEqual(opened.migrated.verify, { ok: true, checked: 8 } as never)
+      assert.deepStrictEqual(opened.migrated.verify, { ok: true, checked: 9 } as never)
       assert.deepStrictEqual(opened.migrated.runs, [
         { endSeq: 4, texts: expected[0]! },
         { endSeq: 7, texts: expected[1]! },
         { endSeq: undefined, texts: expected[2]! }
       ])
-      assert.deepStrictEqual(opened.ended.verify, { ok: true, checked: 9 } as never)
-      assert.deepStrictEqual(opened.ended.runs.at(-1), { endSeq: 9, texts: ["m6", "m8", "m9"] })
+      assert.deepStrictEqual(opened.ended.verify, { ok: true, checked: 10 } as never)
+      assert.deepStrictEqual(opened.ended.runs.at(-1), { endSeq: 10, texts: ["m6", "m8", "m10"] })
       // Edited behind the journal's back, the new column is named by verify.
       const edit = new Database(filename)
       edit.prepare("UPDATE runs SET end_seq = 2 WHERE id = ?").run(rid(1))

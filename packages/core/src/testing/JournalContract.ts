@@ -250,7 +250,7 @@ export const journalContract = (name: string, make: () => Layer.Layer<Journal, u
         assert.strictEqual(ended.endSeq, 6)
         assert.isUndefined(Option.getOrThrow(yield* j.getRun(other.id)).endSeq)
         const texts = (events: ReadonlyArray<unknown>) => events.map((e) => (e as { text: string }).text)
-        // Bounded by its end (an event stamped with its id after it, which nothing writes, is not read).
+        // Bounded by its end (an event stamped with its id after it — a grant change, a learning note — is not part of its read).
         assert.deepStrictEqual(texts(yield* readRunTape(j, ended)), ["admit", "a", "b", "c", "end"])
         assert.deepStrictEqual(texts(yield* readRunTape(j, r)), ["admit", "a", "b", "c", "end", "after"])
       })

@@ -378,9 +378,12 @@ const runEnds = Effect.gen(function* () {
   // reading an old run (`readRunTape`) takes `[start_seq, end_seq]` of its session's tape, not
   // everything after its start (the run index is gone since 0010).
   yield* sql`ALTER TABLE runs ADD COLUMN end_seq INTEGER`
-  // Runs that ended before this: their end is their last event (one pass over the tape).
+  // Runs that ended before this: their end is their terminal state change — their last
+  // `RunStateChanged`, as a new run's terminal commit records it (events tagged with a run that
+  // land after its end, a grant's change or a learning note, are not part of its tape read).
   yield* sql`UPDATE runs SET end_seq = ends.last
-    FROM (SELECT run_id, max(tape_seq) AS last FROM tape_events WHERE run_id IS NOT NULL GROUP BY run_id) AS ends
+    FROM (SELECT run_id, max(tape_seq) AS last FROM tape_events
+      WHERE run_id IS NOT NULL AND kind = 'RunStateChanged' GROUP BY run_id) AS ends
     WHERE runs.id = ends.run_id AND runs.state IN ('Done', 'Cancelled', 'Failed')`
   // `end_seq` is covered by the record chain from here on (a forged one would hide a run's events
   // from its reads), so every run row gets a new version — but only if its last version still
@@ -397,46 +400,52 @@ const runEnds = Effect.gen(function* () {
     "created_at",
     "updated_at"
   ]
-  // In bulk (a journal may hold many runs; one `appendVersion` per row cost five statements): every
-  // run's last version in one query, the new versions chained here, inserted in chunks.
-  const rows = yield* sql<Record<string, unknown>>`SELECT * FROM runs ORDER BY id`
-  const lastDigest = new Map(
-    (yield* sql<{ row_id: string; digest: string }>`
-      SELECT v.row_id, v.digest FROM record_versions v
-      JOIN (SELECT max(seq) AS seq FROM record_versions WHERE tbl = 'runs' GROUP BY row_id) l ON v.seq = l.seq`).map(
-      (r) => [r.row_id, r.digest] as const
-    )
-  )
+  // In bulk (a journal may hold many runs; one `appendVersion` per row cost five statements), a
+  // page of runs at a time in id order (memory bounded by the page, not the journal): the page's
+  // last versions in one query, its new versions chained here and inserted together.
   const [head] = yield* sql<{ seq: number; hash: string }>`
     SELECT records_seq AS seq, records_hash AS hash FROM chain_head WHERE id = 1`
   if (head === undefined) return yield* Effect.dieMessage("no chain head")
   let { seq, hash } = head
-  const versions: Array<Record<string, unknown>> = []
-  for (const row of rows) {
-    const id = row.id as string
-    const last = lastDigest.get(id)
-    // A file migrated from before 0005 in one go got its first versions from this code's `COVERED`,
-    // where the column did not exist yet (null).
-    const unchanged =
-      last !== undefined &&
-      (last === digestOver(before, row) || last === digestOver(COVERED.runs, { ...row, end_seq: null }))
-    if (!unchanged) continue
-    seq++
-    const version = versionOf("runs", row)
-    const next = versionHash(hash, seq, "runs", id, version)
-    versions.push({
-      seq,
-      tbl: "runs",
-      row_id: id,
-      digest: version.digest,
-      hints: version.hints,
-      prev_hash: hash,
-      hash: next
-    })
-    hash = next
-  }
-  for (let i = 0; i < versions.length; i += 500) {
-    yield* sql`INSERT INTO record_versions ${sql.insert(versions.slice(i, i + 500))}`
+  let after = ""
+  for (;;) {
+    const rows = yield* sql<Record<string, unknown>>`SELECT * FROM runs WHERE id > ${after} ORDER BY id LIMIT 500`
+    const first = rows[0]
+    const lastRow = rows.at(-1)
+    if (first === undefined || lastRow === undefined) break
+    after = lastRow.id as string
+    const lastDigest = new Map(
+      (yield* sql<{ row_id: string; digest: string }>`
+        SELECT v.row_id, v.digest FROM record_versions v
+        JOIN (SELECT max(seq) AS seq FROM record_versions
+          WHERE tbl = 'runs' AND row_id BETWEEN ${first.id as string} AND ${after} GROUP BY row_id) l
+        ON v.seq = l.seq`).map((r) => [r.row_id, r.digest] as const)
+    )
+    const versions: Array<Record<string, unknown>> = []
+    for (const row of rows) {
+      const id = row.id as string
+      const last = lastDigest.get(id)
+      // A file migrated from before 0005 in one go got its first versions from this code's `COVERED`,
+      // where the column did not exist yet (null).
+      const unchanged =
+        last !== undefined &&
+        (last === digestOver(before, row) || last === digestOver(COVERED.runs, { ...row, end_seq: null }))
+      if (!unchanged) continue
+      seq++
+      const version = versionOf("runs", row)
+      const next = versionHash(hash, seq, "runs", id, version)
+      versions.push({
+        seq,
+        tbl: "runs",
+        row_id: id,
+        digest: version.digest,
+        hints: version.hints,
+        prev_hash: hash,
+        hash: next
+      })
+      hash = next
+    }
+    if (versions.length > 0) yield* sql`INSERT INTO record_versions ${sql.insert(versions)}`
   }
   yield* sql`UPDATE chain_head SET records_seq = ${seq}, records_hash = ${hash} WHERE id = 1`
 })
