@@ -7,7 +7,7 @@ import crypto from "node:crypto"
 import fs from "node:fs"
 import { createRequire } from "node:module"
 import net from "node:net"
-import { isMainThread, MessagePort, Worker } from "node:worker_threads"
+import { isMainThread, MessagePort } from "node:worker_threads"
 
 if (isMainThread && process.argv[1]?.includes("palyrad")) {
   const counts = Object.create(null)
