@@ -44,6 +44,10 @@ const SSE_HEADERS = {
 } as const
 
 const parentOf = (req: IncomingMessage) => {
+  // Only these headers carry a client's trace (`HttpTraceContext.fromHeaders` reads no other, and
+  // Node lower-cases names): without them there is no parent, and no copy of the headers to find so.
+  const h = req.headers
+  if (h.traceparent === undefined && h.b3 === undefined && h["x-b3-traceid"] === undefined) return {}
   const parent = HttpTraceContext.fromHeaders(Headers.fromInput(req.headers as Record<string, string>))
   return Option.isSome(parent) ? { parent: parent.value } : {}
 }
