@@ -71,7 +71,7 @@ import {
   type TapeEvent
 } from "@palyra/core"
 import Database from "better-sqlite3"
-import { Config, Context, Effect, Either, Exit, Layer, Option, Runtime, type Scope } from "effect"
+import { Config, Context, Effect, Either, Exit, FiberRef, FiberRefs, Layer, Option, type Scope } from "effect"
 import { GENESIS, MIGRATIONS_TABLE, migrations } from "./internal/migrations.js"
 import type { Op, OpResult, SessionCreation, WireEffects } from "./internal/protocol.js"
 import { sessionKeyDigest } from "./internal/sessionKey.js"
@@ -395,8 +395,10 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
     const writerMode: WriterMode =
       readonly || options.filename === ":memory:" ? "inline" : (options.writer ?? DEFAULT_WRITER)
     const runtime = yield* Effect.runtime<never>()
-    const recordMetric = (ms: number, appends: number) =>
-      Runtime.runSync(runtime)(Metrics.recordJournalAppend(ms, appends))
+    // A plain metric update per group commit with the runtime's labels, read once (what
+    // `Metrics.recordJournalAppend` run in this runtime records, without a fiber per commit).
+    const metricLabels = FiberRefs.getOrDefault(runtime.fiberRefs, FiberRef.currentMetricLabels)
+    const recordMetric = (ms: number, appends: number) => Metrics.unsafeRecord.journalAppend(ms, appends, metricLabels)
     const backend: Backend =
       writerMode === "worker"
         ? yield* workerBackend(options, maxBatch, st, recordMetric)

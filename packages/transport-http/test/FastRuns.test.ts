@@ -9,7 +9,7 @@ import type { AddressInfo } from "node:net"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { type Gateway, type Journal, Metrics, ScriptedModel } from "@palyra/core"
 import { CedarPolicy } from "@palyra/core/cedar"
-import { gatewayLayer } from "@palyra/core/testing"
+import { gatewayLayer, recordingTracer } from "@palyra/core/testing"
 import { Effect, Exit, type Layer, ManagedRuntime, Metric, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { HttpTransport } from "../src/index.js"
@@ -317,5 +317,59 @@ describe("POST /v1/runs?stream=true from Node", () => {
     }
     await closing
     expect(text).not.toContain("event: error")
+  })
+})
+
+describe("POST /v1/runs?stream=true from Node: the request's span", () => {
+  it("is a server span in the client's trace (W3C traceparent, b3, X-B3) and a root span without one", async () => {
+    const { tracer, spans } = recordingTracer()
+    const seen = new Set<unknown>()
+    const hot = await runtime.runPromise(
+      FastRuns.make(
+        {
+          limits: { maxBytes: MAX, maxDepth: DEFAULT_MAX_DEPTH },
+          heartbeatSeconds: 15,
+          ready: Effect.succeed(true),
+          shutdown: Effect.never,
+          chatTimeoutSeconds: 300
+        },
+        TOKENS
+      ).pipe(Effect.withTracer(tracer), Scope.extend(scope))
+    )
+    const traced = await listen(
+      createServer((req, res) => {
+        if (!hot(req, res)) {
+          req.resume()
+          res.writeHead(599).end()
+        }
+      })
+    )
+    const traceId = "0af7651916cd43dd8448eb211c80319c"
+    const clients: ReadonlyArray<readonly [Record<string, string>, string | undefined]> = [
+      [{ traceparent: `00-${traceId}-b7ad6b7169203331-01` }, "b7ad6b7169203331"],
+      [{ b3: `${traceId}-c7ad6b7169203331-1` }, "c7ad6b7169203331"],
+      [{ "x-b3-traceid": traceId, "x-b3-spanid": "d7ad6b7169203331" }, "d7ad6b7169203331"],
+      [{}, undefined]
+    ]
+    for (const [i, [headers, parent]] of clients.entries()) {
+      const response = await post(traced, JSON.stringify({ text: "hi", sessionKey: `traced-${i}` }), {
+        ...ALICE,
+        ...headers
+      })
+      expect(response.status).toBe(200)
+      await readRun(response)
+      // The span ends once the response is done (the body's end completes the request's fiber).
+      let span: (typeof spans)[number] | undefined
+      for (let tries = 0; span === undefined && tries < 100; tries++) {
+        span = spans.find((s) => s.name === "http.server POST" && !seen.has(s))
+        if (span === undefined) await new Promise((r) => setTimeout(r, 20))
+      }
+      expect(span).toBeDefined()
+      seen.add(span!)
+      expect(span!.kind).toBe("server")
+      expect(span!.parentSpanId).toBe(parent)
+      if (parent !== undefined) expect(span!.traceId).toBe(traceId)
+      else expect(span!.traceId).not.toBe(traceId)
+    }
   })
 })

@@ -278,7 +278,12 @@ export const unsafeRecord = {
     ),
   /** `recordRunDuration`. */
   runDuration: (millis: number, labels: ReadonlyArray<MetricLabel.MetricLabel>): void =>
-    runDuration.unsafeUpdate(seconds(millis), labels)
+    runDuration.unsafeUpdate(seconds(millis), labels),
+  /** `recordJournalAppend` (the journal's writer calls it per group commit, outside any fiber). */
+  journalAppend: (millis: number, batchSize: number, labels: ReadonlyArray<MetricLabel.MetricLabel>): void => {
+    journalAppendLatency.unsafeUpdate(seconds(millis), labels)
+    journalBatchSize.unsafeUpdate(batchSize, labels)
+  }
 }
 
 /**

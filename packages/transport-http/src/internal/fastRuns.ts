@@ -27,7 +27,7 @@ import type { IncomingMessage, ServerResponse } from "node:http"
 import * as Headers from "@effect/platform/Headers"
 import * as HttpTraceContext from "@effect/platform/HttpTraceContext"
 import { Auth, type Caller, Errors, type Follower, Gateway } from "@palyra/core"
-import { Cause, Effect, Exit, type Fiber, FiberId, Option, Runtime, type Scope } from "effect"
+import { Cause, Effect, Exit, type Fiber, FiberId, Option, Runtime } from "effect"
 import { MessagePayload, toApiError } from "../Api.js"
 import { decodeJsonBytes, isJsonType, readNodeBody } from "./body.js"
 import { type HandlerOptions, messageRequest } from "./common.js"
@@ -44,6 +44,10 @@ const SSE_HEADERS = {
 } as const
 
 const parentOf = (req: IncomingMessage) => {
+  // Only these headers carry a client's trace (`HttpTraceContext.fromHeaders` reads no other, and
+  // Node lower-cases names): without them there is no parent, and no copy of the headers to find so.
+  const h = req.headers
+  if (h.traceparent === undefined && h.b3 === undefined && h["x-b3-traceid"] === undefined) return {}
   const parent = HttpTraceContext.fromHeaders(Headers.fromInput(req.headers as Record<string, string>))
   return Option.isSome(parent) ? { parent: parent.value } : {}
 }
@@ -101,12 +105,12 @@ export const make = (
      * `tapeBody`, fed by a follower, piped with the socket's backpressure); resolves when the body
      * has ended or the client has gone. Interrupted (server shutdown), the body ends cleanly.
      */
-    const pump = (o: Open, follow: Effect.Effect<Follower.Follower, unknown, Scope.Scope>) =>
+    const pump = (o: Open, follower: Follower.Follower) =>
       Effect.async<void>((resume) => {
         o.res.writeHead(200, SSE_HEADERS)
         o.streaming = true
         // The route ends its own streams at shutdown (it interrupts this fiber: `end` below).
-        const { body, end } = tapeBody(options, follow, true)
+        const { body, end } = tapeBody(options, follower, true)
         // `pipe` with the two ends tied by hand rather than `stream.pipeline`, which builds and aborts
         // an `AbortController` per call (a `DOMException` with its stack each time): a body that
         // fails or a response that closes (sent, or the client gone) destroys the other side.
@@ -164,7 +168,7 @@ export const make = (
             yield* Effect.logError("request failed", failure.value)
           return refuse(o.res, failure.value)
         }
-        yield* pump(o, Effect.succeed(outcome.value.follower))
+        yield* pump(o, outcome.value.follower)
       }).pipe(
         // The follower is open until the response is done (or the request's fiber interrupted).
         Effect.scoped,

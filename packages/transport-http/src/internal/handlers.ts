@@ -45,7 +45,7 @@ const runs = (options: HandlerOptions) =>
                 // their publication, none read back) and lives in the request's scope, which the
                 // server closes once the response is written or the client is gone.
                 const started = yield* gateway.startRunFollowing(caller, request)
-                return tapeResponse(options, Effect.succeed(started.follower))
+                return tapeResponse(options, started.follower)
               }
               const { session, run } = yield* gateway.sendMessage(caller, request)
               return { runId: run.id, sessionId: session.id, state: run.state }

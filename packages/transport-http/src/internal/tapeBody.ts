@@ -29,7 +29,8 @@ const frames = (events: ReadonlyArray<TapeEvent.TapeEvent>): Uint8Array =>
 
 /**
  * The body: `follow` is run when the body is first read and the follower it gives is closed when
- * the body ends or is destroyed (client gone, server shutting down). The routes that start a run
+ * the body ends or is destroyed (client gone, server shutting down); a `Follower` given as it is
+ * (one its caller opened in the caller's scope) is read from at once and closed likewise. The routes that start a run
  * hand over a follower attached at the run's admission (`Gateway.startRunFollowing`), which buffers
  * from then on, within the tape's live bound; a follower opened here reads from its `afterSeq`.
  * Keep-alive comments go out whenever nothing was sent for `heartbeatSeconds`; at shutdown — or
@@ -42,7 +43,7 @@ const frames = (events: ReadonlyArray<TapeEvent.TapeEvent>): Uint8Array =>
  */
 export const tapeBody = (
   options: HandlerOptions,
-  follow: Effect.Effect<Follower.Follower, unknown, Scope.Scope>,
+  follow: Effect.Effect<Follower.Follower, unknown, Scope.Scope> | Follower.Follower,
   endsItself = false
 ): { readonly body: Readable; readonly end: () => void } => {
   const heartbeat = options.heartbeatSeconds * 1000
@@ -51,6 +52,7 @@ export const tapeBody = (
   let shutdown: Fiber.RuntimeFiber<void> | undefined
   let timer: ReturnType<typeof setTimeout> | undefined
   let wanted = false
+  let opened = false
   let ended = false
   let lastPush = 0
 
@@ -93,11 +95,16 @@ export const tapeBody = (
       if (ready.length > 0) push(frames(ready))
     }
   }
+  const started = (opened: Follower.Follower) => {
+    follower = opened
+    push(Sse.comment("connected"))
+    timer = setTimeout(beat, heartbeat)
+    pump()
+  }
   const open = () => {
-    const opened = Effect.runSync(Scope.make())
-    scope = opened
     // The gauge moved directly (no fiber per stream to run `Metric.modify`; no labels to add here).
     openStreams.unsafeModify(1, [])
+    opened = true
     if (!endsItself)
       shutdown = Effect.runFork(
         Effect.zipRight(
@@ -105,20 +112,22 @@ export const tapeBody = (
           Effect.sync(() => end())
         )
       )
-    Effect.runFork(Scope.extend(follow, opened)).addObserver((exit) => {
+    // A follower the caller already holds (the routes that start a run: its scope is the caller's)
+    // starts the body at once: no scope and no fiber to open it, nor another to close that scope.
+    if (!Effect.isEffect(follow)) return started(follow)
+    const scoped = Effect.runSync(Scope.make())
+    scope = scoped
+    Effect.runFork(Scope.extend(follow, scoped)).addObserver((exit) => {
       if (body.destroyed) return
       if (Exit.isFailure(exit)) return body.destroy(new Error("the tape stream could not start", { cause: exit.cause }))
-      follower = exit.value
-      push(Sse.comment("connected"))
-      timer = setTimeout(beat, heartbeat)
-      pump()
+      started(exit.value)
     })
   }
 
   const body = new Readable({
     read() {
       wanted = true
-      if (scope === undefined) open()
+      if (!opened) open()
       else pump()
     },
     destroy(error, callback) {
@@ -127,13 +136,13 @@ export const tapeBody = (
       follower?.onReady(undefined)
       follower?.close()
       if (shutdown !== undefined) Effect.runFork(Fiber.interrupt(shutdown))
+      if (opened) openStreams.unsafeModify(-1, [])
       if (scope !== undefined) {
         // Closed with the scope in the context, as `follow` ran: its finalizers (`addFinalizer`) diff
         // the closing fiber's refs against the ones they were added with and patch them both ways,
         // and a context without the `Scope` made that a context diff and two rebuilt contexts per
         // finalizer (~4% of the daemon's sampled allocation bytes per turn, bench/turn).
         Effect.runFork(Effect.provideService(Scope.close(scope, Exit.void), Scope.Scope, scope))
-        openStreams.unsafeModify(-1, [])
       }
       callback(error)
     }
@@ -149,7 +158,7 @@ export const tapeBody = (
  */
 export const tapeResponse = (
   options: HandlerOptions,
-  follow: Effect.Effect<Follower.Follower, unknown, Scope.Scope>
+  follow: Effect.Effect<Follower.Follower, unknown, Scope.Scope> | Follower.Follower
 ): HttpServerResponse.HttpServerResponse =>
   HttpServerResponse.raw(tapeBody(options, follow).body, {
     contentType: "text/event-stream",
