@@ -6,9 +6,11 @@
  * main thread reports as a `JournalError` on everything not yet answered.
  * @internal
  */
-import { parentPort, workerData } from "node:worker_threads"
+import { parentPort, receiveMessageOnPort, workerData } from "node:worker_threads"
 import Database from "better-sqlite3"
+import { makeCommitTrace } from "./commitTrace.js"
 import { decodeBatch, encodeAnswer, type ToWorker } from "./protocol.js"
+import { type CheckpointPolicy, configureConnection, makeCheckpointer } from "./walCheckpoint.js"
 import { makeWriter } from "./writer.js"
 
 /** What the main thread passes in `workerData`. @internal */
@@ -17,6 +19,7 @@ export interface WorkerOptions {
   readonly synchronous: "NORMAL" | "FULL"
   readonly busyTimeoutMs: number
   readonly maxBatch: number
+  readonly checkpoint: CheckpointPolicy
 }
 
 const options = workerData as WorkerOptions
@@ -27,16 +30,40 @@ db.pragma(`synchronous = ${options.synchronous}`)
 db.pragma(`busy_timeout = ${options.busyTimeoutMs}`)
 db.pragma("foreign_keys = ON")
 db.pragma("secure_delete = ON")
+configureConnection(db, options.checkpoint)
 const writer = makeWriter(db, options.maxBatch)
+const checkpointer = makeCheckpointer(db, options.filename, options.checkpoint)
+const trace = makeCommitTrace()
+let closed = false
 
-port.on("message", (message: ToWorker) => {
+const handle = (message: ToWorker) => {
   if (message.type === "close") {
+    closed = true
+    trace?.flush()
+    checkpointer.close()
     db.close()
     port.close()
     return
   }
   const t0 = performance.now()
-  const results = writer.commit(decodeBatch(message))
+  const ops = decodeBatch(message)
+  const results =
+    trace === undefined ? writer.commit(ops) : trace.commit(ops.length, checkpointer.frames, () => writer.commit(ops))
   const { reply, transfer } = encodeAnswer(message.id, performance.now() - t0, results)
   port.postMessage(reply, transfer)
+}
+
+port.on("message", (message: ToWorker) => {
+  handle(message)
+  // Batches that arrived meanwhile go first (taken straight off the port); only when none waits is
+  // the writer idle, and may checkpoint (walCheckpoint.ts): never inside a commit a caller waits on.
+  while (!closed) {
+    const next = receiveMessageOnPort(port)
+    if (next === undefined) break
+    handle(next.message as ToWorker)
+  }
+  if (closed) return
+  const at = trace === undefined ? 0 : performance.timeOrigin + performance.now()
+  const done = checkpointer.idle()
+  if (done !== undefined) trace?.checkpoint(at, done)
 })
