@@ -32,8 +32,8 @@ db.pragma("foreign_keys = ON")
 db.pragma("secure_delete = ON")
 configureConnection(db, options.checkpoint)
 const writer = makeWriter(db, options.maxBatch)
-const checkpointer = makeCheckpointer(db, options.filename, options.checkpoint)
 const trace = makeCommitTrace()
+const checkpointer = makeCheckpointer(db, options.filename, options.checkpoint, trace?.checkpoint)
 let closed = false
 
 const handle = (message: ToWorker) => {
@@ -62,8 +62,5 @@ port.on("message", (message: ToWorker) => {
     if (next === undefined) break
     handle(next.message as ToWorker)
   }
-  if (closed) return
-  const at = trace === undefined ? 0 : performance.timeOrigin + performance.now()
-  const done = checkpointer.idle()
-  if (done !== undefined) trace?.checkpoint(at, done)
+  if (!closed) checkpointer.idle()
 })
