@@ -10,7 +10,7 @@
 import { appendFileSync } from "node:fs"
 import { join } from "node:path"
 import { threadId } from "node:worker_threads"
-import type { IdleCheckpoint, WalFrames } from "./walCheckpoint.js"
+import type { CheckpointPolicy, IdleCheckpoint, WalFrames } from "./walCheckpoint.js"
 
 /** @internal */
 export interface CommitTrace {
@@ -65,3 +65,15 @@ export const makeCommitTrace = (dir = process.env.PALYRA_JOURNAL_TRACE): CommitT
     flush
   }
 }
+
+/**
+ * For the trace's before/after in one build: with `PALYRA_JOURNAL_TRACE` set AND
+ * `PALYRA_JOURNAL_CHECKPOINT=auto`, the writer checkpoints as before round 12 (SQLite's automatic
+ * checkpoint at its default 1,000 frames, inside a commit; none when idle). Diagnostic only: without
+ * the trace it is ignored.
+ * @internal
+ */
+export const tracedPolicy = (policy: CheckpointPolicy): CheckpointPolicy =>
+  process.env.PALYRA_JOURNAL_TRACE && process.env.PALYRA_JOURNAL_CHECKPOINT === "auto"
+    ? { idleFrames: 0, maxFrames: 1000 }
+    : policy

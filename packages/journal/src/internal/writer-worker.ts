@@ -8,7 +8,7 @@
  */
 import { parentPort, receiveMessageOnPort, workerData } from "node:worker_threads"
 import Database from "better-sqlite3"
-import { makeCommitTrace } from "./commitTrace.js"
+import { makeCommitTrace, tracedPolicy } from "./commitTrace.js"
 import { decodeBatch, encodeAnswer, type ToWorker } from "./protocol.js"
 import { type CheckpointPolicy, configureConnection, makeCheckpointer } from "./walCheckpoint.js"
 import { makeWriter } from "./writer.js"
@@ -23,6 +23,7 @@ export interface WorkerOptions {
 }
 
 const options = workerData as WorkerOptions
+const policy = tracedPolicy(options.checkpoint)
 const port = parentPort!
 const db = new Database(options.filename, { fileMustExist: true })
 db.pragma("journal_mode = WAL")
@@ -30,10 +31,10 @@ db.pragma(`synchronous = ${options.synchronous}`)
 db.pragma(`busy_timeout = ${options.busyTimeoutMs}`)
 db.pragma("foreign_keys = ON")
 db.pragma("secure_delete = ON")
-configureConnection(db, options.checkpoint)
+configureConnection(db, policy)
 const writer = makeWriter(db, options.maxBatch)
 const trace = makeCommitTrace()
-const checkpointer = makeCheckpointer(db, options.filename, options.checkpoint, trace?.checkpoint)
+const checkpointer = makeCheckpointer(db, options.filename, policy, trace?.checkpoint)
 let closed = false
 
 const handle = (message: ToWorker) => {
