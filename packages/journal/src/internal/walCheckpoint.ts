@@ -5,9 +5,9 @@
  * `wal_autocheckpoint` frames (default 1,000): that one commit copies every frame back into the
  * database file and fsyncs both (4–12 ms here), and whichever turn waits on it is the slow tail. The
  * writer (the one connection that commits nearly everything) instead checkpoints when it is idle —
- * nothing waiting to commit — once the WAL holds `idleFrames` frames not yet copied back: a small
- * `PASSIVE` checkpoint (~1 ms for 256 frames) in a gap between commits rather than a large one inside
- * a commit. SQLite's own automatic checkpoint stays on at `maxFrames` as the hard bound: under load
+ * nothing waiting to commit — once the WAL holds `idleFrames` frames not yet copied back: a `PASSIVE`
+ * checkpoint in a gap between commits rather than inside one, its fsyncs on libuv's thread pool (see
+ * `makeCheckpointer`). SQLite's own automatic checkpoint stays on at `maxFrames` as the hard bound: under load
  * with no idle moment, the commit that crosses it checkpoints as before, so the WAL cannot grow
  * without limit. `journal_size_limit` gives the space of a WAL that grew past that back.
  *
@@ -36,12 +36,14 @@ export interface CheckpointPolicy {
 }
 
 /**
- * The default, by measurement (PERF-NOTES round 12): 256 frames copy back in ~1–1.5 ms here, against
- * 4–12 ms for the 1,000 of SQLite's default inside a commit; 4,000 frames (16 MiB of 4 KiB pages)
- * before a commit must checkpoint anyway.
+ * The default, by measurement (PERF-NOTES round 12): at SQLite's own 1,000 frames the copy holds the
+ * writer 0.4–1.2 ms (the fsyncs run off the thread); checkpointing every 256 frames cost ~10% more
+ * CPU per append (hot pages — the tape's last leaf, `chain_head` — are copied and synced once per
+ * checkpoint, so more checkpoints copy more). 4,000 frames (16 MiB of 4 KiB pages) before a commit
+ * must checkpoint anyway.
  * @internal
  */
-export const DEFAULT_POLICY: CheckpointPolicy = { idleFrames: 256, maxFrames: 4000 }
+export const DEFAULT_POLICY: CheckpointPolicy = { idleFrames: 1000, maxFrames: 4000 }
 
 /** The WAL file is truncated back to this once a checkpoint let SQLite restart it (bytes). @internal */
 export const JOURNAL_SIZE_LIMIT = 4 * 1024 * 1024
