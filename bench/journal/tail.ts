@@ -6,7 +6,7 @@
  * - `auto`: SQLite's automatic checkpoint at its default 1,000 frames, inside the commit that
  *   crosses it (the writer before round 12);
  * - `idle`: the writer's idle checkpoint past 1,000 frames (`IDLE_FRAMES=n`), the automatic one at
- *   4,000 (now).
+ *   10,000 (now).
  * Appends come in bursts of `burst` (default 6, a plain turn's commits), `gapMs` apart (default 1: the
  * client's next request). Prints each round's append latency p50/p99/p99.9/max, CPU per append (all
  * threads), and the share of appends slower than 2× the median; the last line is the JSON summary.
@@ -28,7 +28,7 @@ const dir = mkdtempSync(join(tmpdir(), "palyra-bench-tail-"))
 
 const policies = {
   auto: { idleFrames: 0, maxFrames: 1000 },
-  idle: { idleFrames: Number(process.env.IDLE_FRAMES ?? 1000), maxFrames: 4000 }
+  idle: { idleFrames: Number(process.env.IDLE_FRAMES ?? 1000), maxFrames: 10_000 }
 } as const
 type Policy = keyof typeof policies
 

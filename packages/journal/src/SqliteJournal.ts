@@ -130,7 +130,7 @@ export interface Options {
   readonly onWriterStopped?: ((reason: string) => void) | undefined
   /**
    * When the writer checkpoints the WAL (frames): when idle past `idleFrames`, inside a commit past
-   * `maxFrames` (default 1,000 / 4,000; see `internal/walCheckpoint.ts`). @internal
+   * `maxFrames` (default 1,000 / 10,000; see `internal/walCheckpoint.ts`). @internal
    */
   readonly checkpoint?: CheckpointPolicy | undefined
 }

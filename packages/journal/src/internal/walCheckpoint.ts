@@ -39,11 +39,20 @@ export interface CheckpointPolicy {
  * The default, by measurement (PERF-NOTES round 12): at SQLite's own 1,000 frames the copy holds the
  * writer 0.4–1.2 ms (the fsyncs run off the thread); checkpointing every 256 frames cost ~10% more
  * CPU per append (hot pages — the tape's last leaf, `chain_head` — are copied and synced once per
- * checkpoint, so more checkpoints copy more). 4,000 frames (16 MiB of 4 KiB pages) before a commit
- * must checkpoint anyway.
+ * checkpoint, so more checkpoints copy more). A commit checkpoints itself (fsyncs inline) only past 10,000 frames (40 MiB of 4 KiB pages): under
+ * continuous load, where no pause lets the WAL restart (`QUIET_MS`), that is once per 10,000 frames
+ * rather than every 1,000.
  * @internal
  */
-export const DEFAULT_POLICY: CheckpointPolicy = { idleFrames: 1000, maxFrames: 4000 }
+export const DEFAULT_POLICY: CheckpointPolicy = { idleFrames: 1000, maxFrames: 10_000 }
+
+/**
+ * After this long without a commit the writer checkpoints what is left (`Checkpointer.idle(true)`):
+ * only a checkpoint with no commit during its fsyncs copies every frame, which lets SQLite restart
+ * the WAL at the next commit instead of growing it to the hard bound.
+ * @internal
+ */
+export const QUIET_MS = 50
 
 /** The WAL file is truncated back to this once a checkpoint let SQLite restart it (bytes). @internal */
 export const JOURNAL_SIZE_LIMIT = 4 * 1024 * 1024
@@ -84,9 +93,10 @@ export interface Checkpointer {
   /**
    * Call when nothing waits to commit: starts a checkpoint if `idleFrames` frames wait to be copied
    * back, none is under way, and the WAL grew since the last one (so a checkpoint a reader held back
-   * is not retried at every idle moment).
+   * is not retried at every idle moment). `quiet`: nothing was committed for a while (`QUIET_MS`):
+   * checkpoint whatever is left, so the WAL can restart from its beginning at the next commit.
    */
-  readonly idle: () => void
+  readonly idle: (quiet?: boolean) => void
   /** Before the writer's connection closes: waits (synchronously) for a checkpoint under way. */
   readonly close: () => void
 }
@@ -149,10 +159,11 @@ export const makeCheckpointer = (
   }
   const passive = () =>
     (db.pragma("wal_checkpoint(PASSIVE)") as Array<{ busy: number; log: number; checkpointed: number }>)[0]
-  const idle = () => {
+  const idle = (quiet = false) => {
     if (policy.idleFrames <= 0 || underWay || closed) return
     const f = frames()
-    if (f === undefined || f.max - f.backfilled < policy.idleFrames || f.max === lastMax) return
+    if (f === undefined || f.max - f.backfilled < (quiet ? 1 : policy.idleFrames) || (!quiet && f.max === lastMax))
+      return
     lastMax = f.max
     const at = performance.timeOrigin + performance.now()
     const pending = f.max - f.backfilled

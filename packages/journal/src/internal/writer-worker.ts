@@ -10,7 +10,7 @@ import { parentPort, receiveMessageOnPort, workerData } from "node:worker_thread
 import Database from "better-sqlite3"
 import { makeCommitTrace, tracedPolicy } from "./commitTrace.js"
 import { decodeBatch, encodeAnswer, type ToWorker } from "./protocol.js"
-import { type CheckpointPolicy, configureConnection, makeCheckpointer } from "./walCheckpoint.js"
+import { type CheckpointPolicy, configureConnection, makeCheckpointer, QUIET_MS } from "./walCheckpoint.js"
 import { makeWriter } from "./writer.js"
 
 /** What the main thread passes in `workerData`. @internal */
@@ -36,10 +36,15 @@ const writer = makeWriter(db, options.maxBatch)
 const trace = makeCommitTrace()
 const checkpointer = makeCheckpointer(db, options.filename, policy, trace?.checkpoint)
 let closed = false
+// Re-armed after every batch: fires once the writer has committed nothing for QUIET_MS.
+const quiet = setTimeout(() => {
+  if (!closed) checkpointer.idle(true)
+}, QUIET_MS).unref()
 
 const handle = (message: ToWorker) => {
   if (message.type === "close") {
     closed = true
+    clearTimeout(quiet)
     trace?.flush()
     checkpointer.close()
     db.close()
@@ -63,5 +68,7 @@ port.on("message", (message: ToWorker) => {
     if (next === undefined) break
     handle(next.message as ToWorker)
   }
-  if (!closed) checkpointer.idle()
+  if (closed) return
+  checkpointer.idle()
+  quiet.refresh()
 })

@@ -6,7 +6,13 @@ import { Errors } from "@palyra/core"
 import type Database from "better-sqlite3"
 import { Effect, Runtime, type Scope } from "effect"
 import { encodeBatch, type FromWorker, type Op, type OpResult, type ToWorker } from "./protocol.js"
-import { type CheckpointPolicy, configureConnection, DEFAULT_POLICY, makeCheckpointer } from "./walCheckpoint.js"
+import {
+  type CheckpointPolicy,
+  configureConnection,
+  DEFAULT_POLICY,
+  makeCheckpointer,
+  QUIET_MS
+} from "./walCheckpoint.js"
 import { makeWriter } from "./writer.js"
 import type { WorkerOptions } from "./writer-worker.js"
 
@@ -78,9 +84,13 @@ export const inlineBackend = (
     if (filename !== undefined) configureConnection(db, policy)
     const checkpointer = filename === undefined ? undefined : makeCheckpointer(db, filename, policy)
     let idleCheck: ReturnType<typeof setImmediate> | undefined
+    // Re-armed after every batch: fires once nothing was committed for QUIET_MS.
+    const quiet = checkpointer && setTimeout(() => checkpointer.idle(true), QUIET_MS).unref()
     const idle = () => {
       idleCheck = undefined
-      if (queued.length === 0) checkpointer!.idle()
+      if (queued.length > 0) return
+      checkpointer!.idle()
+      quiet!.refresh()
     }
     const deliver = (batch: ReadonlyArray<Pending>) => {
       const t0 = performance.now()
@@ -108,6 +118,7 @@ export const inlineBackend = (
       close: Effect.sync(() => {
         if (scheduled !== undefined) clearImmediate(scheduled)
         if (idleCheck !== undefined) clearImmediate(idleCheck)
+        if (quiet !== undefined) clearTimeout(quiet)
         scheduled = undefined
         idleCheck = undefined
         while (queued.length > 0) deliver(queued.splice(0, maxBatch))
