@@ -78,6 +78,7 @@ import { sessionKeyDigest } from "./internal/sessionKey.js"
 import { makeSqlClient } from "./internal/sqlClient.js"
 import type { StoredRow } from "./internal/verify.js"
 import * as verifyInternal from "./internal/verify.js"
+import { type CheckpointPolicy, configureConnection } from "./internal/walCheckpoint.js"
 import {
   type Backend,
   DEFAULT_WRITER,
@@ -128,6 +129,11 @@ export interface Options {
    * supervisor restart it) rather than keep answering. palyrad exits with an error.
    */
   readonly onWriterStopped?: ((reason: string) => void) | undefined
+  /**
+   * When the writer checkpoints the WAL (frames): when idle past `idleFrames`, inside a commit past
+   * `maxFrames` (default 1,000 / 10,000; see `internal/walCheckpoint.ts`). @internal
+   */
+  readonly checkpoint?: CheckpointPolicy | undefined
 }
 
 /**
@@ -355,6 +361,8 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
           db.pragma("foreign_keys = ON")
           // Overwrite what a row update or delete replaces (e.g. rows scrubbed by a migration).
           db.pragma("secure_delete = ON")
+          // No automatic checkpoint before the writer's hard bound (internal/walCheckpoint.ts).
+          if (!readonly && options.filename !== ":memory:") configureConnection(db, options.checkpoint)
           return db
         },
         catch: journalError("open")
@@ -402,7 +410,13 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
     const backend: Backend =
       writerMode === "worker"
         ? yield* workerBackend(options, maxBatch, st, recordMetric)
-        : yield* inlineBackend(db, maxBatch, recordMetric)
+        : yield* inlineBackend(
+            db,
+            maxBatch,
+            recordMetric,
+            readonly || options.filename === ":memory:" ? undefined : options.filename,
+            options.checkpoint
+          )
     let closed = false
     yield* Effect.addFinalizer(() =>
       Effect.suspend(() => {

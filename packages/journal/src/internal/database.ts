@@ -5,6 +5,7 @@ import Database from "better-sqlite3"
 import { Effect, type Scope } from "effect"
 import { MIGRATIONS_TABLE, migrations } from "./migrations.js"
 import { makeSqlClient } from "./sqlClient.js"
+import { configureConnection } from "./walCheckpoint.js"
 
 /** How a store beside the journal opens the journal's file. @internal */
 export interface OpenOptions {
@@ -44,6 +45,8 @@ export const openDatabase = (
           db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`)
           db.pragma("foreign_keys = ON")
           db.pragma("secure_delete = ON")
+          // The journal's writer checkpoints the WAL; this connection only past its hard bound.
+          if (options.filename !== ":memory:") configureConnection(db)
           return db
         },
         catch: storageError(method)

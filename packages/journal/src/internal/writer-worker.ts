@@ -6,9 +6,11 @@
  * main thread reports as a `JournalError` on everything not yet answered.
  * @internal
  */
-import { parentPort, workerData } from "node:worker_threads"
+import { parentPort, receiveMessageOnPort, workerData } from "node:worker_threads"
 import Database from "better-sqlite3"
+import { makeCommitTrace, tracedPolicy } from "./commitTrace.js"
 import { decodeBatch, encodeAnswer, type ToWorker } from "./protocol.js"
+import { type CheckpointPolicy, configureConnection, makeCheckpointer, QUIET_MS } from "./walCheckpoint.js"
 import { makeWriter } from "./writer.js"
 
 /** What the main thread passes in `workerData`. @internal */
@@ -17,9 +19,11 @@ export interface WorkerOptions {
   readonly synchronous: "NORMAL" | "FULL"
   readonly busyTimeoutMs: number
   readonly maxBatch: number
+  readonly checkpoint: CheckpointPolicy
 }
 
 const options = workerData as WorkerOptions
+const policy = tracedPolicy(options.checkpoint)
 const port = parentPort!
 const db = new Database(options.filename, { fileMustExist: true })
 db.pragma("journal_mode = WAL")
@@ -27,16 +31,44 @@ db.pragma(`synchronous = ${options.synchronous}`)
 db.pragma(`busy_timeout = ${options.busyTimeoutMs}`)
 db.pragma("foreign_keys = ON")
 db.pragma("secure_delete = ON")
+configureConnection(db, policy)
 const writer = makeWriter(db, options.maxBatch)
+const trace = makeCommitTrace()
+const checkpointer = makeCheckpointer(db, options.filename, policy, trace?.checkpoint)
+let closed = false
+// Re-armed after every batch: fires once the writer has committed nothing for QUIET_MS.
+const quiet = setTimeout(() => {
+  if (!closed) checkpointer.idle(true)
+}, QUIET_MS).unref()
 
-port.on("message", (message: ToWorker) => {
+const handle = (message: ToWorker) => {
   if (message.type === "close") {
+    closed = true
+    clearTimeout(quiet)
+    trace?.flush()
+    checkpointer.close()
     db.close()
     port.close()
     return
   }
   const t0 = performance.now()
-  const results = writer.commit(decodeBatch(message))
+  const ops = decodeBatch(message)
+  const results =
+    trace === undefined ? writer.commit(ops) : trace.commit(ops.length, checkpointer.frames, () => writer.commit(ops))
   const { reply, transfer } = encodeAnswer(message.id, performance.now() - t0, results)
   port.postMessage(reply, transfer)
+}
+
+port.on("message", (message: ToWorker) => {
+  handle(message)
+  // Batches that arrived meanwhile go first (taken straight off the port); only when none waits is
+  // the writer idle, and may checkpoint (walCheckpoint.ts): never inside a commit a caller waits on.
+  while (!closed) {
+    const next = receiveMessageOnPort(port)
+    if (next === undefined) break
+    handle(next.message as ToWorker)
+  }
+  if (closed) return
+  checkpointer.idle()
+  quiet.refresh()
 })

@@ -6,6 +6,13 @@ import { Errors } from "@palyra/core"
 import type Database from "better-sqlite3"
 import { Effect, Runtime, type Scope } from "effect"
 import { encodeBatch, type FromWorker, type Op, type OpResult, type ToWorker } from "./protocol.js"
+import {
+  type CheckpointPolicy,
+  configureConnection,
+  DEFAULT_POLICY,
+  makeCheckpointer,
+  QUIET_MS
+} from "./walCheckpoint.js"
 import { makeWriter } from "./writer.js"
 import type { WorkerOptions } from "./writer-worker.js"
 
@@ -59,17 +66,32 @@ const countAppends = (batch: ReadonlyArray<Pending>) => {
  * of them in one transaction and calls each `done` from the same callback (no queue, deferred or
  * fiber per append). What is left waits for the next turn of the event loop, so I/O and timers run
  * between batches. Other writes commit at once, in their own transaction (as they always did).
+ * With a `filename` (a writable file), the WAL is checkpointed as the worker does it
+ * (`walCheckpoint.ts`): when a batch's callbacks queued nothing more, not inside a commit.
  * @internal
  */
 export const inlineBackend = (
   db: Database.Database,
   maxBatch: number,
-  recordMetric: (ms: number, appends: number) => void
+  recordMetric: (ms: number, appends: number) => void,
+  filename?: string | undefined,
+  policy: CheckpointPolicy = DEFAULT_POLICY
 ): Effect.Effect<Backend> =>
   Effect.sync(() => {
     const writer = makeWriter(db, maxBatch)
     let queued: Array<Pending> = []
     let scheduled: ReturnType<typeof setImmediate> | undefined
+    if (filename !== undefined) configureConnection(db, policy)
+    const checkpointer = filename === undefined ? undefined : makeCheckpointer(db, filename, policy)
+    let idleCheck: ReturnType<typeof setImmediate> | undefined
+    // Re-armed after every batch: fires once nothing was committed for QUIET_MS.
+    const quiet = checkpointer && setTimeout(() => checkpointer.idle(true), QUIET_MS).unref()
+    const idle = () => {
+      idleCheck = undefined
+      if (queued.length > 0) return
+      checkpointer!.idle()
+      quiet!.refresh()
+    }
     const deliver = (batch: ReadonlyArray<Pending>) => {
       const t0 = performance.now()
       const results = writer.commit(batch.map((p) => p.op))
@@ -82,6 +104,8 @@ export const inlineBackend = (
       if (batch === queued) queued = []
       if (queued.length > 0) scheduled = setImmediate(flush)
       deliver(batch)
+      // Idle once the callbacks queued nothing more (checked after them, on the next turn).
+      if (checkpointer !== undefined && queued.length === 0 && idleCheck === undefined) idleCheck = setImmediate(idle)
     }
     return {
       submit: (op, done) => {
@@ -93,8 +117,12 @@ export const inlineBackend = (
       // Commit whatever is still queued, synchronously (the file's finalizer closes it next).
       close: Effect.sync(() => {
         if (scheduled !== undefined) clearImmediate(scheduled)
+        if (idleCheck !== undefined) clearImmediate(idleCheck)
+        if (quiet !== undefined) clearTimeout(quiet)
         scheduled = undefined
+        idleCheck = undefined
         while (queued.length > 0) deliver(queued.splice(0, maxBatch))
+        checkpointer?.close()
       })
     }
   })
@@ -108,6 +136,8 @@ const workerSources = [
   "./writer.ts",
   "./protocol.ts",
   "./chain.ts",
+  "./walCheckpoint.ts",
+  "./commitTrace.ts",
   "../../build/core-canonical.ts",
   "../../../core/src/domain/Canonical.ts"
 ]
@@ -168,6 +198,7 @@ export const workerBackend = (
     readonly busyTimeoutMs?: number | undefined
     readonly onWorker?: ((worker: Worker) => void) | undefined
     readonly onWriterStopped?: ((reason: string) => void) | undefined
+    readonly checkpoint?: CheckpointPolicy | undefined
   },
   maxBatch: number,
   st: { readonly sessionExists: Database.Statement; readonly maxSeq: Database.Statement },
@@ -179,7 +210,8 @@ export const workerBackend = (
       filename: options.filename,
       synchronous: options.synchronous ?? "NORMAL",
       busyTimeoutMs: options.busyTimeoutMs ?? 5000,
-      maxBatch
+      maxBatch,
+      checkpoint: options.checkpoint ?? DEFAULT_POLICY
     }
     const worker = yield* Effect.try({
       try: () => {

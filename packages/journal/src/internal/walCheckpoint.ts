@@ -1,0 +1,262 @@
+/**
+ * The writer's WAL checkpoints, off the commit path (PERF-NOTES round 12, slice A).
+ *
+ * SQLite's automatic checkpoint runs inside the `COMMIT` that takes the WAL past
+ * `wal_autocheckpoint` frames (default 1,000): that one commit copies every frame back into the
+ * database file and fsyncs both (4–12 ms here), and whichever turn waits on it is the slow tail. The
+ * writer (the one connection that commits nearly everything) instead checkpoints when it is idle —
+ * nothing waiting to commit — once the WAL holds `idleFrames` frames not yet copied back: a `PASSIVE`
+ * checkpoint in a gap between commits rather than inside one, its fsyncs on libuv's thread pool (see
+ * `makeCheckpointer`). SQLite's own automatic checkpoint stays on at `maxFrames` as the hard bound: under load
+ * with no idle moment, the commit that crosses it checkpoints as before, so the WAL cannot grow
+ * without limit. `journal_size_limit` gives the space of a WAL that grew past that back.
+ *
+ * Durability does not change: the checkpoint is SQLite's own (`PASSIVE`: it never waits on a reader,
+ * copies what no reader still needs, and fsyncs the WAL before and the file after, as an automatic one
+ * does), on the writer's own connection and thread. Other connections to the file (the main thread's
+ * reads, the stores beside the journal) get the same hard bound, so none of them starts checkpointing
+ * first; a read-only connection never checkpoints (SQLite checkpoints only after a commit).
+ *
+ * How full the WAL is comes from the wal-index header in the `-shm` file, which SQLite documents
+ * (https://www.sqlite.org/walformat.html, "the WAL-index header"): `mxFrame` (the last valid frame)
+ * at byte 16 and `nBackfill` (frames already copied back) at byte 96, in native byte order. One
+ * 136-byte `pread`, about a microsecond; a torn read only misjudges one idle moment.
+ * @internal
+ */
+import { closeSync, fsync, fsyncSync, openSync, readSync } from "node:fs"
+import { endianness } from "node:os"
+import Database from "better-sqlite3"
+
+/** When the writer checkpoints, in WAL frames (one page each, 4 KiB by default). @internal */
+export interface CheckpointPolicy {
+  /** Checkpoint when idle once this many frames are not yet copied back (0: never when idle). */
+  readonly idleFrames: number
+  /** SQLite's automatic checkpoint (`wal_autocheckpoint`), inside a commit: the hard bound. */
+  readonly maxFrames: number
+}
+
+/**
+ * The default, by measurement (PERF-NOTES round 12): at SQLite's own 1,000 frames the copy holds the
+ * writer 0.4–1.2 ms (the fsyncs run off the thread); checkpointing every 256 frames cost ~10% more
+ * CPU per append (hot pages — the tape's last leaf, `chain_head` — are copied and synced once per
+ * checkpoint, so more checkpoints copy more). A commit checkpoints itself (fsyncs inline) only past 10,000 frames (40 MiB of 4 KiB pages): under
+ * continuous load, where no pause lets the WAL restart (`QUIET_MS`), that is once per 10,000 frames
+ * rather than every 1,000.
+ * @internal
+ */
+export const DEFAULT_POLICY: CheckpointPolicy = { idleFrames: 1000, maxFrames: 10_000 }
+
+/**
+ * After this long without a commit the writer checkpoints what is left (`Checkpointer.idle(true)`):
+ * only a checkpoint with no commit during its fsyncs copies every frame, which lets SQLite restart
+ * the WAL at the next commit instead of growing it to the hard bound.
+ * @internal
+ */
+export const QUIET_MS = 50
+
+/** The WAL file is truncated back to this once a checkpoint let SQLite restart it (bytes). @internal */
+export const JOURNAL_SIZE_LIMIT = 4 * 1024 * 1024
+
+/**
+ * Set a connection that may commit to the file to the writer's hard bound: `wal_autocheckpoint` at
+ * `maxFrames` and the WAL's size limit. (The writer's connection checkpoints when idle on top.)
+ * @internal
+ */
+export const configureConnection = (db: Database.Database, policy: CheckpointPolicy = DEFAULT_POLICY): void => {
+  db.pragma(`wal_autocheckpoint = ${policy.maxFrames}`)
+  db.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT}`)
+}
+
+/** The wal-index header's frame counts. @internal */
+export interface WalFrames {
+  /** The last valid frame in the WAL. */
+  readonly max: number
+  /** Frames already copied back into the database file. */
+  readonly backfilled: number
+}
+
+/** What an idle checkpoint did (times in ms). @internal */
+export interface IdleCheckpoint {
+  /** The copy back into the database file: the only part that holds the writer's thread. */
+  readonly ms: number
+  /** The WAL's fsync before, the file's after (on libuv's thread pool). */
+  readonly walSyncMs: number
+  readonly dbSyncMs: number
+  readonly frames: number
+  readonly checkpointed: number
+}
+
+/** @internal */
+export interface Checkpointer {
+  /** The WAL's frame counts now (`undefined`: not in WAL mode, or no wal-index to read). */
+  readonly frames: () => WalFrames | undefined
+  /**
+   * Call when nothing waits to commit: starts a checkpoint if `idleFrames` frames wait to be copied
+   * back, none is under way, and the WAL grew since the last one (so a checkpoint a reader held back
+   * is not retried at every idle moment). `quiet`: nothing was committed for a while (`QUIET_MS`):
+   * checkpoint whatever is left, so the WAL can restart from its beginning at the next commit.
+   */
+  readonly idle: (quiet?: boolean) => void
+  /** Before the writer's connection closes: waits (synchronously) for a checkpoint under way. */
+  readonly close: () => void
+}
+
+const HEADER_BYTES = 136
+const readU32 = endianness() === "LE" ? Buffer.prototype.readUInt32LE : Buffer.prototype.readUInt32BE
+
+/**
+ * The idle checkpoints of the writer's connection to `filename` (a file in WAL mode; the connection
+ * configured by `configureConnection`). A checkpoint's two fsyncs — most of its time, and the part
+ * that varies (1–25 ms here) — run on libuv's thread pool, so this thread only copies pages (0.4–1.2
+ * ms for 256–1,000 frames); commits go on meanwhile. In SQLite's own order, so a power loss at any
+ * point leaves a file SQLite recovers exactly as from its own checkpoint:
+ *
+ * 1. A read transaction on a second, read-only connection pins the WAL's current last frame `M`: a
+ *    checkpoint copies no frame past it, and SQLite cannot restart (overwrite) the WAL while it is open.
+ * 2. fsync the WAL (every frame up to `M` was written before).
+ * 3. `PASSIVE` checkpoint with `synchronous = OFF` for that one statement: it copies frames up to `M`
+ *    (or less, if a reader on another connection needs older ones) without syncing — step 2 did the
+ *    WAL's, step 4 does the file's.
+ * 4. fsync the database file, then end the read transaction: only now may the WAL restart.
+ *
+ * With `synchronous = FULL` (every commit fsyncs), or when the second connection or the files cannot
+ * be opened, the checkpoint runs as SQLite's own (`PASSIVE`, syncing inline), still only when idle.
+ * `onCheckpoint` hears what each did (the commit trace).
+ * @internal
+ */
+export const makeCheckpointer = (
+  db: Database.Database,
+  filename: string,
+  policy: CheckpointPolicy = DEFAULT_POLICY,
+  onCheckpoint?: ((at: number, c: IdleCheckpoint) => void) | undefined
+): Checkpointer => {
+  const header = Buffer.alloc(HEADER_BYTES)
+  const synchronous = (db.pragma("synchronous", { simple: true }) as number) === 1 ? "NORMAL" : undefined
+  let shm: number | undefined
+  let files: { readonly wal: number; readonly db: number; readonly pin: Pin } | null | undefined
+  let lastMax = -1
+  let underWay = false
+  let closed = false
+  const frames = (): WalFrames | undefined => {
+    try {
+      shm ??= openSync(`${filename}-shm`, "r")
+      if (readSync(shm, header, 0, HEADER_BYTES, 0) < HEADER_BYTES) return undefined
+    } catch {
+      return undefined
+    }
+    // `isInit` (byte 12): the header is valid.
+    if (header[12] !== 1) return undefined
+    return { max: readU32.call(header, 16), backfilled: readU32.call(header, 96) }
+  }
+  const open = () => {
+    if (files !== undefined) return files
+    try {
+      files = { wal: openSync(`${filename}-wal`, "r"), db: openSync(filename, "r"), pin: makePin(filename) }
+    } catch {
+      files = null
+    }
+    return files
+  }
+  const passive = () =>
+    (db.pragma("wal_checkpoint(PASSIVE)") as Array<{ busy: number; log: number; checkpointed: number }>)[0]
+  const idle = (quiet = false) => {
+    if (policy.idleFrames <= 0 || underWay || closed) return
+    const f = frames()
+    if (f === undefined || f.max - f.backfilled < (quiet ? 1 : policy.idleFrames) || (!quiet && f.max === lastMax))
+      return
+    lastMax = f.max
+    const at = performance.timeOrigin + performance.now()
+    const pending = f.max - f.backfilled
+    const fs = synchronous === undefined ? null : open()
+    if (fs === null) {
+      // SQLite's own checkpoint, fsyncs inline.
+      const t0 = performance.now()
+      const r = passive()
+      onCheckpoint?.(at, {
+        ms: performance.now() - t0,
+        walSyncMs: 0,
+        dbSyncMs: 0,
+        frames: pending,
+        checkpointed: r?.checkpointed ?? 0
+      })
+      return
+    }
+    underWay = true
+    fs.pin.begin()
+    const t0 = performance.now()
+    fsync(fs.wal, (walError) => {
+      const t1 = performance.now()
+      if (closed) return
+      if (walError !== null) {
+        // Nothing was copied: try again when the WAL has grown.
+        fs.pin.end()
+        underWay = false
+        return
+      }
+      db.pragma("synchronous = OFF")
+      let r: ReturnType<typeof passive>
+      try {
+        r = passive()
+      } finally {
+        db.pragma(`synchronous = ${synchronous}`)
+      }
+      const t2 = performance.now()
+      fsync(fs.db, (dbError) => {
+        if (closed) return
+        // A failed fsync may have dropped the pages just copied: sync again here, and if that fails
+        // too, stop the writer (fail-stop) rather than let SQLite overwrite the only durable copy.
+        if (dbError !== null) fsyncSync(fs.db)
+        fs.pin.end()
+        underWay = false
+        onCheckpoint?.(at, {
+          ms: t2 - t1,
+          walSyncMs: t1 - t0,
+          dbSyncMs: performance.now() - t2,
+          frames: pending,
+          checkpointed: r?.checkpointed ?? 0
+        })
+      })
+    })
+  }
+  const close = () => {
+    if (closed) return
+    closed = true
+    if (files) {
+      // A checkpoint under way may have copied pages not yet synced: sync them before the WAL can go.
+      if (underWay) fsyncSync(files.db)
+      files.pin.close()
+      closeSync(files.wal)
+      closeSync(files.db)
+    }
+    if (shm !== undefined) closeSync(shm)
+  }
+  return { frames, idle, close }
+}
+
+/** A read transaction that pins the WAL's current last frame (step 1 above). */
+interface Pin {
+  readonly begin: () => void
+  readonly end: () => void
+  readonly close: () => void
+}
+
+const makePin = (filename: string): Pin => {
+  // Read-only: it never commits, so it never checkpoints (nor when it closes).
+  const reader = new Database(filename, { readonly: true, fileMustExist: true })
+  const begin = reader.prepare("BEGIN")
+  const read = reader.prepare("SELECT 1 FROM sqlite_master LIMIT 1")
+  const end = reader.prepare("COMMIT")
+  return {
+    begin: () => {
+      begin.run()
+      read.get()
+    },
+    end: () => {
+      if (reader.inTransaction) end.run()
+    },
+    close: () => {
+      if (reader.inTransaction) end.run()
+      reader.close()
+    }
+  }
+}
