@@ -126,16 +126,26 @@ export const digestOver = (columns: ReadonlyArray<string>, row: Record<string, u
 export const versionHash = (prevHash: string, seq: number, table: string, rowId: string, version: Version) =>
   sha256(JSON.stringify([prevHash, seq, table, rowId, version.digest, version.hints]))
 
-/** The covered columns of `row` whose hint differs from a stored version's hints. @internal */
+/**
+ * The covered columns of `row` whose hint differs from a stored version's hints. A version written
+ * before a migration added a covered column has no hint for it (`runs.end_seq` for a run edited before
+ * 0011, which the migration did not re-version): that column is named only when no older one differs.
+ * @internal
+ */
 export const changedColumns = (
   table: RecordTable,
   row: Record<string, unknown>,
   storedHints: string
 ): Array<string> => {
   const hints = versionOf(table, row).hints
-  return coveredIn(table, row).filter(
-    (_, i) => hints.slice(i * HINT, (i + 1) * HINT) !== storedHints.slice(i * HINT, (i + 1) * HINT)
-  )
+  const differs: Array<string> = []
+  const hinted: Array<string> = []
+  coveredIn(table, row).forEach((column, i) => {
+    if (hints.slice(i * HINT, (i + 1) * HINT) === storedHints.slice(i * HINT, (i + 1) * HINT)) return
+    differs.push(column)
+    if ((i + 1) * HINT <= storedHints.length) hinted.push(column)
+  })
+  return hinted.length > 0 ? hinted : differs
 }
 
 /**
