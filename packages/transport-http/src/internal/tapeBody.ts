@@ -97,6 +97,9 @@ export const tapeBody = (
   }
   const started = (opened: Follower.Follower) => {
     follower = opened
+    // Already ended (a shutdown that was over before the body was first read): nothing more may be
+    // pushed; the follower is closed with the body.
+    if (ended) return
     push(Sse.comment("connected"))
     timer = setTimeout(beat, heartbeat)
     pump()
