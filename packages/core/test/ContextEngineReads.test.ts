@@ -10,7 +10,6 @@ import { Effect, Layer, Schema } from "effect"
 import { ContextEngine } from "../src/context.js"
 import {
   Caller,
-  Follower,
   Gateway,
   Journal,
   MemoryJournal,
@@ -20,7 +19,7 @@ import {
   Tool
 } from "../src/index.js"
 import { gatewayLayer } from "../src/testing.js"
-import { countingReads } from "./helpers.js"
+import { countingReads, drain } from "./helpers.js"
 
 const alice = Caller.user("alice")
 const calc = Tool.make("calc", {
@@ -30,18 +29,6 @@ const calc = Tool.make("calc", {
   execute: ({ x }) => Effect.succeed(x * 2)
 })
 type AnyTool = typeof calc
-
-const drain = (follower: Follower.Follower) =>
-  Effect.promise(async () => {
-    const out: Array<TapeEvent.TapeEvent> = []
-    for (;;) {
-      const r = follower.take()
-      if (r === Follower.Done) return out
-      if (Follower.isFailed(r)) throw r.failure
-      if (r === undefined) await new Promise<void>((wake) => follower.onReady(wake))
-      else out.push(...r)
-    }
-  })
 
 // Turns on one keyed session through the engine: turns after the first read the tape 0 times, and
 // each prompt is what the kernel's own prompt stage builds from a fresh read of the tape.

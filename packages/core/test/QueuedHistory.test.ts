@@ -6,25 +6,12 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { Caller, Follower, Gateway, Journal, MemoryJournal, ScriptedModel, type TapeEvent } from "../src/index.js"
+import { Caller, Gateway, Journal, MemoryJournal, ScriptedModel, type TapeEvent } from "../src/index.js"
 import { fromHistory } from "../src/kernel/PromptAssembler.js"
 import { gatewayLayer } from "../src/testing.js"
-import { countingReads } from "./helpers.js"
+import { countingReads, drain } from "./helpers.js"
 
 const alice = Caller.user("alice")
-
-/** Everything a follower delivers until its run ends (published events: no read of the tape). */
-const drain = (follower: Follower.Follower) =>
-  Effect.promise(async () => {
-    const out: Array<TapeEvent.TapeEvent> = []
-    for (;;) {
-      const r = follower.take()
-      if (r === Follower.Done) return out
-      if (Follower.isFailed(r)) throw r.failure
-      if (r === undefined) await new Promise<void>((wake) => follower.onReady(wake))
-      else out.push(...r)
-    }
-  })
 
 describe("a queued run's history", () => {
   it.live("comes from the history cache (no tape read), equal to a fresh read's prompt", () =>

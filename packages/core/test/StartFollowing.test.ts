@@ -6,35 +6,13 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Layer, Metric, Scope } from "effect"
-import {
-  Caller,
-  Errors,
-  Follower,
-  Gateway,
-  Journal,
-  MemoryJournal,
-  Metrics,
-  ScriptedModel,
-  type TapeEvent
-} from "../src/index.js"
+import { Caller, Errors, Gateway, Journal, MemoryJournal, Metrics, ScriptedModel } from "../src/index.js"
 import { gapFree, gatewayLayer, tags } from "../src/testing.js"
+import { drain } from "./helpers.js"
 
 const alice = Caller.user("alice")
 const bob = Caller.user("bob")
 const subscribers = Effect.map(Metric.value(Metrics.tapeSubscribers), (s) => s.value)
-
-/** Everything the follower delivers until its run ends (waiting with `onReady`, never polling). */
-const drain = (follower: Follower.Follower) =>
-  Effect.promise(async () => {
-    const out: Array<TapeEvent.TapeEvent> = []
-    for (;;) {
-      const r = follower.take()
-      if (r === Follower.Done) return out
-      if (Follower.isFailed(r)) throw r.failure
-      if (r === undefined) await new Promise<void>((wake) => follower.onReady(wake))
-      else out.push(...r)
-    }
-  })
 
 /** A memory journal whose `readTape` calls are counted and whose start commit can be made to fail. */
 const counted = Effect.gen(function* () {

@@ -1,5 +1,14 @@
 import { Effect, Layer, Schema } from "effect"
-import { Caller, Gateway, Journal, MemoryJournal, type ScriptedModel, type TapeEvent, Tool } from "../src/index.js"
+import {
+  Caller,
+  Follower,
+  Gateway,
+  Journal,
+  MemoryJournal,
+  type ScriptedModel,
+  type TapeEvent,
+  Tool
+} from "../src/index.js"
 import { type GatewayLayerOptions, gatewayLayer } from "../src/testing.js"
 
 /** A low-risk tool that records each execution, so tests can prove whether its body ran. */
@@ -71,3 +80,16 @@ export const recordingAppends = (options?: Parameters<typeof MemoryJournal.layer
   ).pipe(Layer.provide(MemoryJournal.layer(options)))
   return { groups, layer }
 }
+
+/** Everything a follower delivers until its run ends (published events: no read of the tape). */
+export const drain = (follower: Follower.Follower) =>
+  Effect.promise(async () => {
+    const out: Array<TapeEvent.TapeEvent> = []
+    for (;;) {
+      const r = follower.take()
+      if (r === Follower.Done) return out
+      if (Follower.isFailed(r)) throw r.failure
+      if (r === undefined) await new Promise<void>((wake) => follower.onReady(wake))
+      else out.push(...r)
+    }
+  })

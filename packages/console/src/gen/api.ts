@@ -815,6 +815,7 @@ export interface components {
             } | null;
             createdAt: number;
             updatedAt: number;
+            endSeq?: number;
         };
         Session: {
             /** @description a string matching the pattern ^[0-9A-HJKMNP-TV-Z]{26}$ */
