@@ -12,8 +12,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { Session } from "node:inspector/promises"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
-import { dirname, join } from "node:path"
-import { fileURLToPath, pathToFileURL } from "node:url"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { instrumentEffect, replay } from "../lib/effectOps.js"
 
 const root = process.env.BENCH_OPS_ROOT ?? join(fileURLToPath(import.meta.url), "..", "..", "..")
 const core = join(root, "packages/core")
@@ -50,57 +51,12 @@ const model =
     : modelAdapter(
         AiSdkModel.make(
           new MockLanguageModelV4({
-            doStream: async () => ({
-              stream: new ReadableStream({
-                start(c) {
-                  for (const p of parts) c.enqueue(p as never)
-                  c.close()
-                }
-              })
-            })
+            doStream: async () => replay(parts)
           })
         )
       )
 
-// Count what the `effect` that core loads runs: wrap the FiberRuntime methods that execute each opcode.
-const effectRoot = dirname(req.resolve("effect/package.json"))
-const fr = await import(pathToFileURL(join(effectRoot, "dist/esm/internal/fiberRuntime.js")).href)
-const proto = fr.FiberRuntime.prototype as Record<string, unknown>
-let ops = 0
-let fibers = 0
-let counting = false
-// BENCH_OPS_BY=1: also count operations by what they run (the opcode and the start of its function's
-// source), to name the Effect steps a turn takes.
-const by = process.env.BENCH_OPS_BY === "1" ? new Map<string, number>() : undefined
-const sourceOf = (f: unknown) => (typeof f === "function" ? f.toString().replace(/\s+/g, " ").slice(0, 110) : typeof f)
-for (const op of Object.getOwnPropertyNames(proto)) {
-  if (!/^[A-Z]/.test(op) || typeof proto[op] !== "function") continue
-  const original = proto[op] as (...a: Array<unknown>) => unknown
-  proto[op] = function (this: unknown, ...args: Array<unknown>) {
-    if (counting) {
-      ops++
-      if (by !== undefined) {
-        const e = args[0] as { effect_instruction_i0?: unknown; effect_instruction_i1?: unknown } | undefined
-        const f = typeof e?.effect_instruction_i1 === "function" ? e.effect_instruction_i1 : e?.effect_instruction_i0
-        const k =
-          op === "Commit" && f === undefined
-            ? `Commit ${sourceOf((e as { commit?: unknown }).commit)}`
-            : op === "Success" && typeof f === "object" && f !== null
-              ? `Success {${Object.keys(f).slice(0, 6).join(",")}}`
-              : `${op} ${sourceOf(f)}`
-        by.set(k, (by.get(k) ?? 0) + 1)
-      }
-    }
-    return original.apply(this, args)
-  }
-}
-for (const begin of ["start", "startFork", "resume"]) {
-  const original = proto[begin] as (...a: Array<unknown>) => unknown
-  proto[begin] = function (this: unknown, ...args: Array<unknown>) {
-    if (counting) fibers++
-    return original.apply(this, args)
-  }
-}
+const counts = await instrumentEffect(req, process.env.BENCH_OPS_BY === "1")
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-bench-ops-"))
 const palyra = createPalyra({
@@ -122,11 +78,11 @@ await session.post("HeapProfiler.startSampling", {
   includeObjectsCollectedByMajorGC: true,
   includeObjectsCollectedByMinorGC: true
 })
-counting = true
+counts.start()
 const cpu0 = process.cpuUsage()
 for (let i = 0; i < turns; i++) await turn(100 + i)
 const cpu = process.cpuUsage(cpu0)
-counting = false
+counts.stop()
 const { profile } = await session.post("HeapProfiler.stopSampling")
 // BENCH_OPS_PROFILE=<file>: the sampled allocations of the counted turns (creation stacks: who built what).
 if (process.env.BENCH_OPS_PROFILE) writeFileSync(process.env.BENCH_OPS_PROFILE, JSON.stringify(profile))
@@ -140,8 +96,8 @@ await palyra.close()
 rmSync(dir, { recursive: true, force: true })
 
 const figures = {
-  opsPerTurn: Math.round(ops / turns),
-  fibersPerTurn: Number((fibers / turns).toFixed(1)),
+  opsPerTurn: Math.round(counts.ops / turns),
+  fibersPerTurn: Number((counts.fibers / turns).toFixed(1)),
   kbAllocatedPerTurn: Math.round(bytes / turns / 1024),
   cpuUsPerTurn: Math.round((cpu.user + cpu.system) / turns)
 }
@@ -149,8 +105,8 @@ console.log(`root ${root}`)
 console.log(
   `per plain turn: ${figures.opsPerTurn} Effect ops, ${figures.fibersPerTurn} fibers, ${figures.kbAllocatedPerTurn} KB allocated, ${figures.cpuUsPerTurn} µs CPU (counting on)`
 )
-if (by !== undefined) {
-  for (const [k, n] of [...by].sort((a, b) => b[1] - a[1]).slice(0, Number(process.env.BENCH_OPS_TOP ?? 60)))
+if (counts.by !== undefined) {
+  for (const [k, n] of [...counts.by].sort((a, b) => b[1] - a[1]).slice(0, Number(process.env.BENCH_OPS_TOP ?? 60)))
     console.log(`${(n / turns).toFixed(1).padStart(6)}  ${k}`)
 }
 console.log(JSON.stringify({ bench: "turn-ops", turns, ...figures }))

@@ -14,8 +14,9 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { Session } from "node:inspector/promises"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
-import { dirname, join } from "node:path"
-import { fileURLToPath, pathToFileURL } from "node:url"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { instrumentEffect, replay } from "../lib/effectOps.js"
 
 const root = process.env.BENCH_OPS_ROOT ?? join(fileURLToPath(import.meta.url), "..", "..", "..")
 const core = join(root, "packages/core")
@@ -60,58 +61,13 @@ const model = modelAdapter(
       doStream: async ({ prompt }) => {
         const last = prompt.at(-1)
         const parts = last?.role === "user" && JSON.stringify(last.content).includes("time") ? call : text
-        return {
-          stream: new ReadableStream({
-            start(c) {
-              for (const p of parts) c.enqueue(p as never)
-              c.close()
-            }
-          })
-        }
+        return replay(parts)
       }
     })
   )
 )
 
-// Count what the `effect` that core loads runs: wrap the FiberRuntime methods that execute each opcode.
-const effectRoot = dirname(req.resolve("effect/package.json"))
-const fr = await import(pathToFileURL(join(effectRoot, "dist/esm/internal/fiberRuntime.js")).href)
-const proto = fr.FiberRuntime.prototype as Record<string, unknown>
-let ops = 0
-let fibers = 0
-let counting = false
-// BENCH_OPS_BY=1: also count operations by what they run (the opcode and the start of its function's
-// source), to name the Effect steps a turn takes.
-const by = process.env.BENCH_OPS_BY === "1" ? new Map<string, number>() : undefined
-const sourceOf = (f: unknown) => (typeof f === "function" ? f.toString().replace(/\s+/g, " ").slice(0, 110) : typeof f)
-for (const op of Object.getOwnPropertyNames(proto)) {
-  if (!/^[A-Z]/.test(op) || typeof proto[op] !== "function") continue
-  const original = proto[op] as (...a: Array<unknown>) => unknown
-  proto[op] = function (this: unknown, ...args: Array<unknown>) {
-    if (counting) {
-      ops++
-      if (by !== undefined) {
-        const e = args[0] as { effect_instruction_i0?: unknown; effect_instruction_i1?: unknown } | undefined
-        const f = typeof e?.effect_instruction_i1 === "function" ? e.effect_instruction_i1 : e?.effect_instruction_i0
-        const k =
-          op === "Commit" && f === undefined
-            ? `Commit ${sourceOf((e as { commit?: unknown }).commit)}`
-            : op === "Success" && typeof f === "object" && f !== null
-              ? `Success {${Object.keys(f).slice(0, 6).join(",")}}`
-              : `${op} ${sourceOf(f)}`
-        by.set(k, (by.get(k) ?? 0) + 1)
-      }
-    }
-    return original.apply(this, args)
-  }
-}
-for (const begin of ["start", "startFork", "resume"]) {
-  const original = proto[begin] as (...a: Array<unknown>) => unknown
-  proto[begin] = function (this: unknown, ...args: Array<unknown>) {
-    if (counting) fibers++
-    return original.apply(this, args)
-  }
-}
+const counts = await instrumentEffect(req, process.env.BENCH_OPS_BY === "1")
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-bench-ops-"))
 const palyra = createPalyra({
@@ -143,17 +99,14 @@ const measure = async (tool: boolean) => {
     includeObjectsCollectedByMajorGC: true,
     includeObjectsCollectedByMinorGC: true
   })
-  ops = 0
-  fibers = 0
-  by?.clear()
-  counting = true
+  counts.start()
   const cpu0 = process.cpuUsage()
   for (let i = 0; i < turns; i++) {
     const result = await turn(100 + i, tool)
     if (tool && !result.events.some((e) => e._tag === "ToolResult")) throw new Error("the tool turn ran no tool")
   }
   const cpu = process.cpuUsage(cpu0)
-  counting = false
+  counts.stop()
   const { profile } = await session.post("HeapProfiler.stopSampling")
   let bytes = 0
   const walk = (n: { selfSize: number; children?: Array<unknown> }) => {
@@ -162,10 +115,12 @@ const measure = async (tool: boolean) => {
   }
   walk(profile.head as unknown as { selfSize: number; children?: Array<unknown> })
   const top =
-    by === undefined ? [] : [...by].sort((a, b) => b[1] - a[1]).slice(0, Number(process.env.BENCH_OPS_TOP ?? 40))
+    counts.by === undefined
+      ? []
+      : [...counts.by].sort((a, b) => b[1] - a[1]).slice(0, Number(process.env.BENCH_OPS_TOP ?? 40))
   return {
-    opsPerTurn: Math.round(ops / turns),
-    fibersPerTurn: Number((fibers / turns).toFixed(1)),
+    opsPerTurn: Math.round(counts.ops / turns),
+    fibersPerTurn: Number((counts.fibers / turns).toFixed(1)),
     kbAllocatedPerTurn: Math.round(bytes / turns / 1024),
     cpuUsPerTurn: Math.round((cpu.user + cpu.system) / turns),
     top
