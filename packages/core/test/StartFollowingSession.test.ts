@@ -10,7 +10,6 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Metric } from "effect"
 import {
   Caller,
-  Follower,
   Gateway,
   type Ids,
   Journal,
@@ -22,27 +21,11 @@ import {
 } from "../src/index.js"
 import { makeTape } from "../src/kernel/internal/tape.js"
 import { gapFree, gatewayLayer } from "../src/testing.js"
-import { countingReads } from "./helpers.js"
+import { countingReads, drain } from "./helpers.js"
 
 const alice = Caller.user("alice")
 const bob = Caller.user("bob")
 const subscribers = Effect.map(Metric.value(Metrics.tapeSubscribers), (s) => s.value)
-
-/** Take until `until` holds for an event (waiting with `onReady`, never polling). */
-const drainUntil = (follower: Follower.Follower, until: (e: TapeEvent.TapeEvent) => boolean) =>
-  Effect.promise(async () => {
-    const out: Array<TapeEvent.TapeEvent> = []
-    for (;;) {
-      const r = follower.take()
-      if (r === Follower.Done) return out
-      if (Follower.isFailed(r)) throw r.failure
-      if (r === undefined) await new Promise<void>((wake) => follower.onReady(wake))
-      else {
-        out.push(...r)
-        if (r.some(until)) return out
-      }
-    }
-  })
 
 const doneOf = (runId: string) => (e: TapeEvent.TapeEvent) =>
   e.runId === runId && e._tag === "RunStateChanged" && e.to === "Done"
@@ -68,10 +51,10 @@ describe("startRunFollowing with the whole session", () => {
               { session: true }
             )
             assert.strictEqual(yield* subscribers, baseline + 1)
-            const two = yield* drainUntil(started.follower, doneOf(started.run.id))
+            const two = yield* drain(started.follower, doneOf(started.run.id))
             // The follower outlives its run: the session's next run comes through it too.
             const next = yield* gateway.sendMessage(alice, { text: "three", sessionId: first.session.id })
-            const three = yield* drainUntil(started.follower, doneOf(next.run.id))
+            const three = yield* drain(started.follower, doneOf(next.run.id))
             return { events: [...two, ...three], startSeq: started.run.startSeq }
           })
         )
@@ -120,7 +103,7 @@ describe("startRunFollowing with the whole session", () => {
       // Its caller read the head at 1; event 2 was published before it attached.
       const follower = tape.attachLive(session, 1, {})
       yield* tape.append(session, [note("3")])
-      const drained = yield* Effect.fork(drainUntil(follower, (e) => e._tag === "SessionNote" && e.text === "4"))
+      const drained = yield* Effect.fork(drain(follower, (e) => e._tag === "SessionNote" && e.text === "4"))
       yield* tape.append(session, [note("4")])
       const events = yield* Fiber.join(drained)
       follower.close()

@@ -81,8 +81,11 @@ export const recordingAppends = (options?: Parameters<typeof MemoryJournal.layer
   return { groups, layer }
 }
 
-/** Everything a follower delivers until its run ends (published events: no read of the tape). */
-export const drain = (follower: Follower.Follower) =>
+/**
+ * Everything a follower delivers until its run ends — or through the first batch with an event for
+ * which `until` holds (waiting with `onReady`, never polling; published events: no read of the tape).
+ */
+export const drain = (follower: Follower.Follower, until?: (e: TapeEvent.TapeEvent) => boolean) =>
   Effect.promise(async () => {
     const out: Array<TapeEvent.TapeEvent> = []
     for (;;) {
@@ -90,6 +93,9 @@ export const drain = (follower: Follower.Follower) =>
       if (r === Follower.Done) return out
       if (Follower.isFailed(r)) throw r.failure
       if (r === undefined) await new Promise<void>((wake) => follower.onReady(wake))
-      else out.push(...r)
+      else {
+        out.push(...r)
+        if (until !== undefined && r.some(until)) return out
+      }
     }
   })
