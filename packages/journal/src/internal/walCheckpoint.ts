@@ -23,7 +23,7 @@
  * 136-byte `pread`, about a microsecond; a torn read only misjudges one idle moment.
  * @internal
  */
-import { closeSync, fsync, fsyncSync, openSync, readSync } from "node:fs"
+import { closeSync, fsync, fsyncSync, openSync, readSync, writeSync } from "node:fs"
 import { endianness } from "node:os"
 import Database from "better-sqlite3"
 
@@ -119,6 +119,12 @@ const readU32 = endianness() === "LE" ? Buffer.prototype.readUInt32LE : Buffer.p
  *    WAL's, step 4 does the file's.
  * 4. fsync the database file, then end the read transaction: only now may the WAL restart.
  *
+ * SQLite's own checkpoint records the copy as done only after the file's fsync succeeded; here step 3
+ * records it before step 4. So a failed step 4 is fatal (`failStop`): the process is killed with the
+ * pin held and no connection closed, and the next open recovers every frame from the WAL. Any other
+ * failure (the pin not available at once, a WAL fsync or a copy that failed) gives the checkpoint up
+ * with nothing recorded as copied (`onError`); it is tried again when the writer is next idle.
+ *
  * With `synchronous = FULL` (every commit fsyncs), or when the second connection or the files cannot
  * be opened, the checkpoint runs as SQLite's own (`PASSIVE`, syncing inline), still only when idle.
  * `onCheckpoint` hears what each did (the commit trace).
@@ -128,7 +134,11 @@ export const makeCheckpointer = (
   db: Database.Database,
   filename: string,
   policy: CheckpointPolicy = DEFAULT_POLICY,
-  onCheckpoint?: ((at: number, c: IdleCheckpoint) => void) | undefined
+  onCheckpoint?: ((at: number, c: IdleCheckpoint) => void) | undefined,
+  /** A checkpoint given up (it is tried again later; the WAL keeps every frame meanwhile). */
+  onError?: ((error: unknown) => void) | undefined,
+  /** A failed fsync of the database file after a copy (tests replace the process kill). */
+  fatal: (error: unknown) => void = failStop
 ): Checkpointer => {
   const header = Buffer.alloc(HEADER_BYTES)
   const synchronous = (db.pragma("synchronous", { simple: true }) as number) === 1 ? "NORMAL" : undefined
@@ -150,15 +160,32 @@ export const makeCheckpointer = (
   }
   const open = () => {
     if (files !== undefined) return files
+    let wal: number | undefined
+    let file: number | undefined
     try {
-      files = { wal: openSync(`${filename}-wal`, "r"), db: openSync(filename, "r"), pin: makePin(filename) }
+      // Opened for writing too: fsync needs write access on some platforms (Windows).
+      wal = openSync(`${filename}-wal`, "r+")
+      file = openSync(filename, "r+")
+      files = { wal, db: file, pin: makePin(filename) }
     } catch {
+      if (wal !== undefined) closeSync(wal)
+      if (file !== undefined) closeSync(file)
       files = null
     }
     return files
   }
   const passive = () =>
     (db.pragma("wal_checkpoint(PASSIVE)") as Array<{ busy: number; log: number; checkpointed: number }>)[0]
+  /** Give up this checkpoint (nothing copied, or a copy SQLite did not record): the WAL stays as it was. */
+  const abandon = (fs: NonNullable<typeof files>, error: unknown) => {
+    try {
+      fs.pin.end()
+    } catch {
+      // The pin's connection failed too: its transaction ends when it closes.
+    }
+    underWay = false
+    onError?.(error)
+  }
   const idle = (quiet = false) => {
     if (policy.idleFrames <= 0 || underWay || closed) return
     const f = frames()
@@ -169,9 +196,15 @@ export const makeCheckpointer = (
     const pending = f.max - f.backfilled
     const fs = synchronous === undefined ? null : open()
     if (fs === null) {
-      // SQLite's own checkpoint, fsyncs inline.
+      // SQLite's own checkpoint, fsyncs inline. Its errors are its own (as an automatic checkpoint's
+      // are ignored by SQLite): nothing is recorded as copied that was not synced.
       const t0 = performance.now()
-      const r = passive()
+      let r: ReturnType<typeof passive>
+      try {
+        r = passive()
+      } catch (error) {
+        return onError?.(error)
+      }
       onCheckpoint?.(at, {
         ms: performance.now() - t0,
         walSyncMs: 0,
@@ -182,30 +215,41 @@ export const makeCheckpointer = (
       return
     }
     underWay = true
-    fs.pin.begin()
+    try {
+      // Never waits: a pin it cannot take now (another connection recovering the WAL) is tried later.
+      fs.pin.begin()
+    } catch (error) {
+      return abandon(fs, error)
+    }
     const t0 = performance.now()
     fsync(fs.wal, (walError) => {
       const t1 = performance.now()
       if (closed) return
-      if (walError !== null) {
-        // Nothing was copied: try again when the WAL has grown.
-        fs.pin.end()
-        underWay = false
-        return
-      }
-      db.pragma("synchronous = OFF")
+      // Nothing copied yet: try again when the WAL has grown.
+      if (walError !== null) return abandon(fs, walError)
       let r: ReturnType<typeof passive>
       try {
-        r = passive()
-      } finally {
-        db.pragma(`synchronous = ${synchronous}`)
+        db.pragma("synchronous = OFF")
+        try {
+          r = passive()
+        } finally {
+          db.pragma(`synchronous = ${synchronous}`)
+        }
+      } catch (error) {
+        // A copy that failed (a full disk, an I/O error) records nothing as copied: the WAL still
+        // holds every frame, and the next checkpoint copies them again.
+        return abandon(fs, error)
       }
       const t2 = performance.now()
       fsync(fs.db, (dbError) => {
+        // The copy is recorded as done (SQLite's `nBackfill`) but the file's fsync failed: its pages
+        // may never reach the disk (Linux reports a writeback error once and marks the pages clean,
+        // so a retry "succeeds"), and once the pin ends SQLite may restart the WAL — or a closing
+        // connection delete it — over the only durable copy. Fail-stop, before anything else runs:
+        // the process dies with the pin held and no connection closed, and the next open recovers
+        // every frame from the WAL (PostgreSQL's answer to the same fsync failure).
+        if (dbError !== null) return fatal(dbError)
         if (closed) return
-        // A failed fsync may have dropped the pages just copied: sync again here, and if that fails
-        // too, stop the writer (fail-stop) rather than let SQLite overwrite the only durable copy.
-        if (dbError !== null) fsyncSync(fs.db)
         fs.pin.end()
         underWay = false
         onCheckpoint?.(at, {
@@ -222,8 +266,15 @@ export const makeCheckpointer = (
     if (closed) return
     closed = true
     if (files) {
-      // A checkpoint under way may have copied pages not yet synced: sync them before the WAL can go.
-      if (underWay) fsyncSync(files.db)
+      // A checkpoint under way may have copied pages not yet synced: sync them before the WAL can go
+      // (a failure is fatal, as above: the connections must not close over those pages).
+      if (underWay) {
+        try {
+          fsyncSync(files.db)
+        } catch (error) {
+          fatal(error)
+        }
+      }
       files.pin.close()
       closeSync(files.wal)
       closeSync(files.db)
@@ -231,6 +282,39 @@ export const makeCheckpointer = (
     if (shm !== undefined) closeSync(shm)
   }
   return { frames, idle, close }
+}
+
+/**
+ * Stop the process at once, closing nothing (no connection may checkpoint or delete the WAL on its
+ * way out): what is committed is in the WAL, and the next open recovers it. Works from a worker too
+ * (`process.abort` does not).
+ * @internal
+ */
+export const failStop = (error: unknown): never => {
+  try {
+    writeSync(
+      2,
+      `palyra journal: fsync of the database file failed after a WAL checkpoint copied into it (${String(error)}); stopping the process so the WAL is kept: restart to recover\n`
+    )
+  } finally {
+    process.kill(process.pid, "SIGKILL")
+  }
+  throw error
+}
+
+/**
+ * A process warning for a given-up idle checkpoint, once per distinct message (it is retried at the
+ * next idle moment, which would otherwise repeat the same warning).
+ * @internal
+ */
+export const warnOnce = (): ((error: unknown) => void) => {
+  let last = ""
+  return (error) => {
+    const message = error instanceof Error ? error.message : String(error)
+    if (message === last) return
+    last = message
+    process.emitWarning(`an idle WAL checkpoint was given up (tried again later): ${message}`, "PalyraJournalWarning")
+  }
 }
 
 /** A read transaction that pins the WAL's current last frame (step 1 above). */
@@ -242,7 +326,7 @@ interface Pin {
 
 const makePin = (filename: string): Pin => {
   // Read-only: it never commits, so it never checkpoints (nor when it closes).
-  const reader = new Database(filename, { readonly: true, fileMustExist: true })
+  const reader = new Database(filename, { readonly: true, fileMustExist: true, timeout: 0 })
   const begin = reader.prepare("BEGIN")
   const read = reader.prepare("SELECT 1 FROM sqlite_master LIMIT 1")
   const end = reader.prepare("COMMIT")

@@ -10,7 +10,7 @@ import { parentPort, receiveMessageOnPort, workerData } from "node:worker_thread
 import Database from "better-sqlite3"
 import { makeCommitTrace, tracedPolicy } from "./commitTrace.js"
 import { decodeBatch, encodeAnswer, type ToWorker } from "./protocol.js"
-import { type CheckpointPolicy, configureConnection, makeCheckpointer, QUIET_MS } from "./walCheckpoint.js"
+import { type CheckpointPolicy, configureConnection, makeCheckpointer, QUIET_MS, warnOnce } from "./walCheckpoint.js"
 import { makeWriter } from "./writer.js"
 
 /** What the main thread passes in `workerData`. @internal */
@@ -34,7 +34,7 @@ db.pragma("secure_delete = ON")
 configureConnection(db, policy)
 const writer = makeWriter(db, options.maxBatch)
 const trace = makeCommitTrace()
-const checkpointer = makeCheckpointer(db, options.filename, policy, trace?.checkpoint)
+const checkpointer = makeCheckpointer(db, options.filename, policy, trace?.checkpoint, warnOnce())
 let closed = false
 // Re-armed after every batch: fires once the writer has committed nothing for QUIET_MS.
 const quiet = setTimeout(() => {

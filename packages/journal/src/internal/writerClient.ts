@@ -11,7 +11,8 @@ import {
   configureConnection,
   DEFAULT_POLICY,
   makeCheckpointer,
-  QUIET_MS
+  QUIET_MS,
+  warnOnce
 } from "./walCheckpoint.js"
 import { makeWriter } from "./writer.js"
 import type { WorkerOptions } from "./writer-worker.js"
@@ -82,7 +83,8 @@ export const inlineBackend = (
     let queued: Array<Pending> = []
     let scheduled: ReturnType<typeof setImmediate> | undefined
     if (filename !== undefined) configureConnection(db, policy)
-    const checkpointer = filename === undefined ? undefined : makeCheckpointer(db, filename, policy)
+    const checkpointer =
+      filename === undefined ? undefined : makeCheckpointer(db, filename, policy, undefined, warnOnce())
     let idleCheck: ReturnType<typeof setImmediate> | undefined
     // Re-armed after every batch: fires once nothing was committed for QUIET_MS.
     const quiet = checkpointer && setTimeout(() => checkpointer.idle(true), QUIET_MS).unref()

@@ -1,0 +1,147 @@
+/**
+ * The idle checkpoint's failures (walCheckpoint.ts). SQLite records a copy as done before the
+ * database file's fsync that this checkpoint runs on the thread pool, so: a failed WAL fsync or pin
+ * gives the checkpoint up with nothing recorded and it is retried; a failed fsync of the database file
+ * after the copy is fatal — the pin is never ended (the WAL cannot restart over the only durable copy)
+ * and the process is killed with no connection closed, and the next open recovers every row. Faults
+ * are injected at the OS boundary (node's `fs.fsync`), on real SQLite files; the fail-stop runs in a
+ * real child process.
+ */
+import { spawn } from "node:child_process"
+import { closeSync, existsSync, mkdtempSync, openSync, readSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import Database from "better-sqlite3"
+import { afterEach, describe, expect, it, vi } from "vitest"
+
+// Which fsync calls fail (1-based, counted from the test's start): the checkpointer's WAL fsync
+// comes first, the database file's second.
+const faults = { calls: 0, fail: new Set<number>() }
+vi.mock("node:fs", async (importOriginal) => {
+  const fs = await importOriginal<typeof import("node:fs")>()
+  return {
+    ...fs,
+    fsync: (fd: number, cb: (e: NodeJS.ErrnoException | null) => void) => {
+      faults.calls++
+      if (faults.fail.has(faults.calls))
+        return setImmediate(() => cb(Object.assign(new Error("EIO: i/o error, fsync"), { code: "EIO" })))
+      return fs.fsync(fd, cb)
+    }
+  }
+})
+const { configureConnection, makeCheckpointer } = await import("../src/internal/walCheckpoint.js")
+
+const dir = mkdtempSync(join(tmpdir(), "palyra-walfaults-"))
+afterEach(() => {
+  faults.calls = 0
+  faults.fail.clear()
+})
+
+/** `mxFrame` and `nBackfill` from the wal-index header (walformat.html), little-endian here. */
+const walFrames = (filename: string) => {
+  const fd = openSync(`${filename}-shm`, "r")
+  try {
+    const b = Buffer.alloc(136)
+    readSync(fd, b, 0, 136, 0)
+    return { max: b.readUInt32LE(16), backfilled: b.readUInt32LE(96) }
+  } finally {
+    closeSync(fd)
+  }
+}
+
+const open = (name: string, rows: number) => {
+  const filename = join(dir, name)
+  const db = new Database(filename)
+  db.pragma("journal_mode = WAL")
+  db.pragma("synchronous = NORMAL")
+  configureConnection(db)
+  db.exec("CREATE TABLE t (i INTEGER PRIMARY KEY, x TEXT)")
+  const insert = db.prepare("INSERT INTO t (x) VALUES (?)")
+  for (let i = 0; i < rows; i++) insert.run("x".repeat(2000))
+  return { filename, db, insert }
+}
+
+const until = async (done: () => boolean) => {
+  for (let i = 0; i < 500 && !done(); i++) await new Promise((r) => setTimeout(r, 10))
+  expect(done()).toBe(true)
+}
+
+describe("the idle checkpoint's failures", () => {
+  it("a failed WAL fsync gives the checkpoint up (nothing recorded as copied), and the next one copies", async () => {
+    const { filename, db, insert } = open("wal-fsync.db", 200)
+    const errors: Array<unknown> = []
+    const fatal: Array<unknown> = []
+    const checkpointer = makeCheckpointer(
+      db,
+      filename,
+      { idleFrames: 1, maxFrames: 10_000 },
+      undefined,
+      (e) => errors.push(e),
+      (e) => fatal.push(e)
+    )
+    faults.fail.add(1)
+    checkpointer.idle(true)
+    await until(() => errors.length === 1)
+    expect(walFrames(filename).backfilled).toBe(0)
+    // Not stuck "under way", and the pin was released: the next idle moment checkpoints everything.
+    insert.run("more")
+    checkpointer.idle(true)
+    await until(() => walFrames(filename).backfilled === walFrames(filename).max)
+    expect(fatal).toEqual([])
+    checkpointer.close()
+    db.close()
+  })
+
+  it("a failed fsync of the database file after the copy is fatal, and the WAL is never restarted", async () => {
+    const { filename, db, insert } = open("db-fsync.db", 200)
+    const fatal: Array<unknown> = []
+    const checkpointer = makeCheckpointer(
+      db,
+      filename,
+      { idleFrames: 1, maxFrames: 10_000 },
+      undefined,
+      undefined,
+      (e) => fatal.push(e)
+    )
+    faults.fail.add(2)
+    checkpointer.idle(true)
+    await until(() => fatal.length === 1)
+    const copied = walFrames(filename)
+    // SQLite recorded the copy…
+    expect(copied.backfilled).toBe(copied.max)
+    // …but the pin still holds the WAL: the next commit appends to it instead of restarting it over
+    // frames whose copy may not be on disk.
+    insert.run("after")
+    expect(walFrames(filename).max).toBeGreaterThan(copied.max)
+    checkpointer.close()
+    db.close()
+  })
+
+  it("fail-stop: the process is killed with the WAL kept, and every row is recovered from it", async () => {
+    const filename = join(dir, "killed.db")
+    const fixture = fileURLToPath(new URL("./fixtures/fsync-fails.ts", import.meta.url))
+    const child = spawn(
+      process.execPath,
+      ["--conditions=@palyra/source", "--import", "tsx", fixture, filename, "300"],
+      {
+        stdio: ["ignore", "pipe", "pipe"]
+      }
+    )
+    let out = ""
+    let err = ""
+    child.stdout.on("data", (d) => (out += d))
+    child.stderr.on("data", (d) => (err += d))
+    const exit = await new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      child.on("exit", (code, signal) => resolve({ code, signal }))
+    )
+    expect(out).toBe("")
+    expect(exit.signal).toBe("SIGKILL")
+    expect(err).toContain("fsync of the database file failed")
+    expect(existsSync(`${filename}-wal`)).toBe(true)
+    const reopened = new Database(filename)
+    expect((reopened.prepare("SELECT count(*) AS n FROM t").get() as { n: number }).n).toBe(300)
+    expect(reopened.pragma("integrity_check", { simple: true }) as string).toBe("ok")
+    reopened.close()
+  })
+})
