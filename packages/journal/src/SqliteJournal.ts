@@ -5,7 +5,11 @@
  *   of the process (SIGKILL, OOM, panic) because the WAL is written before the commit returns; a
  *   power loss or kernel crash may lose the last few commits (the WAL is fsynced at checkpoints).
  *   Choose `synchronous: "FULL"` to fsync every commit and survive power loss too, at a cost per commit
- *   that group commit amortises.
+ *   that group commit amortises. The writer checkpoints the WAL when it is idle, with the fsyncs off
+ *   its thread (never inside a commit a caller waits on, unless the WAL reaches 10,000 frames); should
+ *   the database file's fsync fail after such a checkpoint copied into it, the process is stopped at
+ *   once (SIGKILL, nothing closed) so the WAL — the only copy known to be on disk — is kept, and the
+ *   next open recovers every commit from it (a failed fsync is not retried: Linux reports it once).
  * - **Group commit.** Appends queue up; one writer takes everything queued (up to `maxBatch`) and
  *   commits it in one short transaction, each append in its own savepoint (one append's `Conflict`
  *   never affects another). No append is acknowledged before its transaction committed.
