@@ -8,16 +8,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option, Schema } from "effect"
-import {
-  Caller,
-  Gateway,
-  Journal,
-  MemoryJournal,
-  ScriptedModel,
-  type SessionId,
-  type TapeEvent,
-  Tool
-} from "../src/index.js"
+import { Caller, Gateway, Journal, MemoryJournal, ScriptedModel, type TapeEvent, Tool } from "../src/index.js"
 import { collect, gatewayLayer } from "../src/testing.js"
 import { countingReads, recordingTool } from "./helpers.js"
 
@@ -115,7 +106,7 @@ describe("the session's token budget", () => {
         execute: (_args, context) =>
           Effect.orDie(
             writer.journal!.append(
-              context.sessionId as SessionId,
+              context.sessionId,
               [
                 {
                   _tag: "SessionNote",
