@@ -8,7 +8,16 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option, Schema } from "effect"
-import { Caller, Gateway, Journal, MemoryJournal, ScriptedModel, type TapeEvent, Tool } from "../src/index.js"
+import {
+  Caller,
+  Gateway,
+  Journal,
+  MemoryJournal,
+  PromptAssembler,
+  ScriptedModel,
+  type TapeEvent,
+  Tool
+} from "../src/index.js"
 import { collect, gatewayLayer } from "../src/testing.js"
 import { countingReads, recordingTool } from "./helpers.js"
 
@@ -133,6 +142,65 @@ describe("the session's token budget", () => {
           // The prologue's read, and the second call's: the head had moved past the run's count.
           assert.strictEqual(reads.sessions - before, 2)
         })
+      )
+    })
+  )
+
+  it.effect("tokens committed between the run's last commit and its next check (the prompt stage) are seen", () =>
+    Effect.gen(function* () {
+      // A prompt stage that spends tokens itself, as a context engine's compaction does inside the run:
+      // at the run's second model call it appends 5,000 tokens straight to the journal, after the
+      // run's last commit (no commit of the run's own follows it before the check: only the head
+      // moved), then builds the prompt.
+      const { tool } = recordingTool("math.double", "low")
+      let calls = 0
+      const spending = Layer.effect(
+        PromptAssembler.PromptAssembler,
+        Effect.map(Journal.Journal, (journal) => ({
+          assemble: (input: PromptAssembler.AssembleInput) =>
+            ++calls === 2
+              ? Effect.zipRight(
+                  Effect.orDie(
+                    journal.append(
+                      input.session.id,
+                      [
+                        {
+                          _tag: "SessionNote",
+                          sessionId: input.session.id,
+                          runId: null,
+                          at: 0,
+                          author: "compactor",
+                          text: "summary"
+                        }
+                      ],
+                      { addTokens: 5000 }
+                    )
+                  ),
+                  PromptAssembler.fromHistory.assemble(input)
+                )
+              : PromptAssembler.fromHistory.assemble(input)
+        }))
+      )
+      const model = toolThenAnswer("math.double")
+      const { journal, reads } = countingReads(yield* MemoryJournal.make())
+      yield* Effect.gen(function* () {
+        const gateway = yield* Gateway.Gateway
+        const seen = yield* collect((yield* gateway.startRun(alice, { key: "k", text: "go" })).events)
+        assert.strictEqual(finalState(seen), "Failed")
+        assert.include(runError(seen)?.message ?? "", "maxTokensPerSession")
+        assert.strictEqual(model.prompts.length, 1, "the second call was refused")
+        assert.strictEqual(reads.sessions, 2, "the prologue's read and the second call's")
+      }).pipe(
+        Effect.provide(
+          gatewayLayer({
+            model,
+            tools: [tool],
+            budgets: { maxTokensPerSession: 5000 },
+            promptAssembler: spending,
+            journal: Layer.succeed(Journal.Journal, journal)
+          })
+        ),
+        Effect.scoped
       )
     })
   )
