@@ -114,6 +114,9 @@ describe("cancelling a run admitted with its start", () => {
       const reading = yield* Deferred.make<void>()
       const never = yield* Deferred.make<void>()
       let started = false
+      // Armed by the first run's start only (the session's next run, claimed at once now that the
+      // first run's fiber ends its turn itself, must not hang).
+      let armed = false
       const hangOnce = <A, E>(read: Effect.Effect<A, E>): Effect.Effect<A, E> => {
         if (!started) return read
         started = false
@@ -124,7 +127,7 @@ describe("cancelling a run admitted with its start", () => {
         append: (sessionId, events, effects) =>
           Effect.tap(inner.append(sessionId, events, effects), () =>
             Effect.sync(() => {
-              if (effects?.createRun !== undefined && isStart(events)) started = true
+              if (!armed && effects?.createRun !== undefined && isStart(events)) started = armed = true
             })
           ),
         // The first history read after the start is the run's loop, in its prologue: it hangs. (The

@@ -53,15 +53,34 @@ export const pendingApproval = (gateway: Gateway.Service, runId: Parameters<Gate
     Effect.map((l) => l[0]!)
   )
 
-/** `inner` with its `readTape` calls counted (`reads.count`): to prove a path reads nothing back. */
+/**
+ * `inner` with its `readTape` calls counted (`reads.count`): to prove a path reads nothing back. The
+ * record reads a turn may make are counted too: `getSession` (`reads.sessions`), `findSessionByKey`
+ * (`reads.keys`), `getRun` (`reads.runs`).
+ */
 export const countingReads = (inner: Journal.Service) => {
-  const reads = { count: 0 }
+  const reads = { count: 0, sessions: 0, keys: 0, runs: 0 }
   const journal: Journal.Service = {
     ...inner,
     readTape: (sessionId, options) =>
       Effect.suspend(() => {
         reads.count++
         return inner.readTape(sessionId, options)
+      }),
+    getSession: (id) =>
+      Effect.suspend(() => {
+        reads.sessions++
+        return inner.getSession(id)
+      }),
+    findSessionByKey: (principal, key) =>
+      Effect.suspend(() => {
+        reads.keys++
+        return inner.findSessionByKey(principal, key)
+      }),
+    getRun: (id) =>
+      Effect.suspend(() => {
+        reads.runs++
+        return inner.getRun(id)
       })
   }
   return { journal, reads }

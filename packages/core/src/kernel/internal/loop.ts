@@ -92,6 +92,14 @@ interface RunContext {
   readonly tracing: boolean
   /** The run's metric labels, read once at its start: the per-step metrics are recorded as plain calls. */
   readonly metricLabels: ReadonlyArray<MetricLabel.MetricLabel>
+  /**
+   * The session's committed token count for `maxTokensPerSession`, as of the session's tape at `seq`:
+   * every append up to `seq` is counted (a read of the session record taken after the head read as
+   * `seq`, plus the tokens of the run's own commits that followed it without a gap). `seq` is -1 when
+   * unknown. A model call uses it while the session's head is still `seq` — nobody else appended,
+   * and tokens only change with an append — and reads the record again otherwise (`sessionTokens`).
+   */
+  tokens: { used: number; seq: number }
 }
 
 /**
@@ -109,7 +117,14 @@ const nowOf = (ctx: RunContext): number => ctx.clock.unsafeCurrentTimeMillis()
 const base = (ctx: RunContext) => ({ sessionId: ctx.session.id, runId: ctx.run.id })
 
 /** Fold what was stored into the run's history, and into its view unless it was folded when staged. */
-const observe = (ctx: RunContext, stored: ReadonlyArray<TapeEvent>, stagedCount: number) => {
+const observe = (ctx: RunContext, stored: ReadonlyArray<TapeEvent>, stagedCount: number, addTokens = 0) => {
+  // The run's own commit carries the session's token count forward when it follows the count's seq
+  // directly; after a gap (someone else appended) the count is unknown until read again.
+  const t = ctx.tokens
+  if (t.seq >= 0 && stored.length > 0 && stored[0]!.tapeSeq === t.seq + 1) {
+    t.used += addTokens
+    t.seq = stored[stored.length - 1]!.tapeSeq
+  } else t.seq = -1
   for (let i = 0; i < stored.length; i++) {
     const e = stored[i]!
     ctx.history.push(e)
@@ -178,7 +193,7 @@ const emit = (ctx: RunContext, events: Events, effects: AppendEffects = {}) =>
     Effect.suspend(() => {
       const write = takeStaged(ctx, events, effects)
       return Effect.map(ctx.deps.tape.append(ctx.session.id, write.events as Events, write.effects), (stored) =>
-        observe(ctx, stored, write.count)
+        observe(ctx, stored, write.count, write.effects.addTokens)
       ).pipe(Effect.onError(() => unstage(ctx, write)))
     })
   )
@@ -204,7 +219,7 @@ const transition = (
           error,
           metricLabels: ctx.metricLabels
         }),
-        (stored) => observe(ctx, stored, write.count)
+        (stored) => observe(ctx, stored, write.count, write.effects.addTokens)
       ).pipe(Effect.onError(() => unstage(ctx, write)))
     })
   )
@@ -729,6 +744,27 @@ const streamAnswer = (
     return Effect.zipRight(call, answered)
   })
 
+/**
+ * The session's committed token count for a model call's budget check: the run's carried count
+ * (`RunContext.tokens`) while the session's head is where it was counted — a map look-up in the
+ * journal, no SQL — else the session record, read after its head (so the count covers at least
+ * every append up to that head; an append the read saw beyond it shows as a gap, and the next call
+ * reads again). The same committed tokens the per-call record read counted, without the read.
+ */
+const sessionTokens = (ctx: RunContext): Effect.Effect<number, PalyraError> => {
+  const { journal } = ctx.deps
+  const id = ctx.session.id
+  const reread = Effect.flatMap(journal.headSeq(id), (head) =>
+    Effect.map(requireSession(journal, id), (current) => {
+      ctx.tokens = { used: current.tokensUsed, seq: head }
+      return current.tokensUsed
+    })
+  )
+  const t = ctx.tokens
+  if (t.seq < 0) return reread
+  return Effect.flatMap(journal.headSeq(id), (head) => (head === t.seq ? Effect.succeed(t.used) : reread))
+}
+
 const modelTurn = (ctx: RunContext) => spanned(ctx, "AgentLoop.modelTurn")(modelTurnSteps(ctx))
 
 // Plain steps (no generator): Effect only at the awaits — the prompt, the session read, the model's
@@ -752,13 +788,13 @@ const modelTurnSteps = (ctx: RunContext): Effect.Effect<void, PalyraError> => {
         new BudgetExceeded({ budget: "maxTokensPerRun", limit: b.maxTokensPerRun, used: view.tokens + estimatedTokens })
       )
     }
-    return Effect.flatMap(requireSession(deps.journal, ctx.session.id), (current) => {
-      if (current.tokensUsed + estimatedTokens > b.maxTokensPerSession) {
+    return Effect.flatMap(sessionTokens(ctx), (tokensUsed) => {
+      if (tokensUsed + estimatedTokens > b.maxTokensPerSession) {
         return Effect.fail(
           new BudgetExceeded({
             budget: "maxTokensPerSession",
             limit: b.maxTokensPerSession,
-            used: current.tokensUsed + estimatedTokens
+            used: tokensUsed + estimatedTokens
           })
         )
       }
@@ -766,7 +802,7 @@ const modelTurnSteps = (ctx: RunContext): Effect.Effect<void, PalyraError> => {
       const requestedAt = nowOf(ctx)
       // Which model answers, and why, goes on the tape with each request; a model that fails before
       // sending anything hands the call to the next candidate, with a request of its own.
-      const { models, plan } = route(agent, current.tokensUsed)
+      const { models, plan } = route(agent, tokensUsed)
       const attempt = (n: number, routing: typeof plan): Effect.Effect<Answer, PalyraError> => {
         const model = models[n]!
         // Staged, not appended: it commits with the model's first delta or its answer (one append
@@ -929,6 +965,8 @@ export const runLoop = (
     if (isTerminal(run.state)) return
     // The session is read here even when admission handed it over: a reset (or another change to
     // its history) may have committed between admission's read and the run's start commit.
+    // The head first: the record read after it counts every token committed up to it (see `tokens`).
+    const countedAt = yield* deps.journal.headSeq(run.sessionId)
     const session = yield* requireSession(deps.journal, run.sessionId)
     const history = yield* deps.history?.load(session) ?? loadHistory(deps.journal, session)
     const agent = deps.agents.get(session.agentId)
@@ -956,7 +994,8 @@ export const runLoop = (
       stagedTokens: 0,
       clock,
       tracing: isTracing(tracer),
-      metricLabels
+      metricLabels,
+      tokens: { used: session.tokensUsed, seq: countedAt }
     }
     if (Option.isNone(agent)) {
       // The session's agent was removed from the configuration: nothing may answer in its name.

@@ -69,6 +69,8 @@ export const makeScheduler = (
     const queues = new Map<SessionId, Array<RunId>>()
     const active = new Map<SessionId, RunId>()
     const cancels = new Map<RunId, string>()
+    // Runs whose own fiber is ending their turn (`finish`): not cancellable any more.
+    const finishing = new Set<RunId>()
     const endHooks = new Map<RunId, Array<() => void>>()
     const endWaiters = new Map<RunId, Array<(run: Run) => void>>()
 
@@ -100,6 +102,25 @@ export const makeScheduler = (
         })
       })
 
+    type Driven = ReadonlyArray<TapeEvent> | undefined | void
+    const eventsOf = (exit: Exit.Exit<Driven, unknown>) =>
+      Exit.isSuccess(exit) && exit.value !== undefined ? exit.value : undefined
+
+    // Picking a run up and forking its loop into the map is one synchronous step (what
+    // `FiberMap.run` does, plus the claim check): a cancel finds the run claimed or running.
+    const launch = (parent: Fiber.RuntimeFiber<unknown, unknown>, sessionId: SessionId, next: RunId) => {
+      claimed.delete(next)
+      active.set(sessionId, next)
+      const runtime = Runtime.make({
+        context: parent.currentContext,
+        fiberRefs: parent.getFiberRefs(),
+        runtimeFlags: Runtime.defaultRuntime.runtimeFlags
+      })
+      const forked = Runtime.runFork(runtime)(drive(next, () => cancels.get(next)))
+      FiberMap.unsafeSet(fibers, next, forked, { interruptAs: parent.id() })
+      return forked
+    }
+
     const worker = (sessionId: SessionId): Effect.Effect<void> =>
       Effect.gen(function* () {
         while (true) {
@@ -108,28 +129,56 @@ export const makeScheduler = (
             queues.delete(sessionId)
             return
           }
-          // Picking the run up and forking its loop into the map is one synchronous step (what
-          // `FiberMap.run` does, plus the claim check): a cancel finds the run claimed or running.
-          const fiber = yield* Effect.withFiberRuntime<
-            Fiber.RuntimeFiber<ReadonlyArray<TapeEvent> | undefined | void, unknown> | undefined
-          >((parent) => {
-            if (taken.delete(next)) return Effect.succeed(undefined)
-            claimed.delete(next)
-            active.set(sessionId, next)
-            const runtime = Runtime.make({
-              context: parent.currentContext,
-              fiberRefs: parent.getFiberRefs(),
-              runtimeFlags: Runtime.defaultRuntime.runtimeFlags
-            })
-            const forked = Runtime.runFork(runtime)(drive(next, () => cancels.get(next)))
-            FiberMap.unsafeSet(fibers, next, forked, { interruptAs: parent.id() })
-            return Effect.succeed(forked)
-          })
+          const fiber = yield* Effect.withFiberRuntime<Fiber.RuntimeFiber<Driven, unknown> | undefined>((parent) =>
+            Effect.succeed(taken.delete(next) ? undefined : launch(parent, sessionId, next))
+          )
           if (fiber === undefined) continue
           const exit = yield* Fiber.await(fiber)
           active.delete(sessionId)
-          yield* ended(next, Exit.isSuccess(exit) && exit.value !== undefined ? exit.value : undefined)
+          yield* ended(next, eventsOf(exit))
         }
+      })
+
+    // A claimed run (its session idle, its start committed) is driven on the fiber its admission
+    // forks — the one a worker would have used to fork it into a fiber of its own: one fiber per turn
+    // fewer. Its first step picks the run up as the worker does (one synchronous step: a cancel finds
+    // it claimed, or running in the map, or taken — then the worker's rules skip it); its end is
+    // what the worker does after its `Fiber.await`, in a finalizer (uninterruptible, whatever the
+    // loop's exit), and a worker is started only for runs queued behind it meanwhile.
+    const claimedRun = (sessionId: SessionId): Effect.Effect<void> =>
+      Effect.withFiberRuntime<void>((self) => {
+        const queue = queues.get(sessionId)
+        const next = queue?.[0]
+        if (queue === undefined || next === undefined || !claimed.has(next)) return worker(sessionId)
+        queue.shift()
+        claimed.delete(next)
+        active.set(sessionId, next)
+        FiberMap.unsafeSet(fibers, next, self)
+        return Effect.ignore(
+          Effect.onExit(
+            drive(next, () => cancels.get(next)),
+            finish(sessionId, next)
+          )
+        )
+      })
+    const finish = (sessionId: SessionId, runId: RunId) => (exit: Exit.Exit<Driven, unknown>) =>
+      Effect.suspend(() => {
+        // Its loop is over: a cancel from now on finds it ended, as after the worker's await.
+        finishing.add(runId)
+        active.delete(sessionId)
+        return Effect.zipRight(
+          ended(runId, eventsOf(exit)),
+          Effect.suspend(() => {
+            finishing.delete(runId)
+            const queue = queues.get(sessionId)
+            if (queue === undefined) return Effect.void
+            if (queue.length === 0) {
+              queues.delete(sessionId)
+              return Effect.void
+            }
+            return startWorker(sessionId)
+          })
+        )
       })
 
     const enqueue: Scheduler["enqueue"] = (sessionId, runId) =>
@@ -153,6 +202,8 @@ export const makeScheduler = (
     }
     const startWorker = (sessionId: SessionId) =>
       Effect.asVoid(Effect.forkIn(Effect.interruptible(worker(sessionId)), scope))
+    const startClaimed: Scheduler["startClaimed"] = (sessionId) =>
+      Effect.asVoid(Effect.forkIn(Effect.interruptible(claimedRun(sessionId)), scope))
     const unclaim: Scheduler["unclaim"] = (sessionId, runId) =>
       Effect.suspend(() => {
         claimed.delete(runId)
@@ -198,7 +249,7 @@ export const makeScheduler = (
 
     const interrupt: Scheduler["interrupt"] = (runId, by) =>
       Effect.gen(function* () {
-        if (!(yield* FiberMap.has(fibers, runId))) return false
+        if (finishing.has(runId) || !(yield* FiberMap.has(fibers, runId))) return false
         cancels.set(runId, by)
         yield* FiberMap.remove(fibers, runId)
         return true
@@ -227,7 +278,7 @@ export const makeScheduler = (
     return {
       enqueue,
       claim,
-      startClaimed: startWorker,
+      startClaimed,
       unclaim,
       takeClaimed,
       untake,
