@@ -26,6 +26,7 @@ import { HttpTransport } from "@palyra/transport-http"
 import { Effect, Exit, Layer, ManagedRuntime, Scope } from "effect"
 import { percentile, quick, result, round, table } from "../lib/report.js"
 import * as Attr from "./attr.js"
+import { checkReceipts } from "./light.js"
 
 const here = dirname(fileURLToPath(import.meta.url))
 // BENCH_STREAM_ATTR=1: each scenario's latency split into its legs (`attr.ts`), one JSON line each.
@@ -196,6 +197,7 @@ const main = async () => {
     const cpu0 = process.cpuUsage()
     const { elapsedMs, receipts, self } = await client.run(scenario)
     const cpu = process.cpuUsage(cpu0)
+    checkReceipts(receipts)
     if (attr)
       Attr.report(
         `${s.wire} ${s.streams}${s.spread ? " spread" : ""} pace ${s.paceMs}`,

@@ -134,3 +134,23 @@ export const sseClient = (baseUrl: string, token: string) => {
     })
   return { start, close: () => agent.destroy() }
 }
+
+/**
+ * The instrument's own check, after each scenario: every session's events arrived in `tapeSeq` order
+ * with no gap or duplicate (a stream is one session's run, so its receipts must count up by one).
+ * Throws on the first violation.
+ */
+export const checkReceipts = (receipts: ReadonlyArray<readonly [string, number]>) => {
+  const last = new Map<string, number>()
+  for (const [key] of receipts) {
+    const colon = key.lastIndexOf(":")
+    const session = key.slice(0, colon)
+    const seq = Number(key.slice(colon + 1))
+    const before = last.get(session)
+    if (before !== undefined && seq !== before + 1)
+      throw new Error(
+        `bench stream: session ${session} received seq ${seq} after ${before} (a gap, duplicate or reorder)`
+      )
+    last.set(session, seq)
+  }
+}
