@@ -11,7 +11,9 @@
  * the server's GC pauses (`PerformanceObserver`) overlapping the slow events, and the client's own
  * CPU and event-loop lag per scenario (reported by `client.ts` when the same variable is set).
  */
+import { readdirSync, readFileSync } from "node:fs"
 import { OutgoingMessage } from "node:http"
+import { join } from "node:path"
 import { PerformanceObserver } from "node:perf_hooks"
 import { Duplex } from "node:stream"
 import { percentile, round } from "../lib/report.js"
@@ -107,6 +109,26 @@ const eventKey = (m: Buffer): string | undefined => {
   return `${session}:${seq}`
 }
 
+/**
+ * The writer's commits and idle checkpoints in [from, to] from `PALYRA_JOURNAL_TRACE`'s files (the
+ * journal's opt-in trace, round 12), as [start, end] on the epoch clock; `undefined` when unset.
+ */
+const writerSpans = (from: number, to: number) => {
+  const dir = process.env.PALYRA_JOURNAL_TRACE
+  if (dir === undefined || dir === "") return undefined
+  const commits: Array<readonly [number, number]> = []
+  const checkpoints: Array<readonly [number, number]> = []
+  for (const f of readdirSync(dir).filter((n) => n.startsWith("journal.") && n.endsWith(".jsonl")))
+    for (const l of readFileSync(join(dir, f), "utf8").split("\n")) {
+      if (l === "") continue
+      const e = JSON.parse(l) as { kind: string; at: number; ms?: number; copyMs?: number; totalMs?: number }
+      const ms = e.ms ?? e.totalMs ?? e.copyMs ?? 0
+      if (e.at + ms < from || e.at > to) continue
+      ;(e.kind === "commit" ? commits : checkpoints).push([e.at, e.at + ms])
+    }
+  return { commits, checkpoints }
+}
+
 /** What the client process reports about itself per scenario. */
 export interface ClientSelf {
   readonly cpuUsPerEvent: number
@@ -152,6 +174,9 @@ export const report = (
   )
   const slow = rows.filter((r) => r.total >= p99)
   const gcOverlap = slow.filter((r) => gcs.some((g) => g.end > r.committed && g.start < r.received)).length
+  const writer = writerSpans(Math.min(...rows.map((r) => r.committed)), Math.max(...rows.map((r) => r.received)))
+  const overlaps = (spans: ReadonlyArray<readonly [number, number]>, minMs: number) =>
+    slow.filter((r) => spans.some(([a, b]) => b - a > minMs && b > r.committed && a < r.received)).length
   const serverDominant = slow.filter((r) => r.server > r.wire).length
   const line = {
     attr: label,
@@ -175,6 +200,15 @@ export const report = (
     "slowest 1%: server leg / wire+client leg dominant": `${serverDominant}/${slow.length - serverDominant}`,
     "slowest 1%: mean server / wire ms": `${round(mean(slow.map((r) => r.server)), 2)}/${round(mean(slow.map((r) => r.wire)), 2)}`,
     "slowest 1% overlapping a server GC": `${gcOverlap}/${slow.length}`,
+    ...(writer === undefined
+      ? {}
+      : {
+          "writer commits: count, p99 ms": `${writer.commits.length}, ${pct(
+            writer.commits.map(([a, b]) => b - a),
+            99
+          )}`,
+          "slowest 1% overlapping a writer commit > 1 ms / an idle checkpoint": `${overlaps(writer.commits, 1)}/${overlaps(writer.checkpoints, 0)}`
+        }),
     "slowest 1% committed in the start burst": `${slow.filter((r) => r.committed <= lastStartAt).length}/${slow.length}`,
     ...(client === undefined
       ? {}

@@ -198,6 +198,8 @@ const main = async () => {
     const { elapsedMs, receipts, self } = await client.run(scenario)
     const cpu = process.cpuUsage(cpu0)
     checkReceipts(receipts)
+    // The journal's trace (if on) is written at least once a second: wait for this scenario's lines.
+    if (attr && process.env.PALYRA_JOURNAL_TRACE) await new Promise((r) => setTimeout(r, 1100))
     if (attr)
       Attr.report(
         `${s.wire} ${s.streams}${s.spread ? " spread" : ""} pace ${s.paceMs}`,
