@@ -1,13 +1,18 @@
 /**
  * bench/stream's client, in its own process: for each scenario the parent sends (IPC), opens N
- * concurrent streams over gRPC (HTTP/2, the Connect client speaking the gRPC protocol) or SSE
- * (HTTP/1.1, `fetch`), each starting one run, and answers with every event's receipt time on the
+ * concurrent streams over gRPC (HTTP/2) or SSE (HTTP/1.1) — with the light clients of `light.ts`
+ * (callbacks, no per-message async pipeline), or with BENCH_STREAM_CLIENT=connect the Connect
+ * client speaking the gRPC protocol and `fetch` — each starting one run, and answers with every event's receipt time on the
  * epoch clock (`timeOrigin + now`, which the server's commit times use too) and the wall time.
  */
+
+import { PerformanceObserver } from "node:perf_hooks"
 import { createClient, type Interceptor } from "@connectrpc/connect"
 import { createGrpcTransport } from "@connectrpc/connect-node"
 import { GrpcTransport, Proto } from "@palyra/transport-grpc"
 import { Sse } from "@palyra/transport-http"
+import { loopProbe } from "../lib/report.js"
+import * as Light from "./light.js"
 
 const [grpcUrl, httpUrl, token] = process.argv.slice(2) as [string, string, string]
 interface Scenario {
@@ -30,6 +35,34 @@ const client =
   process.env.BENCH_GRPC_WINDOW === "default"
     ? createClient(Proto.GatewayService, createGrpcTransport({ baseUrl: grpcUrl, interceptors: [auth] }))
     : GrpcTransport.makeClient({ baseUrl: grpcUrl, token }).gateway
+/** The client's event-loop stalls over 2 ms and its GC pauses, as [start, end] on the epoch clock (`attr.ts`). */
+const stallWatch = () => {
+  const stalls: Array<[number, number]> = []
+  const gcs: Array<[number, number]> = []
+  let last = now()
+  const timer = setInterval(() => {
+    const t = now()
+    if (t - last > 3) stalls.push([last + 1, t])
+    last = t
+  }, 1)
+  const gc = new PerformanceObserver((list) => {
+    for (const e of list.getEntries())
+      gcs.push([performance.timeOrigin + e.startTime, performance.timeOrigin + e.startTime + e.duration])
+  })
+  gc.observe({ entryTypes: ["gc"] })
+  return {
+    stop: () => {
+      clearInterval(timer)
+      gc.disconnect()
+      return { stalls, gcs }
+    }
+  }
+}
+// The light clients (`light.ts`) by default; BENCH_STREAM_CLIENT=connect: connect-es's client and
+// `fetch` with `Sse.fromResponse` (the instrument before round 13), for A/B runs.
+const light = process.env.BENCH_STREAM_CLIENT !== "connect"
+const lightGrpc = Light.grpcClient(grpcUrl, token)
+const lightSse = Light.sseClient(httpUrl, token)
 const run = async (scenario: Scenario) => {
   // The model reads how to answer from the message.
   const text = `bench ${scenario.deltas} ${scenario.paceMs}`
@@ -59,14 +92,32 @@ const run = async (scenario: Scenario) => {
       if (e._tag === "RunStateChanged" && ["Done", "Failed", "Cancelled"].includes(e.to ?? "")) break
     }
   }
+  // BENCH_STREAM_ATTR=1: this process's own CPU and event-loop lag during the scenario (`attr.ts`).
+  const probe = process.env.BENCH_STREAM_ATTR === "1" ? loopProbe() : undefined
+  const stalls = probe === undefined ? undefined : stallWatch()
+  const cpu0 = process.cpuUsage()
   const t0 = performance.now()
   await Promise.all(
     Array.from({ length: scenario.streams }, async (_, i) => {
       if (scenario.spread) await new Promise((r) => setTimeout(r, (i * scenario.paceMs) / scenario.streams))
+      if (light) return (scenario.wire === "grpc" ? lightGrpc : lightSse).start(`${scenario.name}-${i}`, text, receipts)
       return (scenario.wire === "grpc" ? grpcStream : sseStream)(i)
     })
   )
-  return { elapsedMs: performance.now() - t0, receipts }
+  const elapsedMs = performance.now() - t0
+  const cpu = process.cpuUsage(cpu0)
+  const lag = probe?.stop()
+  const self =
+    lag === undefined
+      ? undefined
+      : {
+          cpuUsPerEvent: (cpu.user + cpu.system) / receipts.length,
+          cpuShare: (cpu.user + cpu.system) / 1000 / elapsedMs,
+          loopP99Ms: lag.p99,
+          loopMaxMs: lag.max,
+          ...stalls!.stop()
+        }
+  return { elapsedMs, receipts, ...(self === undefined ? {} : { self }) }
 }
 
 process.on("message", (scenario: Scenario | "exit") => {

@@ -25,8 +25,13 @@ import { GrpcTransport } from "@palyra/transport-grpc"
 import { HttpTransport } from "@palyra/transport-http"
 import { Effect, Exit, Layer, ManagedRuntime, Scope } from "effect"
 import { percentile, quick, result, round, table } from "../lib/report.js"
+import * as Attr from "./attr.js"
+import { checkReceipts } from "./light.js"
 
 const here = dirname(fileURLToPath(import.meta.url))
+// BENCH_STREAM_ATTR=1: each scenario's latency split into its legs (`attr.ts`), one JSON line each.
+const attr = process.env.BENCH_STREAM_ATTR === "1"
+if (attr) Attr.install()
 const dir = mkdtempSync(join(tmpdir(), "palyra-bench-stream-"))
 const now = () => performance.timeOrigin + performance.now()
 // When each event committed, by session, indexed by `tapeSeq`. The stamp runs in the measured
@@ -145,7 +150,19 @@ const startClient = (grpcUrl: string, httpUrl: string) =>
   new Promise<{ run: (s: Scenario) => Promise<Receipts>; close: () => void }>((resolve, reject) => {
     const child = spawn(
       process.execPath,
-      ["--conditions=@palyra/source", "--import", "tsx", join(here, "client.ts"), grpcUrl, httpUrl, TOKEN],
+      [
+        // BENCH_STREAM_CLIENT_PROF=<dir>: a CPU profile of the client process.
+        ...(process.env.BENCH_STREAM_CLIENT_PROF
+          ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_STREAM_CLIENT_PROF}`]
+          : []),
+        "--conditions=@palyra/source",
+        "--import",
+        "tsx",
+        join(here, "client.ts"),
+        grpcUrl,
+        httpUrl,
+        TOKEN
+      ],
       { cwd: here, stdio: ["ignore", "inherit", "inherit", "ipc"] }
     )
     let waiting: ((r: Receipts) => void) | undefined
@@ -166,6 +183,7 @@ const startClient = (grpcUrl: string, httpUrl: string) =>
 interface Receipts {
   readonly elapsedMs: number
   readonly receipts: Array<[string, number]>
+  readonly self?: Attr.ClientSelf
 }
 
 const main = async () => {
@@ -177,8 +195,19 @@ const main = async () => {
   const measure = async (s: Omit<Scenario, "name">): Promise<Figures> => {
     const scenario = { ...s, name: `r${++round_}` }
     const cpu0 = process.cpuUsage()
-    const { elapsedMs, receipts } = await client.run(scenario)
+    const { elapsedMs, receipts, self } = await client.run(scenario)
     const cpu = process.cpuUsage(cpu0)
+    checkReceipts(receipts)
+    // The journal's trace (if on) is written at least once a second: wait for this scenario's lines.
+    if (attr && process.env.PALYRA_JOURNAL_TRACE) await new Promise((r) => setTimeout(r, 1100))
+    if (attr)
+      Attr.report(
+        `${s.wire} ${s.streams}${s.spread ? " spread" : ""} pace ${s.paceMs}`,
+        receipts,
+        committedOf,
+        self,
+        lastStartAt
+      )
     const latencies: Array<number> = []
     const burst: Array<number> = []
     const steady: Array<number> = []
