@@ -17,7 +17,7 @@ import { afterEach, describe, expect, it, vi } from "vitest"
 
 // Which fsync calls fail (1-based, counted from the test's start): the checkpointer's WAL fsync
 // comes first, the database file's second.
-const faults = { calls: 0, fail: new Set<number>() }
+const faults = { calls: 0, fail: new Set<number>(), delayMs: 0 }
 vi.mock("node:fs", async (importOriginal) => {
   const fs = await importOriginal<typeof import("node:fs")>()
   return {
@@ -25,7 +25,7 @@ vi.mock("node:fs", async (importOriginal) => {
     fsync: (fd: number, cb: (e: NodeJS.ErrnoException | null) => void) => {
       faults.calls++
       if (faults.fail.has(faults.calls))
-        return setImmediate(() => cb(Object.assign(new Error("EIO: i/o error, fsync"), { code: "EIO" })))
+        return setTimeout(() => cb(Object.assign(new Error("EIO: i/o error, fsync"), { code: "EIO" })), faults.delayMs)
       return fs.fsync(fd, cb)
     }
   }
@@ -36,6 +36,7 @@ const dir = mkdtempSync(join(tmpdir(), "palyra-walfaults-"))
 afterEach(() => {
   faults.calls = 0
   faults.fail.clear()
+  faults.delayMs = 0
 })
 
 /** `mxFrame` and `nBackfill` from the wal-index header (walformat.html), little-endian here. */
@@ -65,6 +66,23 @@ const open = (name: string, rows: number) => {
 const until = async (done: () => boolean) => {
   for (let i = 0; i < 500 && !done(); i++) await new Promise((r) => setTimeout(r, 10))
   expect(done()).toBe(true)
+}
+
+/** Run a fixture in a child process (tsx, source conditions): what it printed, and how it ended. */
+const child = async (fixture: string, ...args: Array<string>) => {
+  const proc = spawn(
+    process.execPath,
+    ["--conditions=@palyra/source", "--import", "tsx", fileURLToPath(new URL(fixture, import.meta.url)), ...args],
+    { stdio: ["ignore", "pipe", "pipe"] }
+  )
+  let out = ""
+  let err = ""
+  proc.stdout.on("data", (d) => (out += d))
+  proc.stderr.on("data", (d) => (err += d))
+  const exit = await new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    proc.on("exit", (code, signal) => resolve({ code, signal }))
+  )
+  return { out, err, exit }
 }
 
 describe("the idle checkpoint's failures", () => {
@@ -118,23 +136,60 @@ describe("the idle checkpoint's failures", () => {
     db.close()
   })
 
+  it("a close while the file's fsync is in flight waits for it: a failure is fatal with the WAL still there", async () => {
+    const { filename, db } = open("close-race.db", 200)
+    const log: Array<string> = []
+    const checkpointer = makeCheckpointer(
+      db,
+      filename,
+      { idleFrames: 1, maxFrames: 10_000 },
+      undefined,
+      undefined,
+      () => log.push(`fatal, WAL kept: ${existsSync(`${filename}-wal`)}`)
+    )
+    // The file's fsync answers (with an error) 50 ms after it was issued; the close comes before.
+    faults.fail.add(2)
+    faults.delayMs = 50
+    checkpointer.idle(true)
+    await until(() => faults.calls >= 2)
+    checkpointer.close(() => {
+      // The journal's own connection closes last: with every frame recorded as copied, SQLite would
+      // delete the WAL here.
+      db.close()
+      log.push("closed")
+    })
+    await until(() => log.length > 0)
+    await new Promise((r) => setTimeout(r, 50))
+    expect(log).toEqual(["fatal, WAL kept: true"])
+    db.close()
+  })
+
+  it("a close while the file's fsync is in flight finishes once it succeeded", async () => {
+    const { filename, db } = open("close-wait.db", 200)
+    const checkpointer = makeCheckpointer(db, filename, { idleFrames: 1, maxFrames: 10_000 })
+    checkpointer.idle(true)
+    await until(() => faults.calls >= 2)
+    const closed = await new Promise<boolean>((resolve) => checkpointer.close(() => resolve(true)))
+    expect(closed).toBe(true)
+    db.close()
+    expect(existsSync(`${filename}-wal`)).toBe(false)
+  })
+
+  it("a journal closed while that fsync is in flight waits for it: the process is killed before the WAL could go", async () => {
+    const filename = join(dir, "closed-meanwhile.db")
+    const { out, exit, err } = await child("./fixtures/fsync-fails-on-close.ts", filename, "200")
+    expect(out).toBe("")
+    expect(exit.signal).toBe("SIGKILL")
+    expect(err).toContain("fsync of the database file failed")
+    expect(existsSync(`${filename}-wal`)).toBe(true)
+    const reopened = new Database(filename)
+    expect((reopened.prepare("SELECT count(*) AS n FROM tape_events").get() as { n: number }).n).toBe(200)
+    reopened.close()
+  })
+
   it("fail-stop: the process is killed with the WAL kept, and every row is recovered from it", async () => {
     const filename = join(dir, "killed.db")
-    const fixture = fileURLToPath(new URL("./fixtures/fsync-fails.ts", import.meta.url))
-    const child = spawn(
-      process.execPath,
-      ["--conditions=@palyra/source", "--import", "tsx", fixture, filename, "300"],
-      {
-        stdio: ["ignore", "pipe", "pipe"]
-      }
-    )
-    let out = ""
-    let err = ""
-    child.stdout.on("data", (d) => (out += d))
-    child.stderr.on("data", (d) => (err += d))
-    const exit = await new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-      child.on("exit", (code, signal) => resolve({ code, signal }))
-    )
+    const { out, exit, err } = await child("./fixtures/fsync-fails.ts", filename, "300")
     expect(out).toBe("")
     expect(exit.signal).toBe("SIGKILL")
     expect(err).toContain("fsync of the database file failed")

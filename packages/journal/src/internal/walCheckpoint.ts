@@ -23,7 +23,7 @@
  * 136-byte `pread`, about a microsecond; a torn read only misjudges one idle moment.
  * @internal
  */
-import { closeSync, fsync, fsyncSync, openSync, readSync, writeSync } from "node:fs"
+import { closeSync, fsync, openSync, readSync, writeSync } from "node:fs"
 import { endianness } from "node:os"
 import Database from "better-sqlite3"
 
@@ -97,8 +97,11 @@ export interface Checkpointer {
    * checkpoint whatever is left, so the WAL can restart from its beginning at the next commit.
    */
   readonly idle: (quiet?: boolean) => void
-  /** Before the writer's connection closes: waits (synchronously) for a checkpoint under way. */
-  readonly close: () => void
+  /**
+   * Before the writer's connection closes: releases the pin and files, after the database file's
+   * fsync under way (if any) has answered — `done` runs then; close the connection only in it.
+   */
+  readonly close: (done?: () => void) => void
 }
 
 const HEADER_BYTES = 136
@@ -147,6 +150,8 @@ export const makeCheckpointer = (
   let lastMax = -1
   let underWay = false
   let closed = false
+  /** The database file's fsync after a copy, while in flight (a close waits for its callback). */
+  let syncing: { closed?: (() => void) | undefined } | undefined
   const frames = (): WalFrames | undefined => {
     try {
       shm ??= openSync(`${filename}-shm`, "r")
@@ -227,21 +232,33 @@ export const makeCheckpointer = (
       if (closed) return
       // Nothing copied yet: try again when the WAL has grown.
       if (walError !== null) return abandon(fs, walError)
-      let r: ReturnType<typeof passive>
       try {
         db.pragma("synchronous = OFF")
-        try {
-          r = passive()
-        } finally {
-          db.pragma(`synchronous = ${synchronous}`)
-        }
       } catch (error) {
-        // A copy that failed (a full disk, an I/O error) records nothing as copied: the WAL still
-        // holds every frame, and the next checkpoint copies them again.
         return abandon(fs, error)
       }
+      let r: ReturnType<typeof passive>
+      let copyError: unknown
+      try {
+        r = passive()
+      } catch (error) {
+        copyError = error
+      }
+      try {
+        db.pragma(`synchronous = ${synchronous}`)
+      } catch (error) {
+        // The connection would commit without syncing from here on: stop (nothing closed, the pin
+        // held — after a copy SQLite recorded, the file's pages are not known to be on disk either).
+        return fatal(error)
+      }
+      // A copy that failed (a full disk, an I/O error) records nothing as copied: the WAL still holds
+      // every frame, and the next checkpoint copies them again.
+      if (copyError !== undefined) return abandon(fs, copyError)
       const t2 = performance.now()
+      const sync: { closed?: (() => void) | undefined } = {}
+      syncing = sync
       fsync(fs.db, (dbError) => {
+        syncing = undefined
         // The copy is recorded as done (SQLite's `nBackfill`) but the file's fsync failed: its pages
         // may never reach the disk (Linux reports a writeback error once and marks the pages clean,
         // so a retry "succeeds"), and once the pin ends SQLite may restart the WAL — or a closing
@@ -249,7 +266,8 @@ export const makeCheckpointer = (
         // the process dies with the pin held and no connection closed, and the next open recovers
         // every frame from the WAL (PostgreSQL's answer to the same fsync failure).
         if (dbError !== null) return fatal(dbError)
-        if (closed) return
+        // A close that came meanwhile waited for this (`close`): it finishes now.
+        if (closed) return sync.closed?.()
         fs.pin.end()
         underWay = false
         onCheckpoint?.(at, {
@@ -262,24 +280,30 @@ export const makeCheckpointer = (
       })
     })
   }
-  const close = () => {
-    if (closed) return
-    closed = true
+  const shut = () => {
+    // Nothing copied is unsynced here (a copy's fsync is always awaited: `close`), so the pin may end.
     if (files) {
-      // A checkpoint under way may have copied pages not yet synced: sync them before the WAL can go
-      // (a failure is fatal, as above: the connections must not close over those pages).
-      if (underWay) {
-        try {
-          fsyncSync(files.db)
-        } catch (error) {
-          fatal(error)
-        }
-      }
       files.pin.close()
       closeSync(files.wal)
       closeSync(files.db)
     }
     if (shm !== undefined) closeSync(shm)
+  }
+  const close = (done: () => void = () => {}) => {
+    if (closed) return done()
+    closed = true
+    // Only the in-flight fsync of the file knows whether the copy reached the disk (a second fsync of
+    // the same descriptor may return success after the first took the error): nothing is closed
+    // before its callback, which fails the process or finishes the close.
+    if (syncing !== undefined) {
+      syncing.closed = () => {
+        shut()
+        done()
+      }
+      return
+    }
+    shut()
+    done()
   }
   return { frames, idle, close }
 }

@@ -42,13 +42,16 @@ const quiet = setTimeout(() => {
 }, QUIET_MS).unref()
 
 const handle = (message: ToWorker) => {
+  if (closed) return
   if (message.type === "close") {
     closed = true
     clearTimeout(quiet)
     trace?.flush()
-    checkpointer.close()
-    db.close()
-    port.close()
+    // The connection closes once a checkpoint's fsync under way has answered (walCheckpoint.ts).
+    checkpointer.close(() => {
+      db.close()
+      port.close()
+    })
     return
   }
   const t0 = performance.now()

@@ -116,15 +116,17 @@ export const inlineBackend = (
         if (scheduled === undefined) scheduled = setImmediate(flush)
       },
       readHead: writer.readHead,
-      // Commit whatever is still queued, synchronously (the file's finalizer closes it next).
-      close: Effect.sync(() => {
+      // Commit whatever is still queued, synchronously (the file's finalizer closes it next — once a
+      // checkpoint's fsync under way has answered: walCheckpoint.ts).
+      close: Effect.async<void>((resume) => {
         if (scheduled !== undefined) clearImmediate(scheduled)
         if (idleCheck !== undefined) clearImmediate(idleCheck)
         if (quiet !== undefined) clearTimeout(quiet)
         scheduled = undefined
         idleCheck = undefined
         while (queued.length > 0) deliver(queued.splice(0, maxBatch))
-        checkpointer?.close()
+        if (checkpointer === undefined) return resume(Effect.void)
+        checkpointer.close(() => resume(Effect.void))
       })
     }
   })
@@ -314,7 +316,14 @@ export const workerBackend = (
     worker.on("error", (error) => stop(`the journal's writer failed: ${error.message}`))
     worker.on("messageerror", (error) => {
       stop(`the journal's writer sent an unreadable answer: ${error.message}`)
-      void worker.terminate()
+      // Its own close, not `terminate`: a terminated thread never hears a checkpoint's fsync under
+      // way, and its connections would close over pages not known to be on disk (walCheckpoint.ts).
+      // `terminate` only if it does not exit by itself.
+      const message: ToWorker = { type: "close" }
+      worker.postMessage(message)
+      setTimeout(() => {
+        if (!exited) void worker.terminate()
+      }, 10_000).unref()
     })
     worker.on("exit", (code) => {
       exited = true
