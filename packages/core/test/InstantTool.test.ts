@@ -232,7 +232,14 @@ forbid (principal, action, resource == Palyra::Tool::"time.now");`
         { toolCalls: [{ name: "time.now", args: { pad: "y".repeat(30_000) } }], usage }
       ])
       const { groups, layer } = recordingAppends({ maxEventBytes: 20_000 })
-      yield* turn({ model, tools: [BuiltinTools.timeTool] }, layer)
+      const tokensUsed = yield* Effect.gen(function* () {
+        const gateway = yield* Gateway.Gateway
+        const { events, run } = yield* gateway.startRun(alice, { text: "what time is it?" })
+        yield* collect(events)
+        return (yield* gateway.getSession(alice, run.sessionId)).tokensUsed
+      }).pipe(Effect.provide(gatewayLayer({ model, tools: [BuiltinTools.timeTool], journal: layer })), Effect.scoped)
+      // The model turn was paid for: its tokens count though its events could not be kept.
+      assert.strictEqual(tokensUsed, 10)
       const tape = groups.flat()
       assert.isUndefined(gapFree(tape))
       assert.strictEqual(ofTag(tape, "RunStateChanged").at(-1)?.to, "Failed")

@@ -908,26 +908,38 @@ const fail = (ctx: RunContext, error: PalyraError | Error) =>
       `the run failed (${code})`
     )
     const runError: NewTapeEvent = { _tag: "RunError", ...base(ctx), at: nowOf(ctx), code, message }
-    const failWith = (closed: ReadonlyArray<NewTapeEvent>) =>
-      transition(ctx, "Fail", `${code}: ${message}`, [...closed, runError], {}, { code, message })
-    // What a failed write put back goes first; should the journal refuse it again (an event of
-    // its own too large), the run's failure is still recorded, without it — and without results
-    // for the calls whose proposals went with it.
+    const failWith = (closed: ReadonlyArray<NewTapeEvent>, effects: Omit<AppendEffects, "runTransition"> = {}) =>
+      transition(ctx, "Fail", `${code}: ${message}`, [...closed, runError], effects, { code, message })
+    // What a failed write put back goes first. Should the journal refuse it again as too large (an
+    // event of its own over the limit — a model's tool call with huge arguments), the run's failure
+    // is still recorded, without those events — and without the results of their calls — but with
+    // their tokens (the model turn was paid for). Any other refusal (a busy or full disk) is not
+    // a reason to drop a valid turn: it fails as before.
     yield* ctx.staged.length === 0
       ? failWith(closing)
-      : Effect.catchAll(failWith(closing), (refused) =>
-          Effect.zipRight(
-            Effect.logWarning("staged events dropped: the journal refused them", {
-              runId: ctx.run.id,
-              code: refused.code
-            }),
-            Effect.suspend(() => {
-              const dropped = new Set(ctx.staged.flatMap((e) => (e._tag === "ToolProposed" ? [e.toolCallId] : [])))
-              ctx.staged = []
-              ctx.stagedTokens = 0
-              return failWith(closing.filter((e) => !(e._tag === "ToolResult" && dropped.has(e.toolCallId))))
-            })
-          )
+      : Effect.catchIf(
+          failWith(closing),
+          (refused) => refused._tag === "PayloadTooLarge",
+          (refused) =>
+            Effect.zipRight(
+              Effect.logWarning("staged events dropped: the journal refused them as too large", {
+                runId: ctx.run.id,
+                what: refused.what
+              }),
+              Effect.suspend(() => {
+                const dropped = new Set<string>()
+                // Results only for the calls whose proposals go: a call proposed earlier keeps its
+                // (interrupted) result, so it is not left open on the tape.
+                for (const e of ctx.staged) if (e._tag === "ToolProposed") dropped.add(e.toolCallId)
+                const tokens = ctx.stagedTokens
+                ctx.staged = []
+                ctx.stagedTokens = 0
+                return failWith(
+                  closing.filter((e) => !(e._tag === "ToolResult" && dropped.has(e.toolCallId))),
+                  tokens === 0 ? {} : { addTokens: tokens }
+                )
+              })
+            )
         )
   })
 
