@@ -1,4 +1,4 @@
-import { Deferred, Effect, Exit, Fiber, FiberMap, Option, Runtime, type Scope } from "effect"
+import { Deferred, Effect, ExecutionStrategy, Exit, Fiber, FiberMap, Option, Runtime, Scope } from "effect"
 import type { JournalError, NotFound } from "../../domain/Errors.js"
 import type { RunId, SessionId } from "../../domain/Ids.js"
 import type { Run } from "../../domain/Records.js"
@@ -62,6 +62,9 @@ export const makeScheduler = (
     const scope = yield* Effect.scope
     const runHooks = yield* RunHooks
     const fibers = yield* FiberMap.make<RunId>()
+    // The runs started on their admission's claim (no worker): stopped together at shutdown, as the
+    // FiberMap's are — the scope's own finalizers run one after another.
+    const claimedScope = yield* Scope.fork(scope, ExecutionStrategy.parallel)
     // Runs admitted with their start, not picked up by their worker yet ("admitted, not started").
     const claimed = new Set<RunId>()
     // Claimed runs a cancel took before their worker picked them up: the worker skips them.
@@ -203,7 +206,7 @@ export const makeScheduler = (
     const startWorker = (sessionId: SessionId) =>
       Effect.asVoid(Effect.forkIn(Effect.interruptible(worker(sessionId)), scope))
     const startClaimed: Scheduler["startClaimed"] = (sessionId) =>
-      Effect.asVoid(Effect.forkIn(Effect.interruptible(claimedRun(sessionId)), scope))
+      Effect.asVoid(Effect.forkIn(Effect.interruptible(claimedRun(sessionId)), claimedScope))
     const unclaim: Scheduler["unclaim"] = (sessionId, runId) =>
       Effect.suspend(() => {
         claimed.delete(runId)
