@@ -248,4 +248,16 @@ forbid (principal, action, resource == Palyra::Tool::"time.now");`
       assert.strictEqual(ofTag(tape, "RunError")[0]?.code, "payload_too_large")
     })
   )
+
+  it.effect("a failure whose message is over the journal's event limit is still recorded (its message bounded)", () =>
+    Effect.gen(function* () {
+      const model = ScriptedModel.make([{ fail: { reason: "bad_request", message: "z".repeat(50_000) } }])
+      const { groups, layer } = recordingAppends({ maxEventBytes: 20_000 })
+      yield* turn({ model, tools: [] }, layer)
+      const tape = groups.flat()
+      assert.strictEqual(ofTag(tape, "RunStateChanged").at(-1)?.to, "Failed")
+      const [error] = ofTag(tape, "RunError")
+      assert.isBelow(error?.message.length ?? Number.POSITIVE_INFINITY, 5_000)
+    })
+  )
 })

@@ -102,6 +102,8 @@ export interface Checkpointer {
    * fsync under way (if any) has answered — `done` runs then; close the connection only in it.
    */
   readonly close: (done?: () => void) => void
+  /** Whether the database file's fsync after a copy is in flight (the writer must not die meanwhile). */
+  readonly syncing: () => boolean
 }
 
 const HEADER_BYTES = 136
@@ -297,15 +299,19 @@ export const makeCheckpointer = (
     // before its callback, which fails the process or finishes the close.
     if (syncing !== undefined) {
       syncing.closed = () => {
-        shut()
-        done()
+        // In that fsync's callback: a failure to release a file must not keep the close from finishing.
+        try {
+          shut()
+        } finally {
+          done()
+        }
       }
       return
     }
     shut()
     done()
   }
-  return { frames, idle, close }
+  return { frames, idle, close, syncing: () => syncing !== undefined }
 }
 
 /**

@@ -10,7 +10,14 @@ import { parentPort, receiveMessageOnPort, workerData } from "node:worker_thread
 import Database from "better-sqlite3"
 import { makeCommitTrace, tracedPolicy } from "./commitTrace.js"
 import { decodeBatch, encodeAnswer, type ToWorker } from "./protocol.js"
-import { type CheckpointPolicy, configureConnection, makeCheckpointer, QUIET_MS, warnOnce } from "./walCheckpoint.js"
+import {
+  type CheckpointPolicy,
+  configureConnection,
+  failStop,
+  makeCheckpointer,
+  QUIET_MS,
+  warnOnce
+} from "./walCheckpoint.js"
 import { makeWriter } from "./writer.js"
 
 /** What the main thread passes in `workerData`. @internal */
@@ -36,6 +43,13 @@ const writer = makeWriter(db, options.maxBatch)
 const trace = makeCommitTrace()
 const checkpointer = makeCheckpointer(db, options.filename, policy, trace?.checkpoint, warnOnce())
 let closed = false
+// A throw that would end this thread while a checkpoint's fsync of the file is in flight: the thread's
+// connections would close (better-sqlite3's cleanup) before that fsync answered, and the main thread's
+// close could then delete the WAL over pages not known to be on disk — stop the process instead.
+process.on("uncaughtException", (error) => {
+  if (checkpointer.syncing()) failStop(error)
+  throw error
+})
 // Re-armed after every batch: fires once the writer has committed nothing for QUIET_MS.
 const quiet = setTimeout(() => {
   if (!closed) checkpointer.idle(true)

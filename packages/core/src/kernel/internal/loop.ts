@@ -898,7 +898,8 @@ const fail = (ctx: RunContext, error: PalyraError | Error) =>
   Effect.gen(function* () {
     if (isTerminal(ctx.view.state)) return
     const code = isPalyraError(error) ? error.code : "internal"
-    const message = error.message
+    // Bounded (a defect's message is its whole cause): the failure's own events must fit the journal.
+    const message = error.message.length > 4096 ? `${error.message.slice(0, 4096)}…` : error.message
     yield* Effect.logWarning("run failed", { runId: ctx.run.id, code, message })
     const closing = yield* closeOpenWork(
       ctx.deps.journal,

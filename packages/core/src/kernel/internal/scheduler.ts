@@ -65,6 +65,12 @@ export const makeScheduler = (
     // The runs started on their admission's claim (no worker): stopped together at shutdown, as the
     // FiberMap's are — the scope's own finalizers run one after another.
     const claimedScope = yield* Scope.fork(scope, ExecutionStrategy.parallel)
+    // …and together with the FiberMap's runs (those a worker launched: queued behind another, picked
+    // up at start), which the Gateway scope would otherwise reach only after these.
+    yield* Scope.addFinalizer(
+      claimedScope,
+      Effect.suspend(() => Fiber.interruptAll(Array.from(fibers, ([, fiber]) => fiber)))
+    )
     // Runs admitted with their start, not picked up by their worker yet ("admitted, not started").
     const claimed = new Set<RunId>()
     // Claimed runs a cancel took before their worker picked them up: the worker skips them.
