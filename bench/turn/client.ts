@@ -5,6 +5,7 @@
 import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { percentile } from "../lib/report.js"
+import { streamTurn } from "./harness.js"
 
 const [url, token, countsJson] = process.argv.slice(2) as [string, string, string]
 const counts = JSON.parse(countsJson) as {
@@ -15,38 +16,7 @@ const counts = JSON.parse(countsJson) as {
   rss: number
 }
 
-const turn = async (text: string, sessionKey: string): Promise<number> => {
-  const t0 = performance.now()
-  const response = await fetch(`${url}/v1/runs?stream=true`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-    body: JSON.stringify({ text, sessionKey }),
-    signal: AbortSignal.timeout(15_000)
-  })
-  if (!response.ok) throw new Error(`HTTP ${response.status}: ${await response.text()}`)
-  const reader = response.body!.getReader()
-  const decoder = new TextDecoder()
-  let buffer = ""
-  while (true) {
-    const { done, value } = await reader.read()
-    if (done) throw new Error("stream ended before the run did")
-    buffer += decoder.decode(value, { stream: true })
-    let cut = buffer.indexOf("\n\n")
-    while (cut >= 0) {
-      const frame = buffer.slice(0, cut)
-      buffer = buffer.slice(cut + 2)
-      cut = buffer.indexOf("\n\n")
-      const data = /^data: (.*)$/m.exec(frame)?.[1]
-      if (data === undefined) continue
-      const event = JSON.parse(data) as { _tag: string; to?: string }
-      if (event._tag !== "RunStateChanged" || !["Done", "Failed", "Cancelled"].includes(event.to ?? "")) continue
-      const ms = performance.now() - t0
-      await reader.cancel()
-      if (event.to !== "Done") throw new Error(`run ended ${event.to}`)
-      return ms
-    }
-  }
-}
+const turn = (text: string, sessionKey: string) => streamTurn(url, token, text, sessionKey)
 
 const stats = (xs: Array<number>) => {
   const s = [...xs].sort((a, b) => a - b)

@@ -14,13 +14,12 @@
  * The ratios to the stack's floor hold on a noisy machine where the absolute figures do not.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process"
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
-import { createServer } from "node:http"
-import type { AddressInfo } from "node:net"
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { collectGarbage, gcFlags, quick, result, round, shebangFlags, table } from "../lib/report.js"
+import { collectGarbage, quick, result, round, table } from "../lib/report.js"
+import { benchModel, cpuMsOf, listening, listenModel, startPalyrad } from "./harness.js"
 
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, "..", "..")
@@ -32,54 +31,14 @@ if (!existsSync(bin)) {
 }
 
 // ---- the model: an OpenAI chat-completions server that answers at once ------------------------
-const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
-  `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "bench", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
-const usage = `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "bench", choices: [], usage: { prompt_tokens: 20, completion_tokens: 5, total_tokens: 25 } })}\n\n`
-const model = createServer((req, res) => {
-  let body = ""
-  req.on("data", (d) => (body += d))
-  req.on("end", () => {
-    const request = JSON.parse(body || "{}") as {
-      messages?: Array<{ role: string; content?: unknown }>
-      tools?: Array<{ function?: { name?: string } }>
-    }
-    const last = request.messages?.at(-1)
-    const wantsTool = last?.role === "user" && JSON.stringify(last.content).includes("what time")
-    const timeTool = request.tools?.map((t) => t.function?.name).find((n) => n?.startsWith("time"))
-    res.writeHead(200, { "content-type": "text/event-stream" })
-    if (wantsTool && timeTool) {
-      res.write(chunk({ role: "assistant", content: null }))
-      res.write(
-        chunk({
-          tool_calls: [{ index: 0, id: "call-1", type: "function", function: { name: timeTool, arguments: "{}" } }]
-        })
-      )
-      res.write(chunk({}, "tool_calls"))
-    } else {
-      res.write(chunk({ role: "assistant", content: "" }))
-      res.write(chunk({ content: "Hello from " }))
-      res.write(chunk({ content: "the bench model." }))
-      res.write(chunk({}, "stop"))
-    }
-    res.end(`${usage}data: [DONE]\n\n`)
-  })
-})
+const model = benchModel()
 // Connections the daemon's model client opened (a keep-alive client opens a handful, not one per call).
 let modelConnections = 0
 model.on("connection", () => modelConnections++)
-await new Promise<void>((r) => model.listen(0, "127.0.0.1", () => r()))
-const modelUrl = `http://127.0.0.1:${(model.address() as AddressInfo).port}/v1`
+const modelUrl = await listenModel(model)
 
 // ---- the daemon --------------------------------------------------------------------------------
 const dir = mkdtempSync(join(tmpdir(), "palyra-bench-turn-"))
-// BENCH_TURN_TOML: more configuration for the daemon (to see what a feature costs per turn).
-writeFileSync(
-  join(dir, "palyra.toml"),
-  `model = "openai-compatible:${modelUrl}#bench"\n${(process.env.BENCH_TURN_TOML ?? "").replaceAll("\\n", "\n")}\n`
-)
-// BENCH_CPU_PROF=<dir> profiles the daemon (`node --cpu-prof`); the profile is written when it exits.
-// BENCH_HEAP_PROF=<dir>: `--heap-prof` (what is live at exit); BENCH_ALLOC_PROF=<dir>: every allocation
-// sampled, collected ones included, written after the turns (summary: `node bench/lib/allocprof.mjs`).
 const profile = [
   ...(process.env.BENCH_CPU_PROF
     ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
@@ -93,38 +52,21 @@ const profile = [
   // (with BENCH_CPU_PROF, also what the daemon ran during the slow turns: `node bench/turn/trace-report.mjs`).
   ...(process.env.BENCH_TURN_TRACE ? ["--import", new URL("./trace-preload.mjs", import.meta.url).href] : [])
 ]
-const daemon = spawn(
-  process.execPath,
-  [...shebangFlags(bin), ...profile, ...gcFlags, bin, "--port", "0", "--log-format", "json"],
-  {
-    cwd: dir,
-    stdio: ["ignore", "ignore", "pipe"],
-    env: { ...process.env, PALYRA_LOG_LEVEL: "warning", PALYRA_GRPC_PORT: "0" }
-  }
-)
-// The URL a server prints on stderr once it listens (palyrad and the floors alike).
-const listening = (child: ChildProcess, name: string) =>
-  new Promise<string>((resolve, reject) => {
-    let err = ""
-    child.stderr!.on("data", (d) => {
-      err += d
-      const m = /listening on (http:\/\/\S+)/.exec(err)
-      if (m) resolve(m[1]!)
-    })
-    child.on("exit", (code) => reject(new Error(`${name} exited ${code}: ${err}`)))
-  })
-const url = await listening(daemon, "palyrad")
-const token = readFileSync(join(dir, ".palyra", "admin.token"), "utf8").trim()
+const { daemon, url, token } = await startPalyrad({
+  bin,
+  dir,
+  modelUrl,
+  // BENCH_TURN_TOML: more configuration for the daemon (to see what a feature costs per turn).
+  toml: (process.env.BENCH_TURN_TOML ?? "").replaceAll("\\n", "\n"),
+  nodeFlags: profile
+})
 
 // ---- the client, in its own process ------------------------------------------------------------
 const counts = quick
   ? { plain: 30, tool: 15, sessions: 20, perSession: 3, rss: 40 }
   : { plain: 300, tool: 150, sessions: 20, perSession: 10, rss: 200 }
 // A server's CPU time (user + system, all threads, from /proc) over everything the client does.
-const cpuMs = (pid: number) => {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100
-}
+const cpuMs = cpuMsOf
 type Figures = {
   plain: { p50: number; p99: number }
   steady: { p50: number; p99: number }

@@ -12,14 +12,13 @@
  * only with `BENCH_TOOL_ONLY=1` (no plain turns at all; `BENCH_PLAIN_ONLY=1`: plain turns only, to diff against).
  * Last line: `{"bench":"turn-tool","toolTurnP50Ms":…,"toolCpuMsPerTurn":…,"plainCpuMsPerTurn":…,…}`.
  */
-import { type ChildProcess, spawn } from "node:child_process"
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
-import { createServer } from "node:http"
-import type { AddressInfo } from "node:net"
+import type { ChildProcess } from "node:child_process"
+import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { gcFlags, percentile, shebangFlags } from "../lib/report.js"
+import { percentile } from "../lib/report.js"
+import { benchModel, cpuMsOf, listenModel, startPalyrad, streamTurn } from "./harness.js"
 
 const here = dirname(fileURLToPath(import.meta.url))
 const bin = process.env.BENCH_TURN_BIN ?? join(here, "..", "..", "packages/daemon/dist/bin/palyrad.js")
@@ -27,108 +26,25 @@ const turns = Number(process.argv[2] ?? 300)
 const toolOnly = process.env.BENCH_TOOL_ONLY === "1"
 const plainOnly = process.env.BENCH_PLAIN_ONLY === "1"
 
-const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
-  `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "bench", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
-const usage = `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "bench", choices: [], usage: { prompt_tokens: 20, completion_tokens: 5, total_tokens: 25 } })}\n\n`
 // The same answers as `bench turn`'s model. Each request's arrival and answer (this process's clock,
 // the client's too) and its size: where a tool turn's wall time goes between the two model calls.
 const modelCalls: Array<{ arrived: number; answered: number; bytes: number }> = []
-const model = createServer((req, res) => {
-  let body = ""
-  const arrived = performance.now()
-  req.on("data", (d) => (body += d))
-  req.on("end", () => {
-    res.on("finish", () => modelCalls.push({ arrived, answered: performance.now(), bytes: body.length }))
-    const request = JSON.parse(body || "{}") as {
-      messages?: Array<{ role: string; content?: unknown }>
-      tools?: Array<{ function?: { name?: string } }>
-    }
-    const last = request.messages?.at(-1)
-    const wantsTool = last?.role === "user" && JSON.stringify(last.content).includes("what time")
-    const timeTool = request.tools?.map((t) => t.function?.name).find((n) => n?.startsWith("time"))
-    res.writeHead(200, { "content-type": "text/event-stream" })
-    if (wantsTool && timeTool) {
-      res.write(chunk({ role: "assistant", content: null }))
-      res.write(
-        chunk({
-          tool_calls: [{ index: 0, id: "call-1", type: "function", function: { name: timeTool, arguments: "{}" } }]
-        })
-      )
-      res.write(chunk({}, "tool_calls"))
-    } else {
-      res.write(chunk({ role: "assistant", content: "" }))
-      res.write(chunk({ content: "Hello from " }))
-      res.write(chunk({ content: "the bench model." }))
-      res.write(chunk({}, "stop"))
-    }
-    res.end(`${usage}data: [DONE]\n\n`)
-  })
-})
-await new Promise<void>((r) => model.listen(0, "127.0.0.1", () => r()))
-const modelUrl = `http://127.0.0.1:${(model.address() as AddressInfo).port}/v1`
+const model = benchModel((call) => modelCalls.push(call))
+const modelUrl = await listenModel(model)
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-bench-tool-"))
-writeFileSync(join(dir, "palyra.toml"), `model = "openai-compatible:${modelUrl}#bench"\n`)
 const profile = process.env.BENCH_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []
-const daemon = spawn(
-  process.execPath,
-  [...shebangFlags(bin), ...profile, ...gcFlags, bin, "--port", "0", "--log-format", "json"],
-  {
-    cwd: dir,
-    stdio: ["ignore", "ignore", "pipe"],
-    env: { ...process.env, PALYRA_LOG_LEVEL: "warning", PALYRA_GRPC_PORT: "0" }
-  }
-)
-const url = await new Promise<string>((resolve, reject) => {
-  let err = ""
-  daemon.stderr!.on("data", (d) => {
-    err += d
-    const m = /listening on (http:\/\/\S+)/.exec(err)
-    if (m) resolve(m[1]!)
-  })
-  daemon.on("exit", (code) => reject(new Error(`palyrad exited ${code}: ${err}`)))
-})
-const token = readFileSync(join(dir, ".palyra", "admin.token"), "utf8").trim()
-const cpuMs = (child: ChildProcess) => {
-  const fields = readFileSync(`/proc/${child.pid}/stat`, "utf8").split(") ")[1]!.split(" ")
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100
-}
+const { daemon, url, token } = await startPalyrad({ bin, dir, modelUrl, nodeFlags: profile })
+const cpuMs = (child: ChildProcess) => cpuMsOf(child.pid!)
 
-/** One turn, timed from the request to the SSE frame with the run's final `RunStateChanged`. */
+/** One turn (ms, `streamTurn`); a tool turn must have run exactly one tool, and successfully. */
 const turn = async (text: string, sessionKey: string): Promise<number> => {
-  const t0 = performance.now()
-  const response = await fetch(`${url}/v1/runs?stream=true`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-    body: JSON.stringify({ text, sessionKey }),
-    signal: AbortSignal.timeout(15_000)
-  })
-  if (!response.ok) throw new Error(`HTTP ${response.status}: ${await response.text()}`)
-  const reader = response.body!.getReader()
-  const decoder = new TextDecoder()
-  let buffer = ""
   let tools = 0
-  while (true) {
-    const { done, value } = await reader.read()
-    if (done) throw new Error("stream ended before the run did")
-    buffer += decoder.decode(value, { stream: true })
-    let cut = buffer.indexOf("\n\n")
-    while (cut >= 0) {
-      const frame = buffer.slice(0, cut)
-      buffer = buffer.slice(cut + 2)
-      cut = buffer.indexOf("\n\n")
-      const data = /^data: (.*)$/m.exec(frame)?.[1]
-      if (data === undefined) continue
-      const event = JSON.parse(data) as { _tag: string; to?: string; status?: string }
-      if (event._tag === "ToolResult" && event.status === "ok") tools++
-      if (event._tag !== "RunStateChanged" || !["Done", "Failed", "Cancelled"].includes(event.to ?? "")) continue
-      const ms = performance.now() - t0
-      await reader.cancel()
-      if (event.to !== "Done") throw new Error(`run ended ${event.to}`)
-      if (text.startsWith("what time") && tools !== 1) throw new Error(`a tool turn ran ${tools} tools`)
-      return ms
-    }
-  }
+  const ms = await streamTurn(url, token, text, sessionKey, (event) => {
+    if (event._tag === "ToolResult" && event.status === "ok") tools++
+  })
+  if (text.startsWith("what time") && tools !== 1) throw new Error(`a tool turn ran ${tools} tools`)
+  return ms
 }
 
 // Warm-up: both kinds.
