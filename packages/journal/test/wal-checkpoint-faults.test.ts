@@ -8,7 +8,7 @@
  * real child process.
  */
 import { spawn } from "node:child_process"
-import { closeSync, existsSync, mkdtempSync, openSync, readSync } from "node:fs"
+import { existsSync, mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -31,6 +31,7 @@ vi.mock("node:fs", async (importOriginal) => {
   }
 })
 const { configureConnection, makeCheckpointer } = await import("../src/internal/walCheckpoint.js")
+const { walFrames } = await import("./fixtures/wal.js")
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-walfaults-"))
 afterEach(() => {
@@ -38,18 +39,6 @@ afterEach(() => {
   faults.fail.clear()
   faults.delayMs = 0
 })
-
-/** `mxFrame` and `nBackfill` from the wal-index header (walformat.html), little-endian here. */
-const walFrames = (filename: string) => {
-  const fd = openSync(`${filename}-shm`, "r")
-  try {
-    const b = Buffer.alloc(136)
-    readSync(fd, b, 0, 136, 0)
-    return { max: b.readUInt32LE(16), backfilled: b.readUInt32LE(96) }
-  } finally {
-    closeSync(fd)
-  }
-}
 
 const open = (name: string, rows: number) => {
   const filename = join(dir, name)
@@ -83,6 +72,17 @@ const child = async (fixture: string, ...args: Array<string>) => {
     proc.on("exit", (code, signal) => resolve({ code, signal }))
   )
   return { out, err, exit }
+}
+
+/** The fixture was killed by the fail-stop (it printed nothing, said why), and the WAL is still there. */
+const killedWithTheWal = (
+  ran: { out: string; err: string; exit: { signal: NodeJS.Signals | null } },
+  filename: string
+) => {
+  expect(ran.out).toBe("")
+  expect(ran.exit.signal).toBe("SIGKILL")
+  expect(ran.err).toContain("fsync of the database file failed")
+  expect(existsSync(`${filename}-wal`)).toBe(true)
 }
 
 describe("the idle checkpoint's failures", () => {
@@ -177,11 +177,7 @@ describe("the idle checkpoint's failures", () => {
 
   it("a journal closed while that fsync is in flight waits for it: the process is killed before the WAL could go", async () => {
     const filename = join(dir, "closed-meanwhile.db")
-    const { out, exit, err } = await child("./fixtures/fsync-fails-on-close.ts", filename, "200")
-    expect(out).toBe("")
-    expect(exit.signal).toBe("SIGKILL")
-    expect(err).toContain("fsync of the database file failed")
-    expect(existsSync(`${filename}-wal`)).toBe(true)
+    killedWithTheWal(await child("./fixtures/fsync-fails-on-close.ts", filename, "200"), filename)
     const reopened = new Database(filename)
     expect((reopened.prepare("SELECT count(*) AS n FROM tape_events").get() as { n: number }).n).toBe(200)
     reopened.close()
@@ -189,11 +185,7 @@ describe("the idle checkpoint's failures", () => {
 
   it("fail-stop: the process is killed with the WAL kept, and every row is recovered from it", async () => {
     const filename = join(dir, "killed.db")
-    const { out, exit, err } = await child("./fixtures/fsync-fails.ts", filename, "300")
-    expect(out).toBe("")
-    expect(exit.signal).toBe("SIGKILL")
-    expect(err).toContain("fsync of the database file failed")
-    expect(existsSync(`${filename}-wal`)).toBe(true)
+    killedWithTheWal(await child("./fixtures/fsync-fails.ts", filename, "300"), filename)
     const reopened = new Database(filename)
     expect((reopened.prepare("SELECT count(*) AS n FROM t").get() as { n: number }).n).toBe(300)
     expect(reopened.pragma("integrity_check", { simple: true }) as string).toBe("ok")

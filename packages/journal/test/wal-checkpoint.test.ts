@@ -1,10 +1,11 @@
-import { closeSync, mkdtempSync, openSync, readSync } from "node:fs"
+import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { Records, type TapeEvent } from "@palyra/core"
 import { Duration, Effect, Schedule } from "effect"
 import { SqliteJournal } from "../src/index.js"
+import { walFrames } from "./fixtures/wal.js"
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-walcheckpoint-"))
 const sid = (i: number) => `01KA${String(i).padStart(22, "0")}` as TapeEvent.TapeEvent["sessionId"]
@@ -16,21 +17,6 @@ const note = (session: TapeEvent.TapeEvent["sessionId"], i: number): TapeEvent.N
   author: "t",
   text: `note ${i} ${"x".repeat(300)}`
 })
-
-/**
- * The WAL's frame counts, read here independently of the journal from the wal-index header SQLite
- * documents (walformat.html): `mxFrame` at byte 16, `nBackfill` at byte 96 (little-endian here).
- */
-const walFrames = (filename: string) => {
-  const fd = openSync(`${filename}-shm`, "r")
-  try {
-    const b = Buffer.alloc(136)
-    readSync(fd, b, 0, 136, 0)
-    return { max: b.readUInt32LE(16), backfilled: b.readUInt32LE(96) }
-  } finally {
-    closeSync(fd)
-  }
-}
 
 /** Poll (10 ms apart, up to 5 s) until `done` holds. */
 const eventually = (done: () => boolean) =>
