@@ -7,21 +7,15 @@
  * makes (deltas, a key split across deltas redacted, tool calls); an interruption mid-burst aborts
  * the request and no event reaches the sink after it.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
-import type { AddressInfo } from "node:net"
-import { createOpenAICompatible } from "@ai-sdk/openai-compatible"
+import type { ServerResponse } from "node:http"
 import { assert, describe, it } from "@effect/vitest"
 import { MockLanguageModelV4 } from "ai/test"
 import { Effect, Exit, Fiber, type Layer, Schedule } from "effect"
 import { AiSdkModel } from "../src/ai-sdk.js"
 import { Caller, Errors, Gateway, type ModelProvider, type TapeEvent } from "../src/index.js"
 import { collect, gatewayLayer, tags } from "../src/testing.js"
+import { type ChatServer, chunk, usage, withChatServer } from "./chatServer.js"
 import { recordingAppends, recordingTool } from "./helpers.js"
-
-const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
-  `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
-const usage = (p: number, c: number) =>
-  `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "m", choices: [], usage: { prompt_tokens: p, completion_tokens: c, total_tokens: p + c } })}\n\n`
 
 /** A reply as the server's writes: the first delta with the role chunk, one write per delta, the tail in one. */
 interface Reply {
@@ -49,65 +43,33 @@ const call = (id: string, name: string, args: string, before: ReadonlyArray<stri
  */
 type Mode = "burst" | "paced" | "hang" | "reset"
 
-interface Local {
-  readonly model: () => ModelProvider.Service
+interface Local extends ChatServer {
   /** Paced replies: write the next chunk (called when the sink sees a delta). */
   readonly advance: () => void
-  readonly closedEarly: Array<boolean>
 }
 
-const withServer = <A, E>(mode: Mode, replies: Array<Reply>, f: (local: Local) => Effect.Effect<A, E>) =>
-  Effect.acquireUseRelease(
-    Effect.promise(
-      () =>
-        new Promise<{ server: Server; local: Local }>((resolve) => {
-          const closedEarly: Array<boolean> = []
-          let waiting: Array<string> = []
-          let current: ServerResponse | undefined
-          const advance = () => {
-            const next = waiting.shift()
-            if (current === undefined || next === undefined) return
-            if (waiting.length === 0) current.end(next)
-            else current.write(next)
-          }
-          const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-            req.resume()
-            req.on("end", () => {
-              const reply = replies.length > 1 ? replies.shift()! : replies[0]!
-              const index = closedEarly.push(false) - 1
-              res.on("close", () => {
-                if (!res.writableFinished) closedEarly[index] = true
-              })
-              res.writeHead(200, { "content-type": "text/event-stream" })
-              if (mode === "burst") return void res.end(reply.deltas.join("") + reply.tail)
-              if (mode === "hang") return void res.write(reply.deltas.join(""))
-              if (mode === "reset") return void res.write(reply.deltas.join(""), () => res.destroy())
-              current = res
-              waiting = [...reply.deltas, reply.tail]
-              advance()
-            })
-          })
-          server.listen(0, "127.0.0.1", () => {
-            const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`
-            const model = () =>
-              AiSdkModel.make(
-                createOpenAICompatible({ name: "local", baseURL: url, includeUsage: true }).chatModel("m"),
-                { retry: { times: 0 } }
-              )
-            resolve({ server, local: { model, advance, closedEarly } })
-          })
-        })
-    ),
-    ({ local }) => f(local),
-    ({ server }) =>
-      Effect.promise(
-        () =>
-          new Promise<void>((r) => {
-            server.closeAllConnections()
-            server.close(() => r())
-          })
-      )
+const withServer = <A, E>(mode: Mode, replies: Array<Reply>, f: (local: Local) => Effect.Effect<A, E>) => {
+  let waiting: Array<string> = []
+  let current: ServerResponse | undefined
+  const advance = () => {
+    const next = waiting.shift()
+    if (current === undefined || next === undefined) return
+    if (waiting.length === 0) current.end(next)
+    else current.write(next)
+  }
+  return withChatServer(
+    (res) => {
+      const reply = replies.length > 1 ? replies.shift()! : replies[0]!
+      if (mode === "burst") return void res.end(reply.deltas.join("") + reply.tail)
+      if (mode === "hang") return void res.write(reply.deltas.join(""))
+      if (mode === "reset") return void res.write(reply.deltas.join(""), () => res.destroy())
+      current = res
+      waiting = [...reply.deltas, reply.tail]
+      advance()
+    },
+    (server) => f({ ...server, advance })
   )
+}
 
 const request: ModelProvider.ModelRequest = { messages: [{ role: "user", text: "go" }], tools: [] }
 

@@ -5,21 +5,15 @@
  * never calls the sink once the call was interrupted. The agent loop's tape (coalescing, redaction
  * of a key split across deltas, the tool call after its turn's deltas) is the same through it.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
-import type { AddressInfo } from "node:net"
-import { createOpenAICompatible } from "@ai-sdk/openai-compatible"
 import { assert, describe, it } from "@effect/vitest"
 import { MockLanguageModelV4 } from "ai/test"
 import { Cause, Effect, Exit, Fiber, type Layer, Option, Schedule } from "effect"
 import { AiSdkModel } from "../src/ai-sdk.js"
 import { Caller, Gateway, type ModelProvider, type TapeEvent } from "../src/index.js"
 import { collect, gatewayLayer } from "../src/testing.js"
+import { type ChatServer, chunk, usage, withChatServer } from "./chatServer.js"
 import { recordingTool } from "./helpers.js"
 
-const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
-  `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
-const usage = (p: number, c: number) =>
-  `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "m", choices: [], usage: { prompt_tokens: p, completion_tokens: c, total_tokens: p + c } })}\n\n`
 const text = (parts: ReadonlyArray<string>): ReadonlyArray<string> => [
   chunk({ role: "assistant", content: "" }),
   ...parts.map((p) => chunk({ content: p })),
@@ -37,55 +31,16 @@ const call = (id: string, name: string, args: string, before: ReadonlyArray<stri
   "data: [DONE]\n\n"
 ]
 
-interface Local {
-  readonly model: (options?: AiSdkModel.Options) => ModelProvider.Service
-  readonly closedEarly: Array<boolean>
-}
-
 /** A chat-completions server playing `replies` in order (the last repeats); `hang` writes one delta and never ends. */
-const withServer = <A, E>(replies: Array<ReadonlyArray<string> | "hang">, f: (local: Local) => Effect.Effect<A, E>) =>
-  Effect.acquireUseRelease(
-    Effect.promise(
-      () =>
-        new Promise<{ server: Server; local: Local }>((resolve) => {
-          const closedEarly: Array<boolean> = []
-          const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-            req.resume()
-            req.on("end", () => {
-              const reply = replies.length > 1 ? replies.shift()! : replies[0]!
-              const index = closedEarly.push(false) - 1
-              res.on("close", () => {
-                if (!res.writableFinished) closedEarly[index] = true
-              })
-              res.writeHead(200, { "content-type": "text/event-stream" })
-              if (reply === "hang") {
-                res.write(chunk({ role: "assistant", content: "partial" }))
-                return
-              }
-              res.end(reply.join(""))
-            })
-          })
-          server.listen(0, "127.0.0.1", () => {
-            const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`
-            const model = (options: AiSdkModel.Options = {}) =>
-              AiSdkModel.make(
-                createOpenAICompatible({ name: "local", baseURL: url, includeUsage: true }).chatModel("m"),
-                { retry: { times: 0 }, ...options }
-              )
-            resolve({ server, local: { model, closedEarly } })
-          })
-        })
-    ),
-    ({ local }) => f(local),
-    ({ server }) =>
-      Effect.promise(
-        () =>
-          new Promise<void>((r) => {
-            server.closeAllConnections()
-            server.close(() => r())
-          })
-      )
-  )
+const withServer = <A, E>(
+  replies: Array<ReadonlyArray<string> | "hang">,
+  f: (local: ChatServer) => Effect.Effect<A, E>
+) =>
+  withChatServer((res) => {
+    const reply = replies.length > 1 ? replies.shift()! : replies[0]!
+    if (reply === "hang") return void res.write(chunk({ role: "assistant", content: "partial" }))
+    res.end(reply.join(""))
+  }, f)
 
 const request: ModelProvider.ModelRequest = { messages: [{ role: "user", text: "go" }], tools: [] }
 
