@@ -157,6 +157,32 @@ describe("Attachments", () => {
     })
   )
 
+  it.effect(
+    "an earlier turn's image stays in a session's later prompts (the history cache's arrays); another session has none",
+    () =>
+      withGateway({ images: true }, (g, _blobs, model) =>
+        Effect.gen(function* () {
+          const turn = (key: string, text: string, attachments?: ReadonlyArray<{ data: Uint8Array }>) =>
+            Effect.flatMap(g.startRun(alice, { key, text, ...(attachments ? { attachments } : {}) }), (r) =>
+              collect(r.events)
+            )
+          const imagesOf = (i: number) =>
+            model.prompts[i]!.messages.flatMap((m) => (m.role === "user" ? [m.images?.length ?? 0] : []))
+          yield* turn("plain", "hello")
+          yield* turn("pic", "what is this?", [{ data: png }])
+          // The session's later turns take their history from the cache (no tape read): the image stays.
+          yield* turn("pic", "and now?")
+          yield* turn("pic", "and again?")
+          yield* turn("plain", "hello again")
+          assert.deepStrictEqual(imagesOf(0), [0])
+          assert.deepStrictEqual(imagesOf(1), [1])
+          assert.deepStrictEqual(imagesOf(2), [1, 0])
+          assert.deepStrictEqual(imagesOf(3), [1, 0, 0])
+          assert.deepStrictEqual(imagesOf(4), [0, 0])
+        })
+      )
+  )
+
   it.effect("refusals: a model without images, oversize attachments, binary files — typed, before any run", () =>
     Effect.gen(function* () {
       yield* withGateway({}, (g) =>

@@ -99,6 +99,8 @@ describe("RunHooks.RunEnd.events", () => {
                 tape.filter((e) => e._tag !== "AssistantDelta").map((e) => [e._tag, e.tapeSeq])
               )
               assert.deepStrictEqual(yield* Learning.deterministic({ run, session, events: end.events }), fromTape)
+              // The scheduler's quick verdict (no record): the same answer from the state and the events.
+              assert.strictEqual(Learning.worthReflecting(run.state, end.events), fromTape.length > 0)
             }
             const withEvents = yield* learning.afterRun(run, end.events)
             const withRead = yield* learning.afterRun(run)

@@ -204,6 +204,19 @@ interface Scan {
 
 const scans = new WeakMap<ReadonlyArray<TapeEvent>, Scan>()
 
+/** Whether `e` is a user message with attachments (what the scan below looks for). @internal */
+export const carriesAttachments = (e: TapeEvent): boolean => e._tag === "UserMessage" && e.attachments !== undefined
+
+/**
+ * Record that `history` holds (`found`) or does not hold a user message with attachments, as if it
+ * had been scanned in full: the history cache knows it of the arrays it hands out (it checks each
+ * event once, as it takes it in), so a run's first prompt does not scan the session's whole history.
+ * @internal
+ */
+export const scanned = (history: ReadonlyArray<TapeEvent>, found: boolean): void => {
+  scans.set(history, { scanned: history.length, found })
+}
+
 /**
  * Whether a user message of `history` has attachments. A run's history is one array it only appends
  * to (the loop pushes each committed event) and the prompt is assembled from it at every model call,
@@ -218,8 +231,7 @@ const hasAttachments = (history: ReadonlyArray<TapeEvent>): boolean => {
   }
   if (scan.found) return true
   for (let i = scan.scanned; i < history.length; i++) {
-    const e = history[i]!
-    if (e._tag === "UserMessage" && e.attachments !== undefined) {
+    if (carriesAttachments(history[i]!)) {
       scan.found = true
       break
     }

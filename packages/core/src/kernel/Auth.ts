@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { createHash, timingSafeEqual } from "node:crypto"
+import { hash, timingSafeEqual } from "node:crypto"
 import type { Caller } from "../domain/Caller.js"
 
 /** A bearer token and the principal it authenticates. @since 0.1.0 @category Models */
@@ -15,7 +15,8 @@ export interface TokenGrant {
   readonly operator?: boolean | undefined
 }
 
-const digest = (token: string) => createHash("sha256").update(token).digest()
+// One-shot `hash` (no `Hash` object per request): the same SHA-256 bytes as `createHash(…).digest()`.
+const digest = (token: string): Buffer => hash("sha256", token, "buffer")
 
 /**
  * An authenticator over `tokens`: takes an `Authorization` header value and returns the caller, or

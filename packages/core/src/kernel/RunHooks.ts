@@ -12,6 +12,7 @@
 import { Context, Effect } from "effect"
 import * as Caller from "../domain/Caller.js"
 import type { Run } from "../domain/Records.js"
+import type { RunState } from "../domain/RunState.js"
 import type { TapeEvent } from "../domain/TapeEvent.js"
 import { traced } from "../ports/internal/traced.js"
 
@@ -31,6 +32,14 @@ export interface RunEnd {
 /** @since 0.1.0 @category Models */
 export interface Service {
   readonly onRunEnd: (end: RunEnd) => Effect.Effect<void, unknown>
+  /**
+   * Optional, a hook's cheap verdict from the run's terminal state and its loop's events alone (no
+   * record, no tape): an effect that is all the hook would do for this end (a metric, say; run at
+   * once, in the ending run's fiber, so it must be short and never fail), or `undefined` when the
+   * hook needs `onRunEnd`. With one, a plain turn's end reads no run record and forks no hook fiber.
+   * Asked only when the loop handed its events over (`RunEnd.events`).
+   */
+  readonly quick?: ((state: RunState, events: ReadonlyArray<TapeEvent>) => Effect.Effect<void> | undefined) | undefined
 }
 
 /** Nothing happens after a run. @since 0.1.0 @category Constructors */
@@ -43,8 +52,33 @@ export class RunHooks extends Context.Reference<RunHooks>()("@palyra/core/RunHoo
 
 /** Every hook in turn (each one's failure is logged and the next still runs). @since 0.1.0 @category Constructors */
 export const all = (hooks: ReadonlyArray<Service>): Service => ({
-  onRunEnd: (end) => Effect.forEach(hooks, (hook) => guarded(hook, end), { discard: true })
+  onRunEnd: (end) => Effect.forEach(hooks, (hook) => guarded(hook, end), { discard: true }),
+  // Quick only when every hook is (and each one's verdict is quick for this end).
+  ...(hooks.every((hook) => hook.quick !== undefined)
+    ? {
+        quick: (state, events) => {
+          const quick: Array<Effect.Effect<void>> = []
+          for (const hook of hooks) {
+            const q = hook.quick!(state, events)
+            if (q === undefined) return undefined
+            quick.push(q)
+          }
+          return Effect.all(quick, { discard: true })
+        }
+      }
+    : {})
 })
+
+/**
+ * The terminal state a loop's events end with (the run's end event is always last), if they do.
+ *
+ * @since 0.1.0
+ * @category Utils
+ */
+export const endState = (events: ReadonlyArray<TapeEvent>): RunState | undefined => {
+  const last = events.at(-1)
+  return last?._tag === "RunStateChanged" ? last.to : undefined
+}
 
 /**
  * Run a hook for an ended run: failures and defects are logged, never propagated.

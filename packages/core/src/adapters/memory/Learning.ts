@@ -30,7 +30,7 @@ import * as Caller from "../../domain/Caller.js"
 import { Conflict, InvalidArgument, type JournalError, NotFound, type PayloadTooLarge } from "../../domain/Errors.js"
 import type { RunId, SessionId } from "../../domain/Ids.js"
 import type { Run, Session } from "../../domain/Records.js"
-import { isTerminal } from "../../domain/RunState.js"
+import { isTerminal, type RunState } from "../../domain/RunState.js"
 import type { TapeEvent } from "../../domain/TapeEvent.js"
 import { traced } from "../../ports/internal/traced.js"
 import {
@@ -244,7 +244,10 @@ export const deterministic = (input: ReflectionInput): Effect.Effect<ReadonlyArr
   Effect.sync(() => deterministicProposals(input.run, input.events))
 
 /** The deterministic extractor as a plain function (also the cheap check at a run's end). */
-const deterministicProposals = (run: Run, events: ReadonlyArray<TapeEvent>): ReadonlyArray<Proposal> => {
+const deterministicProposals = (
+  run: Pick<Run, "state" | "input" | "startSeq">,
+  events: ReadonlyArray<TapeEvent>
+): ReadonlyArray<Proposal> => {
   const input = { run, events }
   const out: Array<Proposal> = []
   for (const e of input.events) {
@@ -282,6 +285,25 @@ const deterministicProposals = (run: Run, events: ReadonlyArray<TapeEvent>): Rea
   }
   return out
 }
+
+/**
+ * Whether the deterministic extractor finds anything in a run that ended in `state` with `events`
+ * (`afterRun`'s verdict in deterministic mode, without the run's record: what it proposes depends on
+ * the record's input, whether it proposes anything does not).
+ *
+ * @since 0.1.0
+ * @category Extractors
+ */
+export const worthReflecting = (state: RunState, events: ReadonlyArray<TapeEvent>): boolean =>
+  deterministicProposals({ state, input: "", startSeq: 0 }, events).length > 0
+
+/**
+ * What `afterRun` does for a run the deterministic extractor finds nothing in: count it.
+ *
+ * @since 0.1.0
+ * @category Metrics
+ */
+export const skipReflection: Effect.Effect<void> = Metric.increment(reflectionsSkipped)
 
 // =============================================================================================
 // The model extractor
@@ -553,9 +575,7 @@ export const make = (options: Options): Effect.Effect<Service, InvalidArgument> 
     // would only note "0 candidate(s)").
     const afterRun: Service["afterRun"] = (run, events) => {
       const verdict = (worth: boolean) =>
-        worth
-          ? Effect.asSome(enqueueReflection(run.id))
-          : Effect.as(Metric.increment(reflectionsSkipped), Option.none<Task>())
+        worth ? Effect.asSome(enqueueReflection(run.id)) : Effect.as(skipReflection, Option.none<Task>())
       // Once per run: the verdict decided when it runs (no `succeed` + `flatMap` around a plain
       // check), and no span object when no tracer reads spans.
       return traced("Learning.afterRun", { attributes: { runId: run.id } })(

@@ -4,6 +4,7 @@ import type { SessionId } from "../../domain/Ids.js"
 import type { Session } from "../../domain/Records.js"
 import type { TapeEvent } from "../../domain/TapeEvent.js"
 import type { Service as JournalService } from "../../ports/Journal.js"
+import { carriesAttachments, scanned } from "../Attachments.js"
 
 /**
  * The prompt history of recently active sessions, so a run reads only what was appended since the
@@ -55,6 +56,8 @@ interface Entry {
    * events fill when it ends), in seq order: merged into `events` once the entry reaches them.
    */
   readonly ahead: Array<TapeEvent>
+  /** Whether `events` holds a user message with attachments (checked as each event is taken in; only deltas are ever dropped). */
+  attachments: boolean
 }
 
 const PAGE = 1024
@@ -69,9 +72,13 @@ export const makeHistoryCache = (
 ): HistoryCache => {
   const entries = new Map<SessionId, Entry>()
   const keep = (e: TapeEvent) => e._tag !== "AssistantDelta"
+  const take = (entry: Entry, e: TapeEvent) => {
+    entry.events.push(e)
+    if (!entry.attachments && carriesAttachments(e)) entry.attachments = true
+  }
   const extend = (sessionId: SessionId, entry: Entry): Effect.Effect<Entry, PalyraError> =>
     Effect.flatMap(journal.readTape(sessionId, { afterSeq: entry.lastSeq, limit: PAGE }), (page) => {
-      for (const e of page) if (keep(e)) entry.events.push(e)
+      for (const e of page) if (keep(e)) take(entry, e)
       const last = page.at(-1)
       if (last !== undefined) entry.lastSeq = last.tapeSeq
       if (page.length === PAGE) return extend(sessionId, entry)
@@ -85,7 +92,7 @@ export const makeHistoryCache = (
     for (; i < ahead.length && ahead[i]!.tapeSeq <= entry.lastSeq + 1; i++) {
       const e = ahead[i]!
       if (e.tapeSeq <= entry.lastSeq) continue
-      entry.events.push(e)
+      take(entry, e)
       entry.lastSeq = e.tapeSeq
     }
     if (i > 0) ahead.splice(0, i)
@@ -108,7 +115,7 @@ export const makeHistoryCache = (
         takeAhead(entry)
         if (e.tapeSeq !== entry.lastSeq + 1) return
       }
-      if (i >= deltasAt || keep(e)) entry.events.push(e)
+      if (i >= deltasAt || keep(e)) take(entry, e)
       entry.lastSeq = e.tapeSeq
     }
     if (entry.ahead.length > 0) takeAhead(entry)
@@ -145,7 +152,14 @@ export const makeHistoryCache = (
       const held = entries.get(session.id)
       const fresh = held === undefined || held.fromSeq !== session.historyFromSeq
       const entry: Entry = fresh
-        ? { fromSeq: session.historyFromSeq, lastSeq: session.historyFromSeq, events: [], deltasFrom: 0, ahead: [] }
+        ? {
+            fromSeq: session.historyFromSeq,
+            lastSeq: session.historyFromSeq,
+            events: [],
+            deltasFrom: 0,
+            ahead: [],
+            attachments: false
+          }
         : held
       // Most recently used last: re-insert, then drop from the front past the capacity.
       entries.delete(session.id)
@@ -158,7 +172,10 @@ export const makeHistoryCache = (
           )
       return Effect.map(current, (e) => {
         hold(session.id, e)
-        return [...e.events]
+        const history = [...e.events]
+        // The attachments decorator's scan of this array is known already (it resumes from its end).
+        scanned(history, e.attachments)
+        return history
       })
     },
     committed: (session, history, from) => {
@@ -179,7 +196,8 @@ export const makeHistoryCache = (
         lastSeq: session.historyFromSeq,
         events: [],
         deltasFrom: 0,
-        ahead: []
+        ahead: [],
+        attachments: false
       }
       append(entry, stored, 0, stored.length)
       entries.delete(session.id)

@@ -5,7 +5,7 @@ import type { Run } from "../../domain/Records.js"
 import { isTerminal } from "../../domain/RunState.js"
 import type { TapeEvent } from "../../domain/TapeEvent.js"
 import { type Service as JournalService, requireRun } from "../../ports/Journal.js"
-import { endOf, guarded, none, RunHooks } from "../RunHooks.js"
+import { endOf, endState, guarded, none, RunHooks } from "../RunHooks.js"
 
 /**
  * Run admission: one run at a time per session, later ones queued in order. Running runs live in a
@@ -83,6 +83,22 @@ export const makeScheduler = (
     const endHooks = new Map<RunId, Array<() => void>>()
     const endWaiters = new Map<RunId, Array<(run: Run) => void>>()
 
+    /** The hooks' whole work for a run whose loop ended it with `events`, when they can tell from those alone. */
+    const quickOf = (events: ReadonlyArray<TapeEvent> | undefined): Effect.Effect<void> | undefined => {
+      if (events === undefined || runHooks.quick === undefined) return undefined
+      const state = endState(events)
+      if (state === undefined || !isTerminal(state)) return undefined
+      let quick: Effect.Effect<void> | undefined
+      try {
+        quick = runHooks.quick(state, events)
+      } catch {
+        return undefined // a hook's check that throws: its `onRunEnd` decides, as without one
+      }
+      return quick === undefined
+        ? undefined
+        : Effect.catchAllCause(quick, (cause) => Effect.logWarning("an after-run hook failed", cause))
+    }
+
     // Plain steps, once per run (no generator): the record's read is the only await.
     const ended = (runId: RunId, events?: ReadonlyArray<TapeEvent> | undefined): Effect.Effect<void> =>
       Effect.suspend(() => {
@@ -93,7 +109,12 @@ export const makeScheduler = (
           for (const f of hooks) f()
         }
         // Nobody waits for this run and no after-run hook is configured: nothing needs its record.
-        if (!endWaiters.has(runId) && runHooks === none) return Effect.void
+        const waited = endWaiters.has(runId)
+        if (!waited && runHooks === none) return Effect.void
+        // The hooks' quick verdict from the loop's events (a plain turn's learning check): then nobody
+        // but a waiter needs the run's record, and the hooks need no fiber of their own.
+        const quick = quickOf(events)
+        if (!waited && quick !== undefined) return quick
         return Effect.matchEffect(journal.getRun(runId), {
           onFailure: () => Effect.void,
           onSuccess: (run) => {
@@ -106,7 +127,7 @@ export const makeScheduler = (
             // After-run hooks: in their own fiber, so they never delay the run's end.
             return runHooks === none
               ? Effect.void
-              : Effect.asVoid(Effect.forkIn(guarded(runHooks, endOf(run.value, events)), scope))
+              : (quick ?? Effect.asVoid(Effect.forkIn(guarded(runHooks, endOf(run.value, events)), scope)))
           }
         })
       })
