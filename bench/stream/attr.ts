@@ -17,6 +17,7 @@ import { join } from "node:path"
 import { PerformanceObserver } from "node:perf_hooks"
 import { Duplex } from "node:stream"
 import { percentile, round } from "../lib/report.js"
+import * as Threads from "./threads.js"
 
 const now = () => performance.timeOrigin + performance.now()
 const writes: Array<{ t: number; wire: "grpc" | "sse"; chunk: Uint8Array }> = []
@@ -44,6 +45,18 @@ export const install = () => {
       gcs.push({ start, end: start + e.duration })
     }
   }).observe({ entryTypes: ["gc"] })
+}
+
+// The threads' CPU and switches at the scenario's start and end (`threads.ts`).
+let threadsBefore: ReturnType<typeof Threads.sample> | undefined
+let threadsAfter: ReturnType<typeof Threads.sample> | undefined
+/** Samples this process's threads as the scenario starts. */
+export const begin = () => {
+  threadsBefore = Threads.sample()
+}
+/** Samples them again as it ends (before anything else runs). */
+export const end = () => {
+  threadsAfter = Threads.sample()
 }
 
 /** The server write time of every event written since the last call, by `<sessionId>:<tapeSeq>` (first write wins). */
@@ -209,6 +222,9 @@ export const report = (
           )}`,
           "slowest 1% overlapping a writer commit > 1 ms / an idle checkpoint": `${overlaps(writer.commits, 1)}/${overlaps(writer.checkpoints, 0)}`
         }),
+    ...(threadsBefore === undefined || threadsAfter === undefined
+      ? {}
+      : { "server threads per event": Threads.perEvent(threadsBefore, threadsAfter, receipts.length) }),
     "slowest 1% committed in the start burst": `${slow.filter((r) => r.committed <= lastStartAt).length}/${slow.length}`,
     ...(client === undefined
       ? {}

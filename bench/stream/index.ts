@@ -194,9 +194,11 @@ const main = async () => {
   let round_ = 0
   const measure = async (s: Omit<Scenario, "name">): Promise<Figures> => {
     const scenario = { ...s, name: `r${++round_}` }
+    if (attr) Attr.begin()
     const cpu0 = process.cpuUsage()
     const { elapsedMs, receipts, self } = await client.run(scenario)
     const cpu = process.cpuUsage(cpu0)
+    if (attr) Attr.end()
     checkReceipts(receipts)
     // The journal's trace (if on) is written at least once a second: wait for this scenario's lines.
     if (attr && process.env.PALYRA_JOURNAL_TRACE) await new Promise((r) => setTimeout(r, 1100))
