@@ -106,36 +106,6 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
     // uninterruptible caller (the loop) gets none, so no interruption handler is installed per append.
     // (Measured against the Effect form: PERF-NOTES round 7, the append path.)
     function plainAppend(appendNow: AppendNow): Tape["append"] {
-      // The writers' fibers are resumed after the publications, in the check phase (`setImmediate`),
-      // not in the journal answer's own macrotask: one answer commits many sessions' appends, and an
-      // HTTP/2 (gRPC) stream's frames leave only after the macrotask that wrote them (Node's session
-      // sends from a native immediate, which runs before this one) — so the frames go out before the
-      // woken loops do their next steps, instead of after all of them. SSE's socket writes leave at
-      // once either way. The commit, its publication and the lock's hand-off stay in the answer.
-      // (PERF-NOTES round 14, the stream's paced p99.)
-      let resumes: Array<() => void> = []
-      let resumesScheduled = false
-      const runResumes = () => {
-        const batch = resumes
-        resumes = []
-        resumesScheduled = false
-        let failure: { readonly error: unknown } | undefined
-        for (let i = 0; i < batch.length; i++) {
-          try {
-            batch[i]!()
-          } catch (error) {
-            // Every writer is resumed; the first defect is rethrown after them.
-            failure ??= { error }
-          }
-        }
-        if (failure !== undefined) throw failure.error
-      }
-      const resumeLater = (resume: () => void) => {
-        resumes.push(resume)
-        if (resumesScheduled) return
-        resumesScheduled = true
-        setImmediate(runResumes)
-      }
       // Releases are trampolined: a write that fails at once (a closed journal) releases inside the
       // grant of the next, which would otherwise recurse once per waiting append.
       const releases: Array<SessionId> = []
@@ -167,10 +137,8 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
             } finally {
               state = 2
               release(sessionId)
-              resumeLater(() => {
-                resume(exit)
-                settled?.()
-              })
+              resume(exit)
+              settled?.()
             }
           }
           const ticket = locks.acquire(sessionId, () => {
