@@ -165,12 +165,20 @@ export const report = (
   lastStartAt: number
 ) => {
   const written = writeTimes()
-  const rows: Array<{ total: number; server: number; wire: number; committed: number; received: number }> = []
+  const rows: Array<{
+    total: number
+    server: number
+    wire: number
+    committed: number
+    received: number
+    seq: number
+  }> = []
   for (const [key, received] of receipts) {
     const committed = committedOf(key)
     const w = written.get(key)
     if (committed === undefined || w === undefined) continue
-    rows.push({ total: received - committed, server: w - committed, wire: received - w, committed, received })
+    const seq = Number(key.slice(key.lastIndexOf(":") + 1))
+    rows.push({ total: received - committed, server: w - committed, wire: received - w, committed, received, seq })
   }
   const pct = (xs: Array<number>, p: number) =>
     round(
@@ -225,6 +233,12 @@ export const report = (
     ...(threadsBefore === undefined || threadsAfter === undefined
       ? {}
       : { "server threads per event": Threads.perEvent(threadsBefore, threadsAfter, receipts.length) }),
+    // Which events of their session the slowest are: the run's start commit (the first few seqs of
+    // a fresh session) or its later deltas.
+    "slowest 1% by tapeSeq (min/median/max)": (() => {
+      const seqs = slow.map((r) => r.seq).sort((a, b) => a - b)
+      return seqs.length === 0 ? "" : `${seqs[0]}/${seqs[Math.floor(seqs.length / 2)]}/${seqs.at(-1)}`
+    })(),
     "slowest 1% committed in the start burst": `${slow.filter((r) => r.committed <= lastStartAt).length}/${slow.length}`,
     ...(client === undefined
       ? {}
