@@ -17,6 +17,7 @@ import { join } from "node:path"
 import { PerformanceObserver } from "node:perf_hooks"
 import { Duplex } from "node:stream"
 import { percentile, round } from "../lib/report.js"
+import * as Threads from "./threads.js"
 
 const now = () => performance.timeOrigin + performance.now()
 const writes: Array<{ t: number; wire: "grpc" | "sse"; chunk: Uint8Array }> = []
@@ -44,6 +45,18 @@ export const install = () => {
       gcs.push({ start, end: start + e.duration })
     }
   }).observe({ entryTypes: ["gc"] })
+}
+
+// The threads' CPU and switches at the scenario's start and end (`threads.ts`).
+let threadsBefore: ReturnType<typeof Threads.sample> | undefined
+let threadsAfter: ReturnType<typeof Threads.sample> | undefined
+/** Samples this process's threads as the scenario starts. */
+export const begin = () => {
+  threadsBefore = Threads.sample()
+}
+/** Samples them again as it ends (before anything else runs). */
+export const end = () => {
+  threadsAfter = Threads.sample()
 }
 
 /** The server write time of every event written since the last call, by `<sessionId>:<tapeSeq>` (first write wins). */
@@ -152,12 +165,20 @@ export const report = (
   lastStartAt: number
 ) => {
   const written = writeTimes()
-  const rows: Array<{ total: number; server: number; wire: number; committed: number; received: number }> = []
+  const rows: Array<{
+    total: number
+    server: number
+    wire: number
+    committed: number
+    received: number
+    seq: number
+  }> = []
   for (const [key, received] of receipts) {
     const committed = committedOf(key)
     const w = written.get(key)
     if (committed === undefined || w === undefined) continue
-    rows.push({ total: received - committed, server: w - committed, wire: received - w, committed, received })
+    const seq = Number(key.slice(key.lastIndexOf(":") + 1))
+    rows.push({ total: received - committed, server: w - committed, wire: received - w, committed, received, seq })
   }
   const pct = (xs: Array<number>, p: number) =>
     round(
@@ -209,6 +230,15 @@ export const report = (
           )}`,
           "slowest 1% overlapping a writer commit > 1 ms / an idle checkpoint": `${overlaps(writer.commits, 1)}/${overlaps(writer.checkpoints, 0)}`
         }),
+    ...(threadsBefore === undefined || threadsAfter === undefined
+      ? {}
+      : { "server threads per event": Threads.perEvent(threadsBefore, threadsAfter, receipts.length) }),
+    // Which events of their session the slowest are: the run's start commit (the first few seqs of
+    // a fresh session) or its later deltas.
+    "slowest 1% by tapeSeq (min/median/max)": (() => {
+      const seqs = slow.map((r) => r.seq).sort((a, b) => a - b)
+      return seqs.length === 0 ? "" : `${seqs[0]}/${seqs[Math.floor(seqs.length / 2)]}/${seqs.at(-1)}`
+    })(),
     "slowest 1% committed in the start burst": `${slow.filter((r) => r.committed <= lastStartAt).length}/${slow.length}`,
     ...(client === undefined
       ? {}

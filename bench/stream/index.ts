@@ -18,8 +18,8 @@ import { connect } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { Caller, Gateway, Journal, type ModelProvider, ScriptedModel, type TapeEvent } from "@palyra/core"
-import { gatewayLayer } from "@palyra/core/testing"
+import { Caller, Gateway, Journal, Kernel, type ModelProvider, ScriptedModel, type TapeEvent } from "@palyra/core"
+import { checkedJournal } from "@palyra/core/testing"
 import { SqliteJournal } from "@palyra/journal"
 import { GrpcTransport } from "@palyra/transport-grpc"
 import { HttpTransport } from "@palyra/transport-http"
@@ -110,10 +110,16 @@ const model: ModelProvider.Service =
   process.env.BENCH_JOIN === "0" && streamToNow !== undefined
     ? { ...scripted, streamToNow: (request, sink) => streamToNow(request, (event) => sink(event)) }
     : scripted
+// The kernel as the daemon assembles it (`Kernel.layer`): the journal's plain append reaches the
+// tape. BENCH_STREAM_CHECKED=1: the journal wrapped in `@palyra/core/testing`'s `checkedJournal` (the
+// run-state check every test's `gatewayLayer` adds), as this bench ran until round 14: its `append`
+// is a new function without the journal's plain form, so the tape took its Effect form (a fiber
+// step per lock, an `Effect.gen` per append) — a path the daemon never takes (PERF-NOTES round 14).
+const journal = process.env.BENCH_STREAM_CHECKED === "1" ? checkedJournal(timed) : timed
 const runtime = ManagedRuntime.make(
-  gatewayLayer({
+  Kernel.layer({
     model,
-    journal: timed,
+    journal,
     coalesceChars: 1,
     // A stalled client is cut off 1,024 events behind (the default is 4,096).
     liveBufferEvents: 1024,
@@ -194,9 +200,11 @@ const main = async () => {
   let round_ = 0
   const measure = async (s: Omit<Scenario, "name">): Promise<Figures> => {
     const scenario = { ...s, name: `r${++round_}` }
+    if (attr) Attr.begin()
     const cpu0 = process.cpuUsage()
     const { elapsedMs, receipts, self } = await client.run(scenario)
     const cpu = process.cpuUsage(cpu0)
+    if (attr) Attr.end()
     checkReceipts(receipts)
     // The journal's trace (if on) is written at least once a second: wait for this scenario's lines.
     if (attr && process.env.PALYRA_JOURNAL_TRACE) await new Promise((r) => setTimeout(r, 1100))
