@@ -1,12 +1,12 @@
 /**
- * A run hook's quick verdict (`RunHooks.Service.quick`): decided from the run's terminal state and
+ * A run hook's quick verdict (`RunHooks.withQuick`): decided from the run's terminal state and
  * its loop's events, it ends a run without the run's record read back and without a hook fiber;
  * a run it cannot judge, a check that throws, and a run somebody awaits still get the record.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schedule } from "effect"
 import { Caller, Gateway, Journal, MemoryJournal, RunHooks, ScriptedModel, type TapeEvent } from "../src/index.js"
-import { gatewayLayer } from "../src/testing.js"
+import { gatewayLayer, recordingTracer } from "../src/testing.js"
 import { countingReads } from "./helpers.js"
 
 const alice = Caller.user("alice")
@@ -27,16 +27,13 @@ describe("RunHooks quick verdicts", () => {
       const { journal, reads } = countingReads(yield* MemoryJournal.make())
       const quick: Array<[string, string, string]> = []
       const ends: Array<RunHooks.RunEnd> = []
-      const hook: RunHooks.Service = {
-        onRunEnd: (end) => Effect.sync(() => ends.push(end)),
-        quick: (state, events) => {
-          const text = said(events)
-          if (text.includes("boom")) throw new Error("a broken check")
-          if (text.includes("deep")) return undefined
-          const last = events.at(-1)!
-          return Effect.sync(() => quick.push([state, text, last._tag]))
-        }
-      }
+      const hook = RunHooks.withQuick({ onRunEnd: (end) => Effect.sync(() => ends.push(end)) }, (state, events) => {
+        const text = said(events)
+        if (text.includes("boom")) throw new Error("a broken check")
+        if (text.includes("deep")) return undefined
+        const last = events.at(-1)!
+        return Effect.sync(() => quick.push([state, text, last._tag]))
+      })
       yield* Effect.gen(function* () {
         const gateway = yield* Gateway.Gateway
         const { run: plain } = yield* gateway.sendMessage(alice, { key: "k", text: "hello" })
@@ -84,21 +81,60 @@ describe("RunHooks quick verdicts", () => {
     })
   )
 
+  // With a tracer installed the hooks run as `onRunEnd` does, with its span: traces keep showing
+  // every run's after-run work.
+  it.live("with a tracer, a run the check could judge still gets onRunEnd and its span", () =>
+    Effect.gen(function* () {
+      const { tracer, spans } = recordingTracer()
+      const quick: Array<string> = []
+      const ends: Array<RunHooks.RunEnd> = []
+      const hook = RunHooks.withQuick({ onRunEnd: (end) => Effect.sync(() => ends.push(end)) }, () =>
+        Effect.sync(() => quick.push("quick"))
+      )
+      yield* Effect.gen(function* () {
+        const gateway = yield* Gateway.Gateway
+        const { run } = yield* gateway.sendMessage(alice, { key: "k", text: "hello" })
+        yield* until(() => ends.length, 1)
+        assert.strictEqual(ends[0]!.run.id, run.id)
+        assert.deepStrictEqual(quick, [])
+      }).pipe(
+        Effect.provide(gatewayLayer({ model: ScriptedModel.make(() => ({ text: "ok" })), tools: [], runHooks: hook })),
+        Effect.scoped,
+        Effect.withTracer(tracer)
+      )
+      const span = spans.find((s) => s.name === "RunHooks.onRunEnd")
+      assert.isDefined(span, "the after-run span is recorded")
+      assert.strictEqual(span!.attributes.get("state"), "Done")
+    })
+  )
+
   it("RunHooks.all is quick only when every hook is, and only for ends every hook can judge", () => {
     const seen: Array<string> = []
-    const a: RunHooks.Service = {
-      onRunEnd: () => Effect.void,
-      quick: () => Effect.sync(() => seen.push("a"))
-    }
-    const b: RunHooks.Service = {
-      onRunEnd: () => Effect.void,
-      quick: (state) => (state === "Done" ? Effect.sync(() => seen.push("b")) : undefined)
-    }
+    const a = RunHooks.withQuick({ onRunEnd: () => Effect.void }, () => Effect.sync(() => seen.push("a")))
+    const b = RunHooks.withQuick({ onRunEnd: () => Effect.void }, (state) =>
+      state === "Done" ? Effect.sync(() => seen.push("b")) : undefined
+    )
     const plain: RunHooks.Service = { onRunEnd: () => Effect.void }
-    assert.isUndefined(RunHooks.all([a, plain]).quick)
-    const both = RunHooks.all([a, b])
-    assert.isUndefined(both.quick!("Failed", []))
-    Effect.runSync(both.quick!("Done", [])!)
+    assert.isUndefined(RunHooks.quickOf(RunHooks.all([a, plain])))
+    const both = RunHooks.quickOf(RunHooks.all([a, b]))!
+    assert.isUndefined(both("Failed", []))
+    Effect.runSync(both("Done", [])!)
     assert.deepStrictEqual(seen, ["a", "b"])
+  })
+
+  it("RunHooks.all: one hook's failing verdict does not keep the next from hearing of the run", () => {
+    const seen: Array<string> = []
+    const dies = RunHooks.withQuick({ onRunEnd: () => Effect.void }, () => Effect.die("a broken hook"))
+    const fine = RunHooks.withQuick({ onRunEnd: () => Effect.void }, () => Effect.sync(() => seen.push("fine")))
+    Effect.runSync(RunHooks.quickOf(RunHooks.all([dies, fine]))!("Done", [])!)
+    assert.deepStrictEqual(seen, ["fine"])
+  })
+
+  it("a decorator that replaces onRunEnd is never skipped by the verdict of what it wraps", () => {
+    const inner = RunHooks.withQuick({ onRunEnd: () => Effect.void }, () => Effect.void)
+    assert.isDefined(RunHooks.quickOf(inner))
+    assert.isDefined(RunHooks.quickOf({ ...inner }), "the same onRunEnd keeps its verdict")
+    const wrapped: RunHooks.Service = { ...inner, onRunEnd: (end) => Effect.zipRight(Effect.void, inner.onRunEnd(end)) }
+    assert.isUndefined(RunHooks.quickOf(wrapped))
   })
 })

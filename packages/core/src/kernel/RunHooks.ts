@@ -32,15 +32,39 @@ export interface RunEnd {
 /** @since 0.1.0 @category Models */
 export interface Service {
   readonly onRunEnd: (end: RunEnd) => Effect.Effect<void, unknown>
-  /**
-   * Optional, a hook's cheap verdict from the run's terminal state and its loop's events alone (no
-   * record, no tape): an effect that is all the hook would do for this end (a metric, say; run at
-   * once, in the ending run's fiber, so it must be short and never fail), or `undefined` when the
-   * hook needs `onRunEnd`. With one, a plain turn's end reads no run record and forks no hook fiber.
-   * Asked only when the loop handed its events over (`RunEnd.events`).
-   */
-  readonly quick?: ((state: RunState, events: ReadonlyArray<TapeEvent>) => Effect.Effect<void> | undefined) | undefined
 }
+
+/**
+ * A hook's cheap verdict from the run's terminal state and its loop's events alone (no record, no
+ * tape): an effect that is all its `onRunEnd` would do for this end (a metric, say), or `undefined`
+ * when `onRunEnd` must run. The effect runs at once in the ending run's fiber, before the session's
+ * next run starts, so it must be short; a failure or defect is logged, never the run's.
+ *
+ * @since 0.1.0
+ * @category Models
+ */
+export type Quick = (state: RunState, events: ReadonlyArray<TapeEvent>) => Effect.Effect<void> | undefined
+
+// Keyed by the `onRunEnd` function itself: a decorator that replaces `onRunEnd` (`{ ...hooks,
+// onRunEnd: wrapped }`) has no verdict registered, so its wrapper is never skipped.
+const quickChecks = new WeakMap<Service["onRunEnd"], Quick>()
+
+/**
+ * `service` with a quick verdict (`Quick`): when it answers an effect for a run the loop ended
+ * (and no tracer reads spans — then `onRunEnd` runs, with its spans, as without one), the
+ * scheduler runs that effect instead of reading the run's record and forking `onRunEnd`. A plain
+ * turn's end then costs no read and no fiber.
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const withQuick = (service: Service, quick: Quick): Service => {
+  quickChecks.set(service.onRunEnd, quick)
+  return service
+}
+
+/** The quick verdict `withQuick` gave `service`, if any. @since 0.1.0 @category Utils */
+export const quickOf = (service: Service): Quick | undefined => quickChecks.get(service.onRunEnd)
 
 /** Nothing happens after a run. @since 0.1.0 @category Constructors */
 export const none: Service = { onRunEnd: () => Effect.void }
@@ -51,23 +75,24 @@ export class RunHooks extends Context.Reference<RunHooks>()("@palyra/core/RunHoo
 }) {}
 
 /** Every hook in turn (each one's failure is logged and the next still runs). @since 0.1.0 @category Constructors */
-export const all = (hooks: ReadonlyArray<Service>): Service => ({
-  onRunEnd: (end) => Effect.forEach(hooks, (hook) => guarded(hook, end), { discard: true }),
-  // Quick only when every hook is (and each one's verdict is quick for this end).
-  ...(hooks.every((hook) => hook.quick !== undefined)
-    ? {
-        quick: (state, events) => {
-          const quick: Array<Effect.Effect<void>> = []
-          for (const hook of hooks) {
-            const q = hook.quick!(state, events)
-            if (q === undefined) return undefined
-            quick.push(q)
-          }
-          return Effect.all(quick, { discard: true })
-        }
-      }
-    : {})
-})
+export const all = (hooks: ReadonlyArray<Service>): Service => {
+  const service: Service = {
+    onRunEnd: (end) => Effect.forEach(hooks, (hook) => guarded(hook, end), { discard: true })
+  }
+  const checks = hooks.map(quickOf)
+  // Quick only when every hook is (and each one's verdict is quick for this end); each verdict's
+  // failure is logged on its own, so the next hook still hears of the run.
+  if (checks.length === 0 || !checks.every((check) => check !== undefined)) return service
+  return withQuick(service, (state, events) => {
+    const quick: Array<Effect.Effect<void>> = []
+    for (const check of checks) {
+      const q = check!(state, events)
+      if (q === undefined) return undefined
+      quick.push(Effect.catchAllCause(q, (cause) => Effect.logWarning("an after-run hook failed", cause)))
+    }
+    return Effect.all(quick, { discard: true })
+  })
+}
 
 /**
  * The terminal state a loop's events end with (the run's end event is always last), if they do.

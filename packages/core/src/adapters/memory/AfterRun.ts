@@ -160,15 +160,14 @@ export const make = (options: Options): AfterRun => {
     onRunEnd: ({ run, events }) =>
       autoIngest && learningOn
         ? Effect.all([ingest(run, events), learn(run, events)], { mode: "either", discard: true })
-        : Effect.ignore(autoIngest ? ingest(run, events) : learn(run, events)),
-    // Deterministic learning alone decides from the loop's events: a run it finds nothing in (a plain
-    // turn) is counted at once — no run record read, no hook fiber, no wait for the service.
-    ...(learningOn && !autoIngest && (options.learning as LearningOptions).extractor !== "model"
-      ? {
-          quick: (state: RunState, events: ReadonlyArray<TapeEvent>) =>
-            Learning.worthReflecting(state, events) ? undefined : Learning.skipReflection
-        }
-      : {})
+        : Effect.ignore(autoIngest ? ingest(run, events) : learn(run, events))
+  }
+  // Deterministic learning alone decides from the loop's events: a run it finds nothing in (a plain
+  // turn) is counted at once — no run record read, no hook fiber, no wait for the service.
+  if (learningOn && !autoIngest && (options.learning as LearningOptions).extractor !== "model") {
+    RunHooks.withQuick(runEnd, (state: RunState, events: ReadonlyArray<TapeEvent>) =>
+      Learning.worthReflecting(state, events) ? undefined : Learning.skipReflection
+    )
   }
   // Nothing to do at a run's end without auto-ingest or learning: no hook, so the scheduler neither
   // reads the run's record nor forks a hook fiber per run.

@@ -1,11 +1,12 @@
-import { Deferred, Effect, ExecutionStrategy, Exit, Fiber, FiberMap, Option, Runtime, Scope } from "effect"
+import { Deferred, Effect, ExecutionStrategy, Exit, Fiber, FiberMap, Option, Runtime, Scope, type Tracer } from "effect"
 import type { JournalError, NotFound } from "../../domain/Errors.js"
 import type { RunId, SessionId } from "../../domain/Ids.js"
 import type { Run } from "../../domain/Records.js"
 import { isTerminal } from "../../domain/RunState.js"
 import type { TapeEvent } from "../../domain/TapeEvent.js"
+import { isTracing } from "../../ports/internal/traced.js"
 import { type Service as JournalService, requireRun } from "../../ports/Journal.js"
-import { endOf, endState, guarded, none, RunHooks } from "../RunHooks.js"
+import { endOf, endState, guarded, none, quickOf as quickCheckOf, RunHooks } from "../RunHooks.js"
 
 /**
  * Run admission: one run at a time per session, later ones queued in order. Running runs live in a
@@ -83,25 +84,36 @@ export const makeScheduler = (
     const endHooks = new Map<RunId, Array<() => void>>()
     const endWaiters = new Map<RunId, Array<(run: Run) => void>>()
 
-    /** The hooks' whole work for a run whose loop ended it with `events`, when they can tell from those alone. */
-    const quickOf = (events: ReadonlyArray<TapeEvent> | undefined): Effect.Effect<void> | undefined => {
-      if (events === undefined || runHooks.quick === undefined) return undefined
+    const quickCheck = quickCheckOf(runHooks)
+    /**
+     * The hooks' whole work for a run whose loop ended it with `events`, when they can tell from those
+     * alone — and nobody reads spans: with a tracer installed the hooks run as `onRunEnd` does, with
+     * its spans (`RunHooks.onRunEnd` and the hooks' own).
+     */
+    const quickOf = (
+      runId: RunId,
+      events: ReadonlyArray<TapeEvent> | undefined,
+      tracer: Tracer.Tracer
+    ): Effect.Effect<void> | undefined => {
+      if (events === undefined || quickCheck === undefined || isTracing(tracer)) return undefined
       const state = endState(events)
       if (state === undefined || !isTerminal(state)) return undefined
       let quick: Effect.Effect<void> | undefined
       try {
-        quick = runHooks.quick(state, events)
+        quick = quickCheck(state, events)
       } catch {
         return undefined // a hook's check that throws: its `onRunEnd` decides, as without one
       }
       return quick === undefined
         ? undefined
-        : Effect.catchAllCause(quick, (cause) => Effect.logWarning("an after-run hook failed", cause))
+        : Effect.catchAllCause(quick, (cause) =>
+            Effect.logWarning("an after-run hook failed", cause).pipe(Effect.annotateLogs("runId", runId))
+          )
     }
 
     // Plain steps, once per run (no generator): the record's read is the only await.
     const ended = (runId: RunId, events?: ReadonlyArray<TapeEvent> | undefined): Effect.Effect<void> =>
-      Effect.suspend(() => {
+      Effect.withFiberRuntime((fiber) => {
         cancels.delete(runId)
         const hooks = endHooks.get(runId)
         if (hooks !== undefined) {
@@ -113,7 +125,7 @@ export const makeScheduler = (
         if (!waited && runHooks === none) return Effect.void
         // The hooks' quick verdict from the loop's events (a plain turn's learning check): then nobody
         // but a waiter needs the run's record, and the hooks need no fiber of their own.
-        const quick = quickOf(events)
+        const quick = quickOf(runId, events, fiber.currentTracer)
         if (!waited && quick !== undefined) return quick
         return Effect.matchEffect(journal.getRun(runId), {
           onFailure: () => Effect.void,
