@@ -22,6 +22,8 @@ import { event, sid } from "./events.js"
 const dir = mkdtempSync(join(tmpdir(), "palyra-bench-appends-"))
 
 let n = 0
+/** `IDLE_FRAMES=n`: the writer's idle-checkpoint threshold (`CheckpointPolicy.idleFrames`) instead of the default. */
+const IDLE_FRAMES = process.env.IDLE_FRAMES === undefined ? undefined : Number(process.env.IDLE_FRAMES)
 const phase = (writer: SqliteJournal.WriterMode, perWriter: number) =>
   Effect.scoped(
     Effect.gen(function* () {
@@ -29,6 +31,7 @@ const phase = (writer: SqliteJournal.WriterMode, perWriter: number) =>
       const j = yield* SqliteJournal.make({
         filename: join(dir, `a${n++}.db`),
         writer,
+        ...(IDLE_FRAMES === undefined ? {} : { checkpoint: { idleFrames: IDLE_FRAMES, maxFrames: 10_000 } }),
         onWorker: (w) => {
           thread = w
         }
