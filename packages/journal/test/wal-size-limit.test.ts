@@ -17,13 +17,13 @@ import { walFrames } from "./fixtures/wal.js"
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-walsize-"))
 const sid = (i: number) => `01KA${String(i).padStart(22, "0")}` as TapeEvent.TapeEvent["sessionId"]
-const note = (session: TapeEvent.TapeEvent["sessionId"], i: number): TapeEvent.NewTapeEvent => ({
+const note = (session: TapeEvent.TapeEvent["sessionId"], i: number, size = 3000): TapeEvent.NewTapeEvent => ({
   _tag: "SessionNote",
   sessionId: session,
   runId: null,
   at: 1_700_000_000_000 + i,
   author: "t",
-  text: `note ${i} ${"x".repeat(3000)}`
+  text: `note ${i} ${"x".repeat(size)}`
 })
 
 /** Poll (10 ms apart, up to 10 s) until `done` holds. */
@@ -89,10 +89,7 @@ describe("the WAL's size limit", () => {
           const limit = walSizeLimit(policy)
           const j = yield* SqliteJournal.make({ filename, checkpoint: policy })
           yield* j.createSession(Records.makeSession({ id: sid(1), principal: "p" }))
-          const big = (i: number): TapeEvent.NewTapeEvent => ({
-            ...note(sid(1), i),
-            text: `${i} ${"y".repeat(20_000)}`
-          })
+          const big = (i: number) => note(sid(1), i, 20_000)
           let i = 0
           yield* j.append(sid(1), [big(i++)])
           // Another connection's read transaction: no checkpoint copies past its snapshot, so the
@@ -101,10 +98,7 @@ describe("the WAL's size limit", () => {
           reader.prepare("BEGIN").run()
           reader.prepare("SELECT count(*) FROM tape_events").get()
           while (statSync(`${filename}-wal`).size <= limit + 1024 * 1024) {
-            yield* j.append(
-              sid(1),
-              Array.from({ length: 8 }, () => big(i++))
-            )
+            yield* j.append(sid(1), [big(i++), big(i++), big(i++), big(i++), big(i++), big(i++), big(i++), big(i++)])
           }
           reader.prepare("COMMIT").run()
           reader.close()
