@@ -289,10 +289,22 @@ export const make = (options: RedactionOptions = {}): Redactor => {
     return rule
   }
 
+  // Short strings found clean (identifiers, event kinds, tool names recur in every event): each
+  // check costs ~0.1 µs even when it finds nothing, a lookup a fraction of it. Bounded and cleared
+  // when full like the field names' memo; only text left unchanged is kept (never a secret).
+  const cleanShort = new Set<string>()
   const redactString = (text: string): string => {
     if (text.length < minLength) return text
+    const short = text.length <= KEY_MEMO_MAX_LENGTH
+    if (short && cleanShort.has(text)) return text
     const literal = literals.some((l) => text.includes(l))
-    if (!literal && !mayMatchDefault(text) && !custom.some((p) => p.test.test(text))) return text
+    if (!literal && !mayMatchDefault(text) && !custom.some((p) => p.test.test(text))) {
+      if (short) {
+        if (cleanShort.size >= KEY_MEMO) cleanShort.clear()
+        cleanShort.add(text)
+      }
+      return text
+    }
     let out = text
     if (literal) for (const l of literals) if (out.includes(l)) out = out.split(l).join(marker("configured"))
     for (const p of patterns) out = out.replace(p.replace, p.marker)
