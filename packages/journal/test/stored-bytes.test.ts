@@ -85,11 +85,10 @@ describe("the stored bytes of a known batch", () => {
             // submission order), multi-event appends, and a run's admission with its effects.
             yield* Effect.forEach(
               Array.from({ length: 24 }, (_, i) => i),
-              (i) =>
-                j.append(
-                  sid(i % 3),
-                  Array.from({ length: 1 + (i % 2) }, (_, k) => result(i % 3, i * 2 + k, OUTPUTS[(i + k) % 4]!))
-                ),
+              (i) => {
+                const e = (k: number) => result(i % 3, i * 2 + k, OUTPUTS[(i + k) % 4]!)
+                return j.append(sid(i % 3), i % 2 === 0 ? [e(0)] : [e(0), e(1)])
+              },
               { concurrency: "unbounded", discard: true }
             )
             yield* j.append(
