@@ -6,11 +6,13 @@
  * Prints events/s, the event-loop delay p99, the main thread's busy µs per append (event-loop
  * utilization: the worker's commits are not counted, they run on another thread; on a loaded machine
  * it also counts the time the thread was descheduled), the main thread's CPU µs per append
- * (`process.threadCpuUsage`) and the process's CPU µs per append (both threads).
+ * (`process.threadCpuUsage`), the writer thread's CPU µs per append (`Worker.cpuUsage`, worker writer
+ * only) and the process's CPU µs per append (all threads: GC helpers too).
  */
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import type { Worker } from "node:worker_threads"
 import { Records } from "@palyra/core"
 import { SqliteJournal } from "@palyra/journal"
 import { Effect } from "effect"
@@ -20,10 +22,21 @@ import { event, sid } from "./events.js"
 const dir = mkdtempSync(join(tmpdir(), "palyra-bench-appends-"))
 
 let n = 0
+/** `IDLE_FRAMES=n`: the writer's idle-checkpoint threshold (`CheckpointPolicy.idleFrames`) instead of the default. */
+const IDLE_FRAMES = process.env.IDLE_FRAMES === undefined ? undefined : Number(process.env.IDLE_FRAMES)
 const phase = (writer: SqliteJournal.WriterMode, perWriter: number) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const j = yield* SqliteJournal.make({ filename: join(dir, `a${n++}.db`), writer })
+      let thread: Worker | undefined
+      const j = yield* SqliteJournal.make({
+        filename: join(dir, `a${n++}.db`),
+        writer,
+        ...(IDLE_FRAMES === undefined ? {} : { checkpoint: { idleFrames: IDLE_FRAMES, maxFrames: 10_000 } }),
+        onWorker: (w) => {
+          thread = w
+        }
+      })
+      const threadCpu = () => (thread ? Effect.promise(() => thread!.cpuUsage()) : Effect.succeed(undefined))
       for (let w = 0; w < 32; w++) yield* j.createSession(Records.makeSession({ id: sid(w) as never, principal: "b" }))
       yield* Effect.forEach(Array.from({ length: 200 }), (_, i) => j.append(sid(0) as never, [event(sid(0), i)]), {
         concurrency: 32
@@ -32,6 +45,7 @@ const phase = (writer: SqliteJournal.WriterMode, perWriter: number) =>
       let elu = performance.eventLoopUtilization()
       const cpu = process.cpuUsage()
       const mainCpu = process.threadCpuUsage()
+      const workerCpu = yield* threadCpu()
       const start = performance.now()
       yield* Effect.forEach(
         Array.from({ length: 32 }, (_, w) => w),
@@ -47,6 +61,7 @@ const phase = (writer: SqliteJournal.WriterMode, perWriter: number) =>
       elu = performance.eventLoopUtilization(elu)
       const used = process.cpuUsage(cpu)
       const usedMain = process.threadCpuUsage(mainCpu)
+      const workerAfter = yield* threadCpu()
       const loop = probe.stop()
       return {
         writer,
@@ -54,6 +69,14 @@ const phase = (writer: SqliteJournal.WriterMode, perWriter: number) =>
         loopP99: round(loop.p99, 2),
         mainUs: round((elu.active * 1000) / (32 * perWriter), 1),
         mainCpuUs: round((usedMain.user + usedMain.system) / (32 * perWriter), 1),
+        ...(workerCpu && workerAfter
+          ? {
+              workerCpuUs: round(
+                (workerAfter.user + workerAfter.system - workerCpu.user - workerCpu.system) / (32 * perWriter),
+                1
+              )
+            }
+          : {}),
         cpuUs: round((used.user + used.system) / (32 * perWriter), 1)
       }
     })

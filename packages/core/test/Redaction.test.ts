@@ -205,6 +205,31 @@ describe("Redaction.redactString", () => {
   it("leaves ordinary prose and code unchanged", () => {
     for (const text of ORDINARY) assert.strictEqual(redactor.redactString(text), text)
   })
+
+  it("its pre-check skips only text no default pattern changes", () => {
+    // Every default pattern applied unconditionally, in order: what the pre-check may shortcut.
+    const plain = Redaction.make()
+    const full = (text: string) =>
+      Redaction.defaultPatterns.reduce(
+        (out, p) => out.replace(new RegExp(p.pattern.source, p.pattern.flags), `[REDACTED:${p.label}]`),
+        text
+      )
+    const piece = fc.oneof(
+      fc.oneof(...Object.values(samples)).map((s) => s.text),
+      fc.mixedCase(
+        fc.constantFrom("sk-", "SK_", "rk_", "ghp_", "Github_Pat_", "glpat-", "xoxb-", "aiza", "EYJ", "hf_", "npm_")
+      ),
+      fc.mixedCase(fc.constantFrom("bearer ", "basic ", "token=", "api-key: ", "private key", "://a:b@", "cookie ")),
+      fc.string({ maxLength: 24 })
+    )
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 6 }), (pieces) => {
+        const text = pieces.join(" ")
+        assert.strictEqual(plain.redactString(text), full(text))
+      }),
+      { numRuns: 2000 }
+    )
+  })
 })
 
 describe("Redaction.streaming", () => {

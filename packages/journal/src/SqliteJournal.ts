@@ -437,6 +437,22 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
         backend.submit(op, (r) => resume(r.ok ? Effect.succeed(r) : Effect.fail(toError(method, r))))
       })
 
+    // Canonical JSON sorts an object's keys unless they already are (0.5 µs for a tool result's six
+    // fields), and an event's fields are in its constructor's order: the payload is encoded from a
+    // copy of the body in sorted order, that order kept per event kind (checked against the body:
+    // a different shape sorts again). The stored event keeps the body's own order.
+    const bodyOrders = new Map<string, ReadonlyArray<string>>()
+    const sortedBody = (tag: string, body: Record<string, unknown>, fields: number): Record<string, unknown> => {
+      let order = bodyOrders.get(tag)
+      if (order === undefined || order.length !== fields || !order.every((k) => Object.hasOwn(body, k))) {
+        order = Object.keys(body).sort()
+        if (bodyOrders.size >= 256) bodyOrders.clear()
+        bodyOrders.set(tag, order)
+      }
+      const sorted: Record<string, unknown> = {}
+      for (const k of order) sorted[k] = body[k]
+      return sorted
+    }
     const prepare = (
       event: TapeEvent.NewTapeEvent
     ): Either.Either<Prepared, Errors.PayloadTooLarge | Errors.JournalError> => {
@@ -445,8 +461,13 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
       }
       const clean = redact(event) as Record<string, unknown>
       const body: Record<string, unknown> = {}
-      for (const k of Object.keys(clean)) if (!ENVELOPE.has(k)) body[k] = clean[k]
-      const payload = Canonical.canonicalJson(body)
+      let fields = 0
+      for (const k of Object.keys(clean)) {
+        if (ENVELOPE.has(k)) continue
+        body[k] = clean[k]
+        fields++
+      }
+      const payload = Canonical.canonicalJson(sortedBody(event._tag, body, fields))
       // UTF-8 takes at most 3 bytes per UTF-16 unit: count the bytes only when that bound is over.
       const size = payload.length * 3 <= maxEventBytes ? 0 : Buffer.byteLength(payload)
       if (size > maxEventBytes) {

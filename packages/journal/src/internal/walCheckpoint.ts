@@ -9,7 +9,7 @@
  * checkpoint in a gap between commits rather than inside one, its fsyncs on libuv's thread pool (see
  * `makeCheckpointer`). SQLite's own automatic checkpoint stays on at `maxFrames` as the hard bound: under load
  * with no idle moment, the commit that crosses it checkpoints as before, so the WAL cannot grow
- * without limit. `journal_size_limit` gives the space of a WAL that grew past that back.
+ * without limit. `journal_size_limit` gives the space of a WAL that grew well past that back (`walSizeLimit`).
  *
  * Durability does not change: the checkpoint is SQLite's own (`PASSIVE`: it never waits on a reader,
  * copies what no reader still needs, and fsyncs the WAL before and the file after, as an automatic one
@@ -54,8 +54,17 @@ export const DEFAULT_POLICY: CheckpointPolicy = { idleFrames: 1000, maxFrames: 1
  */
 export const QUIET_MS = 50
 
-/** The WAL file is truncated back to this once a checkpoint let SQLite restart it (bytes). @internal */
-export const JOURNAL_SIZE_LIMIT = 4 * 1024 * 1024
+/**
+ * The WAL file is truncated back to this many bytes when SQLite restarts it (`journal_size_limit`):
+ * 1.5 × the hard bound's frames (4 KiB pages, 24-byte frame headers), so the WAL the writer keeps is
+ * never cut in the normal cycle and only one that a reader held past the hard bound is given back.
+ * SQLite truncates inside the first commit after a restart, and that truncation took 4–16 ms here
+ * (ext4 freeing the extents), in a commit a caller waits on; without it the restart costs ~1 ms
+ * (PERF-NOTES round 14, slice J). A 4 MiB limit cut the WAL at almost every restart: the WAL grows
+ * well past `idleFrames` between restarts, since a restart needs every frame copied back.
+ * @internal
+ */
+export const walSizeLimit = (policy: CheckpointPolicy): number => Math.ceil(policy.maxFrames * (4096 + 24) * 1.5)
 
 /**
  * Set a connection that may commit to the file to the writer's hard bound: `wal_autocheckpoint` at
@@ -64,7 +73,7 @@ export const JOURNAL_SIZE_LIMIT = 4 * 1024 * 1024
  */
 export const configureConnection = (db: Database.Database, policy: CheckpointPolicy = DEFAULT_POLICY): void => {
   db.pragma(`wal_autocheckpoint = ${policy.maxFrames}`)
-  db.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT}`)
+  db.pragma(`journal_size_limit = ${walSizeLimit(policy)}`)
 }
 
 /** The wal-index header's frame counts. @internal */
