@@ -10,6 +10,11 @@
  *   the database file's fsync fail after such a checkpoint copied into it, the process is stopped at
  *   once (SIGKILL, nothing closed) so the WAL — the only copy known to be on disk — is kept, and the
  *   next open recovers every commit from it (a failed fsync is not retried: Linux reports it once).
+ * - **Disk.** Besides the database file, budget ~62 MB for its `-wal` file while it is open (the
+ *   10,000-frame bound of 4 KiB pages, kept at its size between restarts rather than cut back at
+ *   each one, which cost a commit 4–16 ms): pages overwritten or freed since the last restarts —
+ *   a deleted memory item's text, say — can linger there until their frames are reused or the file
+ *   is closed, even with `secure_delete` on.
  * - **Group commit.** Appends queue up; one writer takes everything queued (up to `maxBatch`) and
  *   commits it in one short transaction, each append in its own savepoint (one append's `Conflict`
  *   never affects another). No append is acknowledged before its transaction committed.

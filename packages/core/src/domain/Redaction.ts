@@ -221,6 +221,10 @@ const mayMatchDefault = (text: string): boolean =>
   text.includes("://") ||
   KEYWORD_TRIGGER.test(text)
 
+// A string that holds its own characters (at most `text.length + 1`), not a view into a parent string:
+// the concatenation flattens into a fresh sequential string, and the slice points into that.
+const ownCopy = (text: string): string => ` ${text}`.slice(1)
+
 const PEM_BEGIN_RE = new RegExp(PEM_BEGIN, "g")
 const PEM_END_RE = new RegExp(PEM_END, "g")
 
@@ -301,7 +305,9 @@ export const make = (options: RedactionOptions = {}): Redactor => {
     if (!literal && !mayMatchDefault(text) && !custom.some((p) => p.test.test(text))) {
       if (short) {
         if (cleanShort.size >= KEY_MEMO) cleanShort.clear()
-        cleanShort.add(text)
+        // A copy of its own: `text` may be a slice of a big string (a line of a tool's output, a
+        // streamed delta's piece), which V8 keeps alive for as long as the slice is.
+        cleanShort.add(ownCopy(text))
       }
       return text
     }
