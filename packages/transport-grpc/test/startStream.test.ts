@@ -8,9 +8,9 @@
  */
 import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect"
 import { createGrpcTransport } from "@connectrpc/connect-node"
-import { Errors, Gateway, type Journal, ScriptedModel } from "@palyra/core"
+import { Errors, Gateway, type Journal, Metrics, ScriptedModel } from "@palyra/core"
 import { gatewayLayer } from "@palyra/core/testing"
-import { Effect, Exit, Layer, ManagedRuntime, Scope } from "effect"
+import { Effect, Exit, Layer, ManagedRuntime, Metric, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { GrpcTransport, Proto } from "../src/index.js"
 
@@ -90,6 +90,18 @@ const runStream = async (
 const seqOf = (m: string) => Number(m.split(":")[0])
 let sessionId = ""
 
+/** The live followers attached to tapes (`palyra_tape_subscribers`). */
+const subscribers = () => runtime.runPromise(Effect.map(Metric.value(Metrics.tapeSubscribers), (s) => s.value))
+/** Polls (20 ms apart, up to 2 s) until `ok` holds; the last value. */
+const eventually = async <A>(read: () => Promise<A>, ok: (a: A) => boolean) => {
+  let value = await read()
+  for (let i = 0; i < 100 && !ok(value); i++) {
+    await new Promise((r) => setTimeout(r, 20))
+    value = await read()
+  }
+  return value
+}
+
 /** Held until released (by the first message the client gets, or after `ms` so a failing test ends). */
 const gate = (ms = 3000) => {
   let release = () => {}
@@ -125,6 +137,7 @@ describe("RunStream writes from its start commit", () => {
   })
 
   it("a refused start answers its typed error with nothing written", async () => {
+    const before = await subscribers()
     const written: Array<string> = []
     const empty = await runStream(
       { case: "start", value: { text: "", target: { sessionKey: "early-2" } } as never },
@@ -137,6 +150,39 @@ describe("RunStream writes from its start commit", () => {
     )
     expect(unknown.code).toMatch(/NotFound|InvalidArgument/)
     expect(written).toEqual([])
+    // Nothing left attached.
+    expect(await eventually(subscribers, (n) => n === before)).toBe(before)
+  })
+
+  it("a client gone mid-start (after the start commit's events, before the call returned) leaves nothing attached; the run goes on", async () => {
+    const before = await subscribers()
+    const g = gate()
+    afterStart = () => g.wait()
+    const abort = new AbortController()
+    const got: Array<string> = []
+    const requests = (async function* () {
+      yield { action: { case: "start", value: { text: "hi", target: { sessionKey: "early-4" } } } } as never
+      await new Promise((r) => abort.signal.addEventListener("abort", r))
+    })()
+    let id = ""
+    await (async () => {
+      for await (const r of client().runStream(requests, { signal: abort.signal })) {
+        if (r.payload.case === "sessionId") id = r.payload.value
+        got.push(r.payload.case ?? "")
+        if (r.payload.case === "event") abort.abort()
+      }
+    })().catch(() => undefined)
+    g.release()
+    afterStart = () => Effect.void
+    expect(got.slice(0, 2)).toEqual(["sessionId", "event"])
+    expect(await eventually(subscribers, (n) => n === before)).toBe(before)
+    // The admitted run still ends; its tape is gap-free from the start.
+    sessionId = id
+    const tape = await runStream({ case: "resume", value: { sessionId: id, afterSeq: 0n } as never }, () => {}, true)
+    expect(tape.code).toBe("OK")
+    const seqs = tape.messages.slice(1).map(seqOf)
+    expect(seqs).toEqual(seqs.map((_, i) => i + 1))
+    expect(tape.messages.at(-1)).toMatch(/runStateChanged/)
   })
 
   it("a start whose commit succeeded but whose call then failed ends with its error after what it wrote; a resume continues without gap or duplicate", async () => {
