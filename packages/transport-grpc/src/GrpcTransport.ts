@@ -393,6 +393,7 @@ async function* runStreamItems(
   let starting = true
   let sessionIdSent = false
   let held: ReturnType<Follower.Follower["take"]>
+  let startDefect: { readonly error: unknown } | undefined
   const attached =
     direct === undefined
       ? undefined
@@ -402,22 +403,28 @@ async function* runStreamItems(
           lastRun = run.id
           lastRunEnded = false
           let ours = false
+          // Runs inside the hub's publication: nothing may escape it (a defect of the read or the
+          // write fails this stream once the start call has answered, as the loop's wake-up does).
           const onStartWake = () => {
-            if (!starting || held !== undefined || signal.aborted) return
-            for (;;) {
-              const ready = follower.take()
-              if (ready === undefined) return follower.onReady(onStartWake)
-              if (ready === Follower.Done || Follower.isFailed(ready)) {
-                held = ready
-                return
+            if (!starting || held !== undefined || startDefect !== undefined || signal.aborted) return
+            try {
+              for (;;) {
+                const ready = follower.take()
+                if (ready === undefined) return follower.onReady(onStartWake)
+                if (ready === Follower.Done || Follower.isFailed(ready)) {
+                  held = ready
+                  return
+                }
+                ours ||= ready.some((e) => e.runId === run.id)
+                if (ours && !sessionIdSent) sessionIdSent = direct(run.sessionId)
+                if (!sessionIdSent || !direct(ready)) {
+                  held = ready
+                  return
+                }
+                for (const e of ready) if (e.runId === run.id && TapeEvent.isRunEnd(e)) lastRunEnded = true
               }
-              ours ||= ready.some((e) => e.runId === run.id)
-              if (ours && !sessionIdSent) sessionIdSent = direct(run.sessionId)
-              if (!sessionIdSent || !direct(ready)) {
-                held = ready
-                return
-              }
-              for (const e of ready) if (e.runId === run.id && TapeEvent.isRunEnd(e)) lastRunEnded = true
+            } catch (error) {
+              startDefect = { error }
             }
           }
           follower.onReady(onStartWake)
@@ -450,6 +457,10 @@ async function* runStreamItems(
       throw error
     })
     starting = false
+    if (startDefect !== undefined) {
+      await closeScope()
+      throw ConnectError.from(startDefect.error)
+    }
     started = opened.follower
     sessionId = opened.session.id
     lastRun = opened.run.id

@@ -177,8 +177,15 @@ export const make = (
               attached: (follower) => {
                 const early = () => {
                   if (o.answered || o.piping !== undefined || o.res.destroyed) return
+                  // Inside the hub's publication: nothing may escape it. A defect of the read stays
+                  // in the follower (`take` throws it again) for the body to fail with.
+                  let ready: ReturnType<Follower.Follower["take"]>
+                  try {
+                    ready = follower.take()
+                  } catch {
+                    return
+                  }
                   // A wake-up may be another run's event of the session (filtered out by `take`).
-                  const ready = follower.take()
                   if (ready === undefined) return follower.onReady(early)
                   // An end or a failure stays (`take` answers it again): the answered path takes it.
                   if (ready === Follower.Done || Follower.isFailed(ready)) return
