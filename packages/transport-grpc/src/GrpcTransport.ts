@@ -384,6 +384,51 @@ async function* runStreamItems(
   const scope = Effect.runSync(Scope.make())
   const closeScope = () => Runtime.runPromise(runtime)(Scope.close(scope, Exit.void))
   let started: Follower.Follower | undefined
+  // With a direct writer, the stream writes from its start commit: the follower is handed over as
+  // soon as it is attached (before the commit), and its wake-up inside the start commit's
+  // publication writes the session id and the events there and then, instead of after the start
+  // call returns (behind every other fiber a burst of starts queued). Nothing is written until an
+  // event of this run is published (its start committed: a refused start writes nothing); what
+  // could not be written (a backlog) or was taken after the run's end is left for the loop below.
+  let starting = true
+  let sessionIdSent = false
+  let held: ReturnType<Follower.Follower["take"]>
+  let startDefect: { readonly error: unknown } | undefined
+  const attached =
+    direct === undefined
+      ? undefined
+      : (follower: Follower.Follower, run: { readonly id: string; readonly sessionId: string }) => {
+          // A retried admission (a lost key race) attaches a new follower; the old one saw nothing of ours.
+          held = undefined
+          lastRun = run.id
+          lastRunEnded = false
+          let ours = false
+          // Runs inside the hub's publication: nothing may escape it (a defect of the read or the
+          // write fails this stream once the start call has answered, as the loop's wake-up does).
+          const onStartWake = () => {
+            if (!starting || held !== undefined || startDefect !== undefined || signal.aborted) return
+            try {
+              for (;;) {
+                const ready = follower.take()
+                if (ready === undefined) return follower.onReady(onStartWake)
+                if (ready === Follower.Done || Follower.isFailed(ready)) {
+                  held = ready
+                  return
+                }
+                ours ||= ready.some((e) => e.runId === run.id)
+                if (ours && !sessionIdSent) sessionIdSent = direct(run.sessionId)
+                if (!sessionIdSent || !direct(ready)) {
+                  held = ready
+                  return
+                }
+                for (const e of ready) if (e.runId === run.id && TapeEvent.isRunEnd(e)) lastRunEnded = true
+              }
+            } catch (error) {
+              startDefect = { error }
+            }
+          }
+          follower.onReady(onStartWake)
+        }
   if (action.case === "start") {
     // The session's follower is attached before the run's start commit (its events delivered by
     // their publication, none read back); this stream is the run's approval channel from its first
@@ -398,7 +443,7 @@ async function* runStreamItems(
               ...(yield* targetOf(action.value.target)),
               ...attachmentsFromPb(action.value.attachments)
             },
-            { session: true }
+            { session: true, attached }
           )
           yield* g.registerApprover(caller, s.session.id)
           yield* Effect.acquireRelease(Metric.modify(openGrpcStreams, 1), () => Metric.modify(openGrpcStreams, -1))
@@ -407,9 +452,15 @@ async function* runStreamItems(
         scope
       )
     ).catch(async (error: unknown) => {
+      starting = false
       await closeScope()
       throw error
     })
+    starting = false
+    if (startDefect !== undefined) {
+      await closeScope()
+      throw ConnectError.from(startDefect.error)
+    }
     started = opened.follower
     sessionId = opened.session.id
     lastRun = opened.run.id
@@ -426,7 +477,7 @@ async function* runStreamItems(
   }
   let handedOn = false
   try {
-    yield sessionId
+    if (!sessionIdSent) yield sessionId
     handedOn = true
   } finally {
     if (!handedOn) await closeScope()
@@ -515,7 +566,7 @@ async function* runStreamItems(
   // The generator parked in `wait` (everything it yielded is written): the wake-up's resolver.
   let parked: (() => void) | undefined
   // What the wake-up took but could not write directly: the generator yields it first.
-  let pending: ReturnType<Follower.Follower["take"]>
+  let pending: ReturnType<Follower.Follower["take"]> = held
   const resume = () => {
     const r = parked
     parked = undefined

@@ -220,11 +220,19 @@ export interface Service {
    * by their publication instead of being read back from the journal. A refused or failed start
    * leaves nothing attached. With `session: true` the follower is the whole session's from the
    * run's first event on (it does not end with the run), for a stream that outlives it (RunStream).
+   * `attached` is called with the follower (and the run being admitted) as soon as it is attached,
+   * before the commit, so a transport can take the start commit's events inside their publication
+   * instead of after this call returns; called again (with a new follower) if the admission is
+   * retried. Until the call succeeds, the follower may also see another run's events of the session
+   * and the start may still be refused: only events of `run` prove its start committed.
    */
   readonly startRunFollowing: (
     caller: Caller.Caller,
     request: MessageRequest,
-    options?: { readonly session?: boolean | undefined }
+    options?: {
+      readonly session?: boolean | undefined
+      readonly attached?: ((follower: Follower, run: Run) => void) | undefined
+    }
   ) => Effect.Effect<StartedRun & { readonly follower: Follower }, GatewayError, Scope.Scope>
   /** Admit a run without streaming it. */
   readonly sendMessage: (
@@ -699,6 +707,7 @@ export const make = (
         const admitting = (run: Run) => {
           follower?.close()
           follower = tape.attachLive(run.sessionId, run.startSeq - 1, options?.session ? {} : { runId: run.id })
+          options?.attached?.(follower, run)
         }
         return restore(admit(caller, request, startGate, admitting)).pipe(
           Effect.onError(() => Effect.sync(() => follower?.close())),

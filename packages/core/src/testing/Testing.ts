@@ -11,14 +11,15 @@
  * @since 0.1.0
  */
 import { randomBytes } from "node:crypto"
-import { Chunk, Effect, Layer, Option, Stream, Tracer } from "effect"
+import { Chunk, Effect, Exit, Layer, Option, Stream, Tracer } from "effect"
 import * as MemoryJournal from "../adapters/MemoryJournal.js"
 import * as ScriptedModel from "../adapters/ScriptedModel.js"
 import * as Caller from "../domain/Caller.js"
 import { InvalidTransition } from "../domain/Errors.js"
 import * as RunState from "../domain/RunState.js"
-import type { TapeEvent } from "../domain/TapeEvent.js"
+import type { NewTapeEvent, TapeEvent } from "../domain/TapeEvent.js"
 import * as Kernel from "../kernel/Kernel.js"
+import * as JournalPort from "../ports/Journal.js"
 import { Journal } from "../ports/Journal.js"
 
 export { ScriptedModel }
@@ -36,18 +37,34 @@ export type GatewayLayerOptions<EJ = never, EP = never, EA = never> = Kernel.Opt
 export const checkedJournal = <E, R>(journal: Layer.Layer<Journal, E, R>): Layer.Layer<Journal, E, R> =>
   Layer.effect(
     Journal,
-    Effect.map(Journal, (inner) => ({
-      ...inner,
-      append: (sessionId, events, effects) =>
-        Effect.gen(function* () {
-          for (const e of events) {
-            if (e._tag === "RunStateChanged" && !RunState.isLegalChange(e.from, e.to)) {
-              return yield* Effect.die(new InvalidTransition({ from: e.from, transition: `-> ${e.to}` }))
-            }
-          }
-          return yield* inner.append(sessionId, events, effects)
+    Effect.map(Journal, (inner) => {
+      const illegal = (events: ReadonlyArray<NewTapeEvent>) => {
+        for (const e of events) {
+          if (e._tag === "RunStateChanged" && !RunState.isLegalChange(e.from, e.to))
+            return new InvalidTransition({ from: e.from, transition: `-> ${e.to}` })
+        }
+        return undefined
+      }
+      const append: JournalPort.Service["append"] = (sessionId, events, effects) =>
+        Effect.suspend(() => {
+          const refused = illegal(events)
+          return refused === undefined ? inner.append(sessionId, events, effects) : Effect.die(refused)
         })
-    }))
+      // The inner journal's plain form is kept (check, then the inner plain append), so the tape
+      // takes the same path over this journal as the daemon's over its own (`Journal.appendNowOf`).
+      const innerNow = JournalPort.appendNowOf(inner)
+      return {
+        ...inner,
+        append:
+          innerNow === undefined
+            ? append
+            : JournalPort.withAppendNow(append, (sessionId, events, effects, done) => {
+                const refused = illegal(events)
+                if (refused === undefined) innerNow(sessionId, events, effects, done)
+                else done(Exit.die(refused))
+              })
+      }
+    })
   ).pipe(Layer.provide(journal))
 
 /**

@@ -311,12 +311,13 @@ export const eventEnvelopes = (
 /**
  * Writes a batch of events to the call's HTTP/2 stream now, if the stream takes it without a backlog
  * (returns `false`, having written nothing, otherwise: the caller yields the batch instead, and the
- * handler waits for `drain` before writing it). Called from the follower's wake-up.
+ * handler waits for `drain` before writing it). Called from the follower's wake-up. A session id
+ * (the stream's first message, written from the start commit's publication) is written likewise.
  *
  * @since 0.1.0
  * @category Models
  */
-export type DirectWrite = (events: ReadonlyArray<TapeEvent.TapeEvent>) => boolean
+export type DirectWrite = (item: Item) => boolean
 
 /** The options of {@link makeHandler}. @since 0.1.0 @category Models */
 export interface HandlerOptions {
@@ -385,6 +386,9 @@ export const makeHandler = (options: HandlerOptions) => {
   }
 }
 
+const sessionIdEnvelope = (sessionId: string) =>
+  envelope(create(pb.RunStreamResponseSchema, { payload: { case: "sessionId", value: sessionId } }))
+
 /** Run the RunStream logic and write what it yields; the status goes in the trailers. */
 const respond = async (
   options: HandlerOptions,
@@ -438,6 +442,12 @@ const respond = async (
       queuedBytes + stream.writableLength >= stream.writableHighWaterMark
     )
       return false
+    if (typeof events === "string") {
+      // The first message, through the response (it is what sends the headers if they are not out).
+      flush()
+      res.write(sessionIdEnvelope(events))
+      return true
+    }
     if (queued === undefined) {
       queued = []
       queueMicrotask(flush)
@@ -460,7 +470,7 @@ const respond = async (
       }
       let ok: boolean
       if (typeof item === "string") {
-        ok = res.write(envelope(create(pb.RunStreamResponseSchema, { payload: { case: "sessionId", value: item } })))
+        ok = res.write(sessionIdEnvelope(item))
       } else {
         ok = res.write(frames(item))
       }

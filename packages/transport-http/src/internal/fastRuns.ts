@@ -26,7 +26,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http"
 import * as Headers from "@effect/platform/Headers"
 import * as HttpTraceContext from "@effect/platform/HttpTraceContext"
-import { Auth, type Caller, Errors, type Follower, Gateway } from "@palyra/core"
+import { Auth, type Caller, Errors, Follower, Gateway, type TapeEvent } from "@palyra/core"
 import { Cause, Effect, Exit, type Fiber, FiberId, Option, Runtime } from "effect"
 import { MessagePayload, toApiError } from "../Api.js"
 import { decodeJsonBytes, isJsonType, readNodeBody } from "./body.js"
@@ -57,6 +57,10 @@ interface Open {
   readonly res: ServerResponse
   /** The SSE body is being piped (from then on the body ends the response). */
   streaming?: boolean
+  /** The piped body: `end` ends it cleanly; `done` once it has ended or the client has gone. */
+  piping?: { readonly end: () => void; done: boolean; onDone?: (() => void) | undefined }
+  /** The start call has answered (the follower's early wake-up does nothing from then on). */
+  answered?: boolean
   fiber?: Fiber.RuntimeFiber<void, never>
 }
 
@@ -105,49 +109,58 @@ export const make = (
      * `tapeBody`, fed by a follower, piped with the socket's backpressure); resolves when the body
      * has ended or the client has gone. Interrupted (server shutdown), the body ends cleanly.
      */
-    const pump = (o: Open, follower: Follower.Follower) =>
+    const pump = (o: Open, follower: Follower.Follower | undefined) =>
       Effect.async<void>((resume) => {
-        o.res.writeHead(200, SSE_HEADERS)
-        o.streaming = true
-        // The route ends its own streams at shutdown (it interrupts this fiber: `end` below).
-        const { body, end } = tapeBody(options, follower, true)
-        // `pipe` with the two ends tied by hand rather than `stream.pipeline`, which builds and aborts
-        // an `AbortController` per call (a `DOMException` with its stack each time): a body that
-        // fails or a response that closes (sent, or the client gone) destroys the other side.
-        let finished = false
-        const finish = () => {
-          if (finished) return
-          finished = true
-          if (!body.destroyed) body.destroy()
-          if (!o.res.writableFinished && !o.res.destroyed) o.res.destroy()
-          resume(Effect.void)
-        }
-        // (Listeners that stay: an `error` with no listener would throw.)
-        body.on("error", finish)
-        o.res.on("error", finish)
-        o.res.once("close", finish)
-        body.pipe(o.res)
-        // One socket write per event-loop turn: the socket is corked at a turn's first frame and
-        // uncorked when the turn's I/O callbacks are done (`setImmediate`), so the frames of commits
-        // delivered in one turn — and the chunked terminator of the body's end — leave as one
-        // `writev` instead of one each. The socket itself is corked, not the response: a response
-        // ended while corked drops what it holds. Stream accounting is unchanged while corked (a
-        // full socket still stops the pull); a late uncork on a reused socket only flushes early.
-        const socket = o.res.socket
-        let corked = false
-        const uncork = () => {
-          corked = false
-          socket?.uncork()
-        }
-        if (socket !== null)
-          body.prependListener("data", () => {
-            if (corked) return
-            corked = true
-            socket.cork()
-            setImmediate(uncork)
-          })
-        return Effect.sync(end)
+        const piping = o.piping ?? begin(o, follower!)
+        if (piping.done) return resume(Effect.void)
+        piping.onDone = () => resume(Effect.void)
+        return Effect.sync(piping.end)
       })
+
+    /** Send the head and pipe the SSE body (plain: also called inside the start commit's publication). */
+    const begin = (o: Open, follower: Follower.Follower, taken?: ReadonlyArray<TapeEvent.TapeEvent>) => {
+      o.res.writeHead(200, SSE_HEADERS)
+      o.streaming = true
+      // The route ends its own streams at shutdown (it interrupts this fiber: `end` below).
+      const { body, end } = tapeBody(options, follower, true, taken)
+      // `pipe` with the two ends tied by hand rather than `stream.pipeline`, which builds and aborts
+      // an `AbortController` per call (a `DOMException` with its stack each time): a body that
+      // fails or a response that closes (sent, or the client gone) destroys the other side.
+      const piping: NonNullable<Open["piping"]> = { end, done: false }
+      o.piping = piping
+      const finish = () => {
+        if (piping.done) return
+        piping.done = true
+        if (!body.destroyed) body.destroy()
+        if (!o.res.writableFinished && !o.res.destroyed) o.res.destroy()
+        piping.onDone?.()
+      }
+      // (Listeners that stay: an `error` with no listener would throw.)
+      body.on("error", finish)
+      o.res.on("error", finish)
+      o.res.once("close", finish)
+      body.pipe(o.res)
+      // One socket write per event-loop turn: the socket is corked at a turn's first frame and
+      // uncorked when the turn's I/O callbacks are done (`setImmediate`), so the frames of commits
+      // delivered in one turn — and the chunked terminator of the body's end — leave as one
+      // `writev` instead of one each. The socket itself is corked, not the response: a response
+      // ended while corked drops what it holds. Stream accounting is unchanged while corked (a
+      // full socket still stops the pull); a late uncork on a reused socket only flushes early.
+      const socket = o.res.socket
+      let corked = false
+      const uncork = () => {
+        corked = false
+        socket?.uncork()
+      }
+      if (socket !== null)
+        body.prependListener("data", () => {
+          if (corked) return
+          corked = true
+          socket.cork()
+          setImmediate(uncork)
+        })
+      return piping
+    }
 
     const handle = (o: Open, req: IncomingMessage, caller: Caller.Caller) =>
       Effect.gen(function* () {
@@ -156,10 +169,40 @@ export const make = (
             const bytes = yield* readNodeBody(req, options.limits.maxBytes)
             const body = yield* decodeJsonBytes(MessagePayload, bytes, options.limits)
             // The run's follower is attached before its first commit: its first events are
-            // delivered by their publication, not read back from the journal.
-            return yield* gateway.startRunFollowing(caller, messageRequest(body))
+            // delivered by their publication, not read back from the journal. The stream starts
+            // inside the first of them (the start commit's, a run follower sees only its run's:
+            // a refused start publishes nothing, and is answered below with nothing sent), not
+            // when this call returns, behind every other start of a burst in the scheduler.
+            return yield* gateway.startRunFollowing(caller, messageRequest(body), {
+              attached: (follower) => {
+                const early = () => {
+                  if (o.answered || o.piping !== undefined || o.res.destroyed) return
+                  // Inside the hub's publication: nothing may escape it. A defect of the read stays
+                  // in the follower (`take` throws it again) for the body to fail with.
+                  let ready: ReturnType<Follower.Follower["take"]>
+                  try {
+                    ready = follower.take()
+                  } catch {
+                    return
+                  }
+                  // A wake-up may be another run's event of the session (filtered out by `take`).
+                  if (ready === undefined) return follower.onReady(early)
+                  // An end or a failure stays (`take` answers it again): the answered path takes it.
+                  if (ready === Follower.Done || Follower.isFailed(ready)) return
+                  begin(o, follower, ready)
+                }
+                follower.onReady(early)
+              }
+            })
           })
         )
+        o.answered = true
+        // Started from its start commit, then failed or interrupted (its follower closed: the body
+        // ends cleanly after the committed events it sent; the client resumes from its last id).
+        if (Exit.isFailure(outcome) && o.piping !== undefined) {
+          yield* Effect.logWarning("the run's start failed after its commit; its stream ends", outcome.cause)
+          return yield* pump(o, undefined)
+        }
         if (Exit.isFailure(outcome)) {
           // A typed failure is answered like `answer` does; a defect goes on to the 500 below.
           const failure = Cause.failureOption(outcome.cause)

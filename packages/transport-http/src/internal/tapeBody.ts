@@ -37,14 +37,17 @@ const frames = (events: ReadonlyArray<TapeEvent.TapeEvent>): Uint8Array =>
  * when `end` is called — the body ends cleanly after what it already holds.
  *
  * `endsItself`: the caller calls `end` at shutdown itself (the fast route does, from its own
- * shutdown watcher), so the body does not fork a fiber per stream to wait for it.
+ * shutdown watcher), so the body does not fork a fiber per stream to wait for it. `taken`: events
+ * the caller already took from the follower (the start commit's, taken inside its publication),
+ * sent first.
  *
  * @internal
  */
 export const tapeBody = (
   options: HandlerOptions,
   follow: Effect.Effect<Follower.Follower, unknown, Scope.Scope> | Follower.Follower,
-  endsItself = false
+  endsItself = false,
+  taken?: ReadonlyArray<TapeEvent.TapeEvent>
 ): { readonly body: Readable; readonly end: () => void } => {
   const heartbeat = options.heartbeatSeconds * 1000
   let follower: Follower.Follower | undefined
@@ -101,6 +104,7 @@ export const tapeBody = (
     // pushed; the follower is closed with the body.
     if (ended) return
     push(Sse.comment("connected"))
+    if (taken !== undefined && taken.length > 0) push(frames(taken))
     timer = setTimeout(beat, heartbeat)
     pump()
   }
