@@ -146,21 +146,20 @@ export const makeHistoryCache = (
     events.length = w
     entry.deltasFrom = w
   }
+  const emptyEntry = (fromSeq: number): Entry => ({
+    fromSeq,
+    lastSeq: fromSeq,
+    events: [],
+    deltasFrom: 0,
+    ahead: [],
+    attachments: false
+  })
   return {
     load: (session) => {
       if (session.parentId !== null) return uncached(session)
       const held = entries.get(session.id)
       const fresh = held === undefined || held.fromSeq !== session.historyFromSeq
-      const entry: Entry = fresh
-        ? {
-            fromSeq: session.historyFromSeq,
-            lastSeq: session.historyFromSeq,
-            events: [],
-            deltasFrom: 0,
-            ahead: [],
-            attachments: false
-          }
-        : held
+      const entry: Entry = fresh ? emptyEntry(session.historyFromSeq) : held
       // Most recently used last: re-insert, then drop from the front past the capacity.
       entries.delete(session.id)
       // A held entry at the session's head (its run's start commit handed over by `started`) needs
@@ -191,14 +190,7 @@ export const makeHistoryCache = (
         return stored[0]!.tapeSeq > held.lastSeq + 1 ? holdAhead(held, stored) : append(held, stored, 0, stored.length)
       }
       if (stored[0]!.tapeSeq !== session.historyFromSeq + 1) return
-      const entry: Entry = {
-        fromSeq: session.historyFromSeq,
-        lastSeq: session.historyFromSeq,
-        events: [],
-        deltasFrom: 0,
-        ahead: [],
-        attachments: false
-      }
+      const entry = emptyEntry(session.historyFromSeq)
       append(entry, stored, 0, stored.length)
       entries.delete(session.id)
       hold(session.id, entry)
