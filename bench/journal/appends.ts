@@ -17,7 +17,7 @@ import { Records } from "@palyra/core"
 import { SqliteJournal } from "@palyra/journal"
 import { Effect } from "effect"
 import { loopProbe, round } from "../lib/report.js"
-import { event, sid } from "./events.js"
+import { closedLoop, event, sid } from "./events.js"
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-bench-appends-"))
 
@@ -47,16 +47,7 @@ const phase = (writer: SqliteJournal.WriterMode, perWriter: number) =>
       const mainCpu = process.threadCpuUsage()
       const workerCpu = yield* threadCpu()
       const start = performance.now()
-      yield* Effect.forEach(
-        Array.from({ length: 32 }, (_, w) => w),
-        (w) =>
-          Effect.forEach(
-            Array.from({ length: perWriter }, (_, i) => i),
-            (i) => j.append(sid(w) as never, [event(sid(w), i)]),
-            { discard: true }
-          ),
-        { concurrency: "unbounded", discard: true }
-      )
+      yield* closedLoop(32, perWriter, (w, i) => j.append(sid(w) as never, [event(sid(w), i)]))
       const elapsed = performance.now() - start
       elu = performance.eventLoopUtilization(elu)
       const used = process.cpuUsage(cpu)

@@ -13,7 +13,7 @@ import { Records } from "@palyra/core"
 import { SqliteJournal } from "@palyra/journal"
 import { Effect } from "effect"
 import { round } from "../lib/report.js"
-import { event, sid } from "./events.js"
+import { closedLoop, event, sid } from "./events.js"
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-bench-lone-"))
 const appends = Number(process.argv[2] ?? 2000)
@@ -30,16 +30,7 @@ const measure = (n: number) =>
       const cpu = process.cpuUsage()
       const main = process.threadCpuUsage()
       const start = performance.now()
-      yield* Effect.forEach(
-        Array.from({ length: writers }, (_, w) => w),
-        (w) =>
-          Effect.forEach(
-            Array.from({ length: appends }, (_, i) => i),
-            (i) => j.append(sid(w) as never, [event(sid(w), i)]),
-            { discard: true }
-          ),
-        { concurrency: "unbounded", discard: true }
-      )
+      yield* closedLoop(writers, appends, (w, i) => j.append(sid(w) as never, [event(sid(w), i)]))
       const elapsed = performance.now() - start
       const used = process.cpuUsage(cpu)
       const usedMain = process.threadCpuUsage(main)

@@ -15,7 +15,7 @@ import { Canonical, Redaction } from "@palyra/core"
 import { Effect } from "effect"
 import { encodeBatch, type WireEvent } from "../../packages/journal/src/internal/protocol.js"
 import { round } from "../lib/report.js"
-import { event, sid } from "./events.js"
+import { closedLoop, event, sid } from "./events.js"
 
 const perWriter = Number(process.argv[2] ?? 1000)
 const rounds = Number(process.argv[3] ?? 3)
@@ -102,16 +102,7 @@ const phase = (mode: Mode) =>
       })
     const cpu = process.threadCpuUsage()
     const start = performance.now()
-    yield* Effect.forEach(
-      Array.from({ length: 32 }, (_, w) => w),
-      (w) =>
-        Effect.forEach(
-          Array.from({ length: perWriter }, (_, i) => i),
-          (i) => append(sid(w), event(sid(w), i)),
-          { discard: true }
-        ),
-      { concurrency: "unbounded", discard: true }
-    )
+    yield* closedLoop(32, perWriter, (w, i) => append(sid(w), event(sid(w), i)))
     const elapsed = performance.now() - start
     const used = process.threadCpuUsage(cpu)
     yield* Effect.promise(() => worker?.terminate() ?? Promise.resolve(0))

@@ -17,7 +17,7 @@ import { Records } from "@palyra/core"
 import { SqliteJournal } from "@palyra/journal"
 import { Effect } from "effect"
 import { percentile, round } from "../lib/report.js"
-import { event, sid } from "./events.js"
+import { closedLoop, event, sid } from "./events.js"
 
 const perWriter = Number(process.argv[2] ?? 600)
 const rounds = Number(process.argv[3] ?? 3)
@@ -53,16 +53,7 @@ for (let r = 0; r < rounds; r++) {
         const cpu = process.cpuUsage()
         const mainCpu = process.threadCpuUsage()
         const start = performance.now()
-        yield* Effect.forEach(
-          Array.from({ length: 32 }, (_, w) => w),
-          (w) =>
-            Effect.forEach(
-              Array.from({ length: perWriter }, (_, i) => i),
-              (i) => j.append(sid(w) as never, [event(sid(w), i)]),
-              { discard: true }
-            ),
-          { concurrency: "unbounded", discard: true }
-        )
+        yield* closedLoop(32, perWriter, (w, i) => j.append(sid(w) as never, [event(sid(w), i)]))
         const elapsed = performance.now() - start
         const used = process.cpuUsage(cpu)
         const usedMain = process.threadCpuUsage(mainCpu)
