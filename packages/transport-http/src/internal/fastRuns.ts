@@ -227,8 +227,10 @@ export const make = (
         ),
         Effect.onInterrupt(() =>
           Effect.sync(() => {
-            // A streaming response is ended by its body (the pump's interruption ends it cleanly).
-            if (o.streaming) return
+            // A streaming response is ended by its body. The pump's interruption ends it; a body begun
+            // inside the start commit's publication, interrupted before the pump ran (a shutdown
+            // during the start), is ended here: its follower is closed and would never wake it.
+            if (o.streaming) return o.piping?.end()
             if (o.res.headersSent) {
               if (!o.res.writableEnded && !o.res.destroyed) o.res.end()
             } else if (!o.res.destroyed) o.res.destroy()
