@@ -2,20 +2,23 @@
  * bench/stream/starts: a burst of concurrent streamed starts through the HttpApi routes that start a
  * run and stream it (not the hot route): `POST /v1/runs?stream=true` through the app (a multipart
  * body, which the hot route hands on) and the OpenAI `POST /v1/chat/completions` with `stream:
- * true`. Measured: the run's start commit (a thin journal wrapper stamps when each append returned)
+ * true`; and connect-es's RunStream over the Connect protocol (HTTP/2, `connect`). Measured: the run's start commit (a thin journal wrapper stamps when each append returned)
  * to the client's receipt of the response's first frame, both on the epoch clock. The gateway
  * (real SQLite journal file, `Kernel.layer` as the daemon assembles it) and `node:http` clients in
  * this process (so the client's own stalls are in the figure, alike for both builds).
  *
  * Run alone: `node --conditions=@palyra/source --import tsx bench/stream/starts.ts [--quick]`
- * (`BENCH_STARTS_N=<n>`: the burst's size, default 200; `BENCH_STARTS_ONLY=runs|chat`).
+ * (`BENCH_STARTS_N=<n>`: the burst's size, default 200; `BENCH_STARTS_ONLY=runs|chat|connect`).
  */
 import { mkdtempSync, rmSync } from "node:fs"
 import { Agent, request } from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { createClient, type Interceptor } from "@connectrpc/connect"
+import { createConnectTransport } from "@connectrpc/connect-node"
 import { type Gateway, Journal, Kernel, ScriptedModel, type TapeEvent } from "@palyra/core"
 import { SqliteJournal } from "@palyra/journal"
+import { GrpcTransport, Proto } from "@palyra/transport-grpc"
 import { HttpTransport } from "@palyra/transport-http"
 import { Effect, Exit, Layer, ManagedRuntime, Scope } from "effect"
 import { percentile, quick, result, round, table } from "../lib/report.js"
@@ -105,22 +108,53 @@ const startOne = (base: string, route: "runs" | "chat", i: number) =>
     req.end(body)
   })
 
+const auth: Interceptor = (next) => (req) => {
+  req.header.set("authorization", `Bearer ${TOKEN}`)
+  return next(req)
+}
+
+/** One RunStream start over Connect, half-closed after it: its first message's receipt, then drained. */
+const connectOne = async (client: ReturnType<typeof connectClient>, i: number) => {
+  let first: { firstAt: number; latency: number | undefined } | undefined
+  const requests = (async function* () {
+    yield { action: { case: "start", value: { text: `hi ${i}` } } } as never as Proto.RunStreamRequest
+  })()
+  for await (const r of client.runStream(requests)) {
+    if (first !== undefined) continue
+    const t = now()
+    const sessionId = r.payload.case === "sessionId" ? r.payload.value : undefined
+    if (sessionId === undefined) throw new Error("the first message is not the session id")
+    const committed = sessionStart.get(sessionId)
+    first = { firstAt: t, latency: committed === undefined ? undefined : t - committed }
+  }
+  if (first === undefined) throw new Error("no first message")
+  return first
+}
+const connectClient = (baseUrl: string) =>
+  createClient(Proto.GatewayService, createConnectTransport({ baseUrl, httpVersion: "2", interceptors: [auth] }))
+
 const main = async () => {
   const scope = await runtime.runPromise(Scope.make())
   const { url } = await runtime.runPromise(
     HttpTransport.serve({ port: 0, tokens: [{ token: TOKEN, principal: "bench" }] }).pipe(Scope.extend(scope))
   )
+  const grpc = await runtime.runPromise(
+    GrpcTransport.serve({ port: 0, tokens: [{ token: TOKEN, principal: "bench" }] }).pipe(Scope.extend(scope))
+  )
+  const connect = connectClient(grpc.url)
+  const one = (route: "runs" | "chat" | "connect", i: number) =>
+    route === "connect" ? connectOne(connect, i) : startOne(url, route, i)
   const only = process.env.BENCH_STARTS_ONLY
-  const routes = (["runs", "chat"] as const).filter((r) => only === undefined || only === r)
+  const routes = (["runs", "chat", "connect"] as const).filter((r) => only === undefined || only === r)
   const rows: Array<Record<string, string | number>> = []
   const out: Record<string, number> = {}
   // Warm-up: a few starts of each route.
-  for (const route of routes) await Promise.all(Array.from({ length: 5 }, (_, i) => startOne(url, route, i)))
+  for (const route of routes) await Promise.all(Array.from({ length: 5 }, (_, i) => one(route, i)))
   for (const route of routes) {
     const p99s: Array<number> = []
     const p50s: Array<number> = []
     for (let r = 0; r < REPEAT; r++) {
-      const results = await Promise.all(Array.from({ length: N }, (_, i) => startOne(url, route, i)))
+      const results = await Promise.all(Array.from({ length: N }, (_, i) => one(route, i)))
       const latencies = results.flatMap((x) => (x.latency === undefined ? [] : [x.latency])).sort((a, b) => a - b)
       p99s.push(percentile(latencies, 99))
       p50s.push(percentile(latencies, 50))
@@ -143,7 +177,7 @@ const main = async () => {
   agent.destroy()
   rmSync(dir, { recursive: true, force: true })
   table(
-    `a burst of ${N} concurrent streamed starts through the HttpApi routes (latency: start commit → client's first frame); load ${(await import("node:os")).loadavg()[0]?.toFixed(2)}`,
+    `a burst of ${N} concurrent streamed starts through the HttpApi routes and Connect RunStream (latency: start commit → client's first frame/message); load ${(await import("node:os")).loadavg()[0]?.toFixed(2)}`,
     rows
   )
   result("stream-starts", { starts: N, ...out })
