@@ -394,8 +394,24 @@ async function* runStreamItems(
   let sessionIdSent = false
   let held: ReturnType<Follower.Follower["take"]>
   let startDefect: { readonly error: unknown } | undefined
+  // connect-es (gRPC-Web, Connect: no direct writer) writes only what this generator yields: the
+  // start's wake-up queues what it takes (bounded: past it, the follower holds the rest within its
+  // live bound, as for a refused direct write), and the generator yields it while the start call is
+  // still under way (below), so these protocols also send from the start commit.
+  const queued: Array<RunStreamWire.Item> | undefined = direct === undefined ? [] : undefined
+  let onQueued: (() => void) | undefined
+  const startWrite: RunStreamWire.DirectWrite =
+    direct ??
+    ((item) => {
+      if (queued === undefined || queued.length >= MAX_QUEUED_AT_START) return false
+      queued.push(item)
+      const notify = onQueued
+      onQueued = undefined
+      notify?.()
+      return true
+    })
   const attached =
-    direct === undefined
+    action.case !== "start"
       ? undefined
       : (follower: Follower.Follower, run: { readonly id: string; readonly sessionId: string }) => {
           // A retried admission (a lost key race) attaches a new follower; the old one saw nothing of ours.
@@ -416,8 +432,8 @@ async function* runStreamItems(
                   return
                 }
                 ours ||= ready.some((e) => e.runId === run.id)
-                if (ours && !sessionIdSent) sessionIdSent = direct(run.sessionId)
-                if (!sessionIdSent || !direct(ready)) {
+                if (ours && !sessionIdSent) sessionIdSent = startWrite(run.sessionId)
+                if (!sessionIdSent || !startWrite(ready)) {
                   held = ready
                   return
                 }
@@ -433,7 +449,7 @@ async function* runStreamItems(
     // The session's follower is attached before the run's start commit (its events delivered by
     // their publication, none read back); this stream is the run's approval channel from its first
     // event (`startRunFollowing` holds it for the run, `registerApprover` for the stream).
-    const opened = await call((g, caller) =>
+    const opening = call((g, caller) =>
       Scope.extend(
         Effect.gen(function* () {
           const s = yield* g.startRunFollowing(
@@ -451,11 +467,53 @@ async function* runStreamItems(
         }),
         scope
       )
-    ).catch(async (error: unknown) => {
+    )
+    if (queued !== undefined) {
+      // Yield what the start commit's wake-up queued while the call is under way. A consumer gone
+      // meanwhile (the client) leaves the call to settle, then closes the scope.
+      let settled = false
+      void opening
+        .then(
+          () => undefined,
+          () => undefined
+        )
+        .finally(() => {
+          settled = true
+          const notify = onQueued
+          onQueued = undefined
+          notify?.()
+        })
+      let handedOnEarly = false
+      try {
+        while (!settled) {
+          const item = queued.shift()
+          if (item !== undefined) yield item
+          else
+            await new Promise<void>((r) => {
+              onQueued = r
+            })
+        }
+        handedOnEarly = true
+      } finally {
+        if (!handedOnEarly) {
+          starting = false
+          await opening.then(closeScope, closeScope)
+        }
+      }
+    }
+    let opened: Awaited<typeof opening>
+    try {
+      opened = await opening
+    } catch (error) {
       starting = false
-      await closeScope()
+      // Started from its start commit, then failed: what was queued goes out before the error.
+      try {
+        for (let item = queued?.shift(); item !== undefined; item = queued?.shift()) yield item
+      } finally {
+        await closeScope()
+      }
       throw error
-    })
+    }
     starting = false
     if (startDefect !== undefined) {
       await closeScope()
@@ -477,6 +535,7 @@ async function* runStreamItems(
   }
   let handedOn = false
   try {
+    for (let item = queued?.shift(); item !== undefined; item = queued?.shift()) yield item
     if (!sessionIdSent) yield sessionId
     handedOn = true
   } finally {
@@ -629,6 +688,9 @@ async function* runStreamItems(
     void pump
   }
 }
+
+/** How many batches connect-es's start queues before the follower holds the rest. */
+const MAX_QUEUED_AT_START = 64
 
 const openGrpcStreams = Metric.tagged(Metrics.openStreams, "transport", "grpc")
 

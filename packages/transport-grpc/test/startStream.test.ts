@@ -7,7 +7,7 @@
  * held by the test until it lets it return, served on 127.0.0.1, and connect-es's gRPC client.
  */
 import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect"
-import { createGrpcTransport } from "@connectrpc/connect-node"
+import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node"
 import { Errors, Gateway, type Journal, Metrics, ScriptedModel } from "@palyra/core"
 import { gatewayLayer } from "@palyra/core/testing"
 import { Effect, Exit, Layer, ManagedRuntime, Metric, Scope } from "effect"
@@ -55,7 +55,15 @@ const auth: Interceptor = (next) => (req) => {
   req.header.set("authorization", `Bearer ${TOKEN}`)
   return next(req)
 }
-const client = () => createClient(Proto.GatewayService, createGrpcTransport({ baseUrl: url, interceptors: [auth] }))
+/** The protocol of the `describe` under way: gRPC (the direct writer) or Connect (connect-es's route). */
+let protocol: "grpc" | "connect" = "grpc"
+const client = () =>
+  createClient(
+    Proto.GatewayService,
+    protocol === "grpc"
+      ? createGrpcTransport({ baseUrl: url, interceptors: [auth] })
+      : createConnectTransport({ baseUrl: url, httpVersion: "2", interceptors: [auth] })
+  )
 
 /**
  * A one-request RunStream, half-closed after it (`untilRunEnd`: kept open, and cancelled by the
@@ -112,14 +120,18 @@ const gate = (ms = 3000) => {
   return { release, wait: () => Effect.promise(() => released) }
 }
 
-describe("RunStream writes from its start commit", () => {
+describe.each(["grpc", "connect"] as const)("RunStream (%s) writes from its start commit", (p) => {
+  beforeAll(() => {
+    protocol = p
+  })
+
   it("the session id and the start commit's events reach the client before startRunFollowing returns", async () => {
     returned.length = 0
     const g = gate()
     afterStart = () => g.wait()
     const order: Array<string> = []
     const { messages, code } = await runStream(
-      { case: "start", value: { text: "hi", target: { sessionKey: "early-1" } } as never },
+      { case: "start", value: { text: "hi", target: { sessionKey: `early-1-${p}` } } as never },
       () => {
         order.push(returned.length > 0 ? "after" : "before")
         g.release()
@@ -140,7 +152,7 @@ describe("RunStream writes from its start commit", () => {
     const before = await subscribers()
     const written: Array<string> = []
     const empty = await runStream(
-      { case: "start", value: { text: "", target: { sessionKey: "early-2" } } as never },
+      { case: "start", value: { text: "", target: { sessionKey: `early-2-${p}` } } as never },
       (m) => written.push(m)
     )
     expect(empty.code).toBe("InvalidArgument")
@@ -161,7 +173,7 @@ describe("RunStream writes from its start commit", () => {
     const abort = new AbortController()
     const got: Array<string> = []
     const requests = (async function* () {
-      yield { action: { case: "start", value: { text: "hi", target: { sessionKey: "early-4" } } } } as never
+      yield { action: { case: "start", value: { text: "hi", target: { sessionKey: `early-4-${p}` } } } } as never
       await new Promise((r) => abort.signal.addEventListener("abort", r))
     })()
     let id = ""
@@ -190,7 +202,7 @@ describe("RunStream writes from its start commit", () => {
     afterStart = () =>
       Effect.zipRight(g.wait(), Effect.fail(new Errors.Conflict({ message: "test: the start's answer failed" })))
     const first = await runStream(
-      { case: "start", value: { text: "hi", target: { sessionKey: "early-3" } } as never },
+      { case: "start", value: { text: "hi", target: { sessionKey: `early-3-${p}` } } as never },
       () => g.release()
     )
     afterStart = () => Effect.void

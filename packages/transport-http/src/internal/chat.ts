@@ -15,7 +15,7 @@
  */
 import type { HttpServerRequest } from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Errors, type Follower, type Gateway, type TapeEvent } from "@palyra/core"
+import { Errors, type Follower, type Gateway, Metrics, type Records, type TapeEvent } from "@palyra/core"
 import { Clock, Effect, Option, Stream } from "effect"
 import {
   type ChatCompletion,
@@ -29,6 +29,7 @@ import { readJson } from "./body.js"
 import { type HandlerOptions, keepAlive, sseResponse } from "./common.js"
 import { followerEvents } from "./followerStream.js"
 import { openAiErrorResponse } from "./openaiErrors.js"
+import { nodeResponse, SSE_HEADERS, streamedStart, writeFrames } from "./startStream.js"
 
 type Message = typeof ChatMessage.Type
 type Chunk = typeof ChatCompletionChunk.Encoded
@@ -76,7 +77,8 @@ interface Answer {
 }
 
 const follow = (
-  started: Gateway.StartedRun & { readonly follower: Follower.Follower },
+  events: Stream.Stream<TapeEvent.TapeEvent, Errors.JournalError | Errors.StreamLagged>,
+  run: Records.Run,
   options: HandlerOptions
 ): Answer => {
   const usage = { prompt_tokens: 0, completion_tokens: 0 }
@@ -86,7 +88,7 @@ const follow = (
     Effect.as(Effect.sleep(`${options.chatTimeoutSeconds} seconds`), "timeout" as const),
     Effect.as(options.shutdown, "shutdown" as const)
   ).pipe(Effect.tap((why) => Effect.sync(() => (stopped = why))))
-  const pieces = followerEvents(started.follower).pipe(
+  const pieces = events.pipe(
     Stream.interruptWhen(stop),
     Stream.tap((event) =>
       Effect.sync(() => {
@@ -109,7 +111,7 @@ const follow = (
     Stream.concat(
       Stream.suspend(() => {
         if (ended) return Stream.empty
-        const where = `run ${started.run.id} continues in session ${started.session.id}`
+        const where = `run ${run.id} continues in session ${run.sessionId}`
         return Stream.make(
           stopped === "shutdown"
             ? `\n[the server is shutting down; ${where}]`
@@ -125,7 +127,8 @@ const follow = (
 export const chatCompletions =
   (gateway: Gateway.Service, options: HandlerOptions) =>
   ({
-    headers
+    headers,
+    request
   }: {
     readonly headers: {
       readonly "x-palyra-session"?: string | undefined
@@ -152,23 +155,26 @@ export const chatCompletions =
       if (text.trim() === "") return yield* invalid("the last user message has no text", "messages")
       const stateless = statelessHeader === "true"
       const agents = yield* gateway.listAgents(caller)
-      // The run's follower is attached before its first commit (nothing read back); it lives in the
-      // request's scope, closed once the response is written or the client is gone.
-      const started = yield* gateway.startRunFollowing(caller, {
+      const message: Gateway.MessageRequest = {
         text: stateless ? withContext(body.messages, text) : text,
         key: stateless ? undefined : (sessionHeader ?? body.user),
         channel: `openai:${body.model}`,
         agent: agents.some((a) => a.id === body.model) ? body.model : undefined
-      })
-      yield* Effect.annotateCurrentSpan({ model: body.model, runId: started.run.id })
-      const id = `chatcmpl-${started.run.id}`
+      }
+      // The run's follower is attached before its first commit (nothing read back); it lives in the
+      // request's scope, closed once the response is written or the client is gone.
+      const start = (attached?: (follower: Follower.Follower, run: Records.Run) => void) =>
+        gateway
+          .startRunFollowing(caller, message, { attached })
+          .pipe(Effect.tap((started) => Effect.annotateCurrentSpan({ model: body.model, runId: started.run.id })))
       const created = Math.floor((yield* Clock.currentTimeMillis) / 1000)
-      const answer = follow(started, options)
 
       if (body.stream !== true) {
+        const started = yield* start()
+        const answer = follow(followerEvents(started.follower), started.run, options)
         const pieces = yield* Stream.runCollect(answer.pieces)
         const completion: typeof ChatCompletion.Encoded = {
-          id,
+          id: `chatcmpl-${started.run.id}`,
           object: "chat.completion",
           created,
           model: body.model,
@@ -186,7 +192,7 @@ export const chatCompletions =
       }
 
       const includeUsage = body.stream_options?.include_usage === true
-      const chunk = (delta: Chunk["choices"][number]["delta"], finish: "stop" | null): Chunk => ({
+      const chunk = (id: string, delta: Chunk["choices"][number]["delta"], finish: "stop" | null): Chunk => ({
         id,
         object: "chat.completion.chunk",
         created,
@@ -195,30 +201,66 @@ export const chatCompletions =
         ...(includeUsage ? { usage: null } : {})
       })
       const frame = (data: unknown) => Sse.encode({ data: JSON.stringify(data) })
-      const frames = Stream.make(frame(chunk({ role: "assistant", content: "" }, null))).pipe(
-        Stream.concat(Stream.map(answer.pieces, (content) => frame(chunk({ content }, null)))),
-        Stream.concat(
-          Stream.suspend(() =>
-            Stream.make(
-              frame(chunk({}, "stop")),
-              ...(includeUsage
-                ? [
-                    frame({
-                      id,
-                      object: "chat.completion.chunk",
-                      created,
-                      model: body.model,
-                      choices: [],
-                      usage: answer.usage()
-                    })
-                  ]
-                : []),
-              Sse.encode({ data: "[DONE]" })
+      const first = (id: string) => frame(chunk(id, { role: "assistant", content: "" }, null))
+      // Everything after the first chunk; comments keep a long approval wait from looking idle
+      // (OpenAI's clients skip them). Shutdown ends `answer.pieces` with a notice, so the closing
+      // frames are still sent.
+      const rest = (id: string, answer: Answer) =>
+        Stream.merge(
+          Stream.map(answer.pieces, (content) => frame(chunk(id, { content }, null))).pipe(
+            Stream.concat(
+              Stream.suspend(() =>
+                Stream.make(
+                  frame(chunk(id, {}, "stop")),
+                  ...(includeUsage
+                    ? [
+                        frame({
+                          id,
+                          object: "chat.completion.chunk",
+                          created,
+                          model: body.model,
+                          choices: [],
+                          usage: answer.usage()
+                        })
+                      ]
+                    : []),
+                  Sse.encode({ data: "[DONE]" })
+                )
+              )
             )
-          )
+          ),
+          keepAlive(options),
+          { haltStrategy: "left" }
         )
-      )
-      // Comments keep a long approval wait from looking idle; OpenAI's clients skip them. Shutdown
-      // ends `answer.pieces` with a notice, so the closing frames are still sent.
-      return sseResponse(Stream.merge(frames, keepAlive(options), { haltStrategy: "left" }))
+
+      const res = nodeResponse(request)
+      if (res === undefined) {
+        const started = yield* start()
+        const id = `chatcmpl-${started.run.id}`
+        const answer = follow(followerEvents(started.follower), started.run, options)
+        return sseResponse(Stream.concat(Stream.make(first(id)), rest(id, answer)))
+      }
+      // Served by Node: the head and the first chunk leave inside the start commit's publication
+      // (its events, which carry no text, are folded into the answer first), not when the call returns.
+      let begun: { readonly id: string; readonly answer: Answer } | undefined
+      return yield* streamedStart(res, {
+        start,
+        begun: () => begun !== undefined,
+        begin: (follower, taken, run) => {
+          const id = `chatcmpl-${run.id}`
+          const events = followerEvents(follower)
+          begun = {
+            id,
+            answer: follow(taken.length > 0 ? Stream.concat(Stream.fromIterable(taken), events) : events, run, options)
+          }
+          res.writeHead(200, SSE_HEADERS)
+          res.write(first(id))
+        },
+        rest: (failed) =>
+          Effect.suspend(() => {
+            // Failed after its start commit: the response ends after the first chunk (the run goes on).
+            if (failed || begun === undefined) return Effect.sync(() => res.end())
+            return writeFrames(res, Metrics.trackOpenStream("http")(rest(begun.id, begun.answer)))
+          })
+      })
     }).pipe(Effect.catchAll(openAiErrorResponse))

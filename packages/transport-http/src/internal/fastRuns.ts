@@ -26,22 +26,16 @@
 import type { IncomingMessage, ServerResponse } from "node:http"
 import * as Headers from "@effect/platform/Headers"
 import * as HttpTraceContext from "@effect/platform/HttpTraceContext"
-import { Auth, type Caller, Errors, Follower, Gateway, type TapeEvent } from "@palyra/core"
+import { Auth, type Caller, Errors, type Follower, Gateway, type TapeEvent } from "@palyra/core"
 import { Cause, Effect, Exit, type Fiber, FiberId, Option, Runtime } from "effect"
 import { MessagePayload, toApiError } from "../Api.js"
 import { decodeJsonBytes, isJsonType, readNodeBody } from "./body.js"
 import { type HandlerOptions, messageRequest } from "./common.js"
+import { type EarlyStart, earlyStart, type Piping, pipeBody, SSE_HEADERS } from "./startStream.js"
 import { tapeBody } from "./tapeBody.js"
 
 /** The one request target served here. */
 const TARGET = "/v1/runs?stream=true"
-
-const SSE_HEADERS = {
-  "content-type": "text/event-stream",
-  "cache-control": "no-cache",
-  "x-accel-buffering": "no",
-  connection: "keep-alive"
-} as const
 
 const parentOf = (req: IncomingMessage) => {
   // Only these headers carry a client's trace (`HttpTraceContext.fromHeaders` reads no other, and
@@ -58,9 +52,9 @@ interface Open {
   /** The SSE body is being piped (from then on the body ends the response). */
   streaming?: boolean
   /** The piped body: `end` ends it cleanly; `done` once it has ended or the client has gone. */
-  piping?: { readonly end: () => void; done: boolean; onDone?: (() => void) | undefined }
-  /** The start call has answered (the follower's early wake-up does nothing from then on). */
-  answered?: boolean
+  piping?: Piping
+  /** The early start (`startStream.ts`): answered once the start call has (its wake-up does nothing then). */
+  early?: EarlyStart
   fiber?: Fiber.RuntimeFiber<void, never>
 }
 
@@ -123,42 +117,9 @@ export const make = (
       o.streaming = true
       // The route ends its own streams at shutdown (it interrupts this fiber: `end` below).
       const { body, end } = tapeBody(options, follower, true, taken)
-      // `pipe` with the two ends tied by hand rather than `stream.pipeline`, which builds and aborts
-      // an `AbortController` per call (a `DOMException` with its stack each time): a body that
-      // fails or a response that closes (sent, or the client gone) destroys the other side.
-      const piping: NonNullable<Open["piping"]> = { end, done: false }
+      // Piped with the socket's backpressure, one socket write per event-loop turn (`pipeBody`).
+      const piping = pipeBody(o.res, body, end)
       o.piping = piping
-      const finish = () => {
-        if (piping.done) return
-        piping.done = true
-        if (!body.destroyed) body.destroy()
-        if (!o.res.writableFinished && !o.res.destroyed) o.res.destroy()
-        piping.onDone?.()
-      }
-      // (Listeners that stay: an `error` with no listener would throw.)
-      body.on("error", finish)
-      o.res.on("error", finish)
-      o.res.once("close", finish)
-      body.pipe(o.res)
-      // One socket write per event-loop turn: the socket is corked at a turn's first frame and
-      // uncorked when the turn's I/O callbacks are done (`setImmediate`), so the frames of commits
-      // delivered in one turn — and the chunked terminator of the body's end — leave as one
-      // `writev` instead of one each. The socket itself is corked, not the response: a response
-      // ended while corked drops what it holds. Stream accounting is unchanged while corked (a
-      // full socket still stops the pull); a late uncork on a reused socket only flushes early.
-      const socket = o.res.socket
-      let corked = false
-      const uncork = () => {
-        corked = false
-        socket?.uncork()
-      }
-      if (socket !== null)
-        body.prependListener("data", () => {
-          if (corked) return
-          corked = true
-          socket.cork()
-          setImmediate(uncork)
-        })
       return piping
     }
 
@@ -173,30 +134,16 @@ export const make = (
             // inside the first of them (the start commit's, a run follower sees only its run's:
             // a refused start publishes nothing, and is answered below with nothing sent), not
             // when this call returns, behind every other start of a burst in the scheduler.
-            return yield* gateway.startRunFollowing(caller, messageRequest(body), {
-              attached: (follower) => {
-                const early = () => {
-                  if (o.answered || o.piping !== undefined || o.res.destroyed) return
-                  // Inside the hub's publication: nothing may escape it. A defect of the read stays
-                  // in the follower (`take` throws it again) for the body to fail with.
-                  let ready: ReturnType<Follower.Follower["take"]>
-                  try {
-                    ready = follower.take()
-                  } catch {
-                    return
-                  }
-                  // A wake-up may be another run's event of the session (filtered out by `take`).
-                  if (ready === undefined) return follower.onReady(early)
-                  // An end or a failure stays (`take` answers it again): the answered path takes it.
-                  if (ready === Follower.Done || Follower.isFailed(ready)) return
-                  begin(o, follower, ready)
-                }
-                follower.onReady(early)
-              }
-            })
+            const early = earlyStart(
+              o.res,
+              () => o.piping !== undefined,
+              (follower, taken) => void begin(o, follower, taken)
+            )
+            o.early = early
+            return yield* gateway.startRunFollowing(caller, messageRequest(body), { attached: early.attached })
           })
         )
-        o.answered = true
+        o.early?.answer()
         // Started from its start commit, then failed or interrupted (its follower closed: the body
         // ends cleanly after the committed events it sent; the client resumes from its last id).
         if (Exit.isFailure(outcome) && o.piping !== undefined) {

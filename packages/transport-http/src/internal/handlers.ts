@@ -27,6 +27,7 @@ import type { CookieSessions } from "./cookieSession.js"
 import { readMessage } from "./multipart.js"
 import { openAiError } from "./openaiErrors.js"
 import { pairing } from "./pairing.js"
+import { nodeResponse, tapeStart } from "./startStream.js"
 import { tapeResponse } from "./tapeBody.js"
 
 const runs = (options: HandlerOptions) =>
@@ -34,13 +35,19 @@ const runs = (options: HandlerOptions) =>
     Effect.gen(function* () {
       const gateway = yield* Gateway.Gateway
       return handlers
-        .handleRaw("create", ({ urlParams }) =>
+        .handleRaw("create", ({ urlParams, request: http }) =>
           answer(
             Effect.gen(function* () {
               const caller = yield* CurrentCaller
               const body = yield* readMessage(options.limits)
               const request = messageRequest(body)
               if (urlParams.stream === true) {
+                // Served by Node: the response starts inside the start commit's publication.
+                const res = nodeResponse(http)
+                if (res !== undefined)
+                  return yield* tapeStart(options, res, (attached) =>
+                    gateway.startRunFollowing(caller, request, { attached })
+                  )
                 // The run's follower is attached before its first commit (its events delivered by
                 // their publication, none read back) and lives in the request's scope, which the
                 // server closes once the response is written or the client is gone.

@@ -1,0 +1,239 @@
+/**
+ * A streamed start's response begun inside the run's start commit's publication, shared by every
+ * HTTP route that starts a run and streams it (`fastRuns.ts`, the HttpApi `/v1/runs?stream=true`
+ * route, the OpenAI chat stream): `Gateway.startRunFollowing`'s `attached` hook arms a wake-up that,
+ * on the first publication carrying this run's events (its start committed), writes the head and
+ * the first frames — not when the call returns, behind every other start of a burst in the
+ * scheduler. A refused start publishes nothing, so it is answered with its typed status and nothing
+ * else; a start whose commit succeeded but whose call then failed has its follower closed by
+ * `startRunFollowing`, and its body ends cleanly after what it sent.
+ *
+ * Plain callbacks by design: they run inside the hub's publication, where nothing may escape.
+ */
+import type { ServerResponse } from "node:http"
+import type { Readable } from "node:stream"
+import type { HttpServerRequest } from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
+import { Follower, type Gateway, type Records, type TapeEvent } from "@palyra/core"
+import { Effect, Exit, type Scope, Stream } from "effect"
+import type { HandlerOptions } from "./common.js"
+import { tapeBody } from "./tapeBody.js"
+
+/** The event-stream response head every streamed route sends. @internal */
+export const SSE_HEADERS = {
+  "content-type": "text/event-stream",
+  "cache-control": "no-cache",
+  "x-accel-buffering": "no",
+  connection: "keep-alive"
+} as const
+
+/** A piped body: `end` ends it cleanly; `done` once it has ended or the client has gone. @internal */
+export interface Piping {
+  readonly end: () => void
+  done: boolean
+  onDone?: (() => void) | undefined
+}
+
+/**
+ * Pipe `body` to `res` (its head already written), the two ends tied by hand rather than with
+ * `stream.pipeline`, which builds and aborts an `AbortController` per call (a `DOMException` with its
+ * stack each time): a body that fails or a response that closes (sent, or the client gone) destroys
+ * the other side. One socket write per event-loop turn: the socket is corked at a turn's first frame
+ * and uncorked when the turn's I/O callbacks are done (`setImmediate`), so the frames of commits
+ * delivered in one turn — and the chunked terminator of the body's end — leave as one `writev`. The
+ * socket itself is corked, not the response: a response ended while corked drops what it holds.
+ * Stream accounting is unchanged while corked (a full socket still stops the pull).
+ *
+ * @internal
+ */
+export const pipeBody = (res: ServerResponse, body: Readable, end: () => void): Piping => {
+  const piping: Piping = { end, done: false }
+  const finish = () => {
+    if (piping.done) return
+    piping.done = true
+    if (!body.destroyed) body.destroy()
+    if (!res.writableFinished && !res.destroyed) res.destroy()
+    piping.onDone?.()
+  }
+  // (Listeners that stay: an `error` with no listener would throw.)
+  body.on("error", finish)
+  res.on("error", finish)
+  res.once("close", finish)
+  body.pipe(res)
+  const socket = res.socket
+  let corked = false
+  const uncork = () => {
+    corked = false
+    socket?.uncork()
+  }
+  if (socket !== null)
+    body.prependListener("data", () => {
+      if (corked) return
+      corked = true
+      socket.cork()
+      setImmediate(uncork)
+    })
+  return piping
+}
+
+/** Resolves once the piped body is done (ended, or the client gone); interrupted, it ends it cleanly. @internal */
+export const piped = (piping: Piping): Effect.Effect<void> =>
+  Effect.async<void>((resume) => {
+    if (piping.done) return resume(Effect.void)
+    piping.onDone = () => resume(Effect.void)
+    return Effect.sync(piping.end)
+  })
+
+/** The bookkeeping of one streamed start. @internal */
+export interface EarlyStart {
+  /** `startRunFollowing`'s `attached` option. */
+  readonly attached: (follower: Follower.Follower, run: Records.Run) => void
+  /** The start call has answered: the early wake-up does nothing from then on. */
+  readonly answer: () => void
+}
+
+/**
+ * Arm the early start: on the follower's first wake-up with events of this run (a run follower's
+ * `take` filters the session's other runs' events), `begin(follower, taken, run)` is called inside
+ * the publication, once, unless the call has answered or the client has gone. An end or a failure
+ * taken first stays in the follower (`take` answers it again) for the answered path; a defect of
+ * the read stays in the follower likewise, for the body to fail with. `begun()` says whether it ran.
+ *
+ * @internal
+ */
+export const earlyStart = (
+  res: ServerResponse,
+  begun: () => boolean,
+  begin: (follower: Follower.Follower, taken: ReadonlyArray<TapeEvent.TapeEvent>, run: Records.Run) => void
+): EarlyStart => {
+  let answered = false
+  return {
+    answer: () => {
+      answered = true
+    },
+    attached: (follower, run) => {
+      const early = () => {
+        if (answered || begun() || res.destroyed) return
+        let ready: ReturnType<Follower.Follower["take"]>
+        try {
+          ready = follower.take()
+        } catch {
+          return
+        }
+        if (ready === undefined) return follower.onReady(early)
+        if (ready === Follower.Done || Follower.isFailed(ready)) return
+        begin(follower, ready, run)
+      }
+      follower.onReady(early)
+    }
+  }
+}
+
+/** The Node response under a platform request, when it is served by Node (else the route's old path). @internal */
+export const nodeResponse = (request: HttpServerRequest): ServerResponse | undefined => {
+  try {
+    const res = NodeHttpServerRequest.toServerResponse(request)
+    return typeof res === "object" && res !== null && typeof res.writeHead === "function" ? res : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** What a streamed HttpApi route supplies to `streamedStart`. @internal */
+export interface StreamedStart<E> {
+  /** The start call, given the `attached` hook. */
+  readonly start: (
+    attached: EarlyStart["attached"]
+  ) => Effect.Effect<Gateway.StartedRun & { readonly follower: Follower.Follower }, E, Scope.Scope>
+  /**
+   * Write the head and start the body on `res`, from the events already `taken` (none when it
+   * starts after the call answered); plain, also called inside the start commit's publication.
+   */
+  readonly begin: (follower: Follower.Follower, taken: ReadonlyArray<TapeEvent.TapeEvent>, run: Records.Run) => void
+  /** Whether `begin` ran. */
+  readonly begun: () => boolean
+  /**
+   * The rest of the response once the call has answered (it was begun then, or is begun now by the
+   * caller): resolves when the response is done. `failed`: the call failed after its start commit
+   * (the follower is closed): end the body cleanly after what it sent.
+   */
+  readonly rest: (failed: boolean) => Effect.Effect<void>
+}
+
+/**
+ * A streamed HttpApi route's start written on the Node response directly, from the start commit's
+ * publication: the platform's own response is then empty and written after `res` has ended (the
+ * platform writes nothing to an ended response). A refused start fails with its typed error, with
+ * nothing written. Runs in the request's scope (the follower's).
+ *
+ * @internal
+ */
+export const streamedStart = <E>(
+  res: ServerResponse,
+  route: StreamedStart<E>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E, Scope.Scope> =>
+  Effect.gen(function* () {
+    const early = earlyStart(res, route.begun, route.begin)
+    const outcome = yield* Effect.exit(route.start(early.attached))
+    early.answer()
+    if (Exit.isFailure(outcome)) {
+      if (!route.begun()) return yield* Effect.failCause(outcome.cause)
+      // Started from its start commit, then failed or interrupted (its follower closed): the body
+      // ends cleanly after the committed events it sent; the client resumes from its last id.
+      yield* Effect.logWarning("the run's start failed after its commit; its stream ends", outcome.cause)
+      yield* route.rest(true)
+      if (!res.writableEnded) return yield* Effect.interrupt
+      return HttpServerResponse.empty()
+    }
+    if (!route.begun()) route.begin(outcome.value.follower, [], outcome.value.run)
+    yield* route.rest(false)
+    // Gone before its end (the client away): as the platform's client abort, nothing more to write.
+    if (!res.writableEnded) return yield* Effect.interrupt
+    return HttpServerResponse.empty()
+  })
+
+/**
+ * Write a stream of frames to `res` (its head already written) with the socket's backpressure (a
+ * full socket waits for `drain`), then end it. A response gone (client away) interrupts the writer,
+ * as the platform does for a client abort.
+ *
+ * @internal
+ */
+export const writeFrames = <E>(res: ServerResponse, frames: Stream.Stream<Uint8Array, E>): Effect.Effect<void, E> =>
+  Stream.runForEach(frames, (bytes) => {
+    if (res.destroyed) return Effect.interrupt
+    if (res.write(bytes)) return Effect.void
+    return Effect.async<void>((resume) => {
+      const go = () => resume(Effect.void)
+      res.once("drain", go)
+      res.once("close", go)
+      return Effect.sync(() => {
+        res.off("drain", go)
+        res.off("close", go)
+      })
+    })
+  }).pipe(Effect.zipRight(Effect.sync(() => res.end())))
+
+/**
+ * The HttpApi `/v1/runs?stream=true` route's streamed start (`tapeBody` as in `fastRuns.ts`).
+ *
+ * @internal
+ */
+export const tapeStart = <E>(
+  options: HandlerOptions,
+  res: ServerResponse,
+  start: StreamedStart<E>["start"]
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E, Scope.Scope> => {
+  let piping: Piping | undefined
+  return streamedStart(res, {
+    start,
+    begun: () => piping !== undefined,
+    begin: (follower, taken) => {
+      res.writeHead(200, SSE_HEADERS)
+      const { body, end } = tapeBody(options, follower, false, taken)
+      piping = pipeBody(res, body, end)
+    },
+    rest: () => Effect.suspend(() => (piping === undefined ? Effect.void : piped(piping)))
+  })
+}
