@@ -150,6 +150,13 @@ const guard =
  * @category Constructors
  */
 export const httpApp = (options: Options): Effect.Effect<HttpApp.Default, never, Gateway.Gateway | Scope.Scope> =>
+  makeApp(options, false)
+
+// `rawStreams`: served by `serve` on its own Node server (see `HandlerOptions.rawStreams`).
+const makeApp = (
+  options: Options,
+  rawStreams: boolean
+): Effect.Effect<HttpApp.Default, never, Gateway.Gateway | Scope.Scope> =>
   Effect.gen(function* () {
     const maxBytes = options.maxBodyBytes ?? 1024 * 1024
     const auths = {
@@ -165,7 +172,8 @@ export const httpApp = (options: Options): Effect.Effect<HttpApp.Default, never,
             heartbeatSeconds: options.heartbeatSeconds ?? 15,
             ready: options.ready ?? Effect.succeed(true),
             shutdown: options.shutdown ?? Effect.never,
-            chatTimeoutSeconds: options.chatTimeoutSeconds ?? 300
+            chatTimeoutSeconds: options.chatTimeoutSeconds ?? 300,
+            rawStreams
           },
           auths
         )
@@ -225,7 +233,7 @@ export const serve = (options: ServeOptions) =>
       )
     )
     const shutdown = Deferred.await(closing)
-    const app = yield* httpApp({ ...options, shutdown })
+    const app = yield* makeApp({ ...options, shutdown }, true)
     yield* server.serve(app)
     // The hot route (`POST /v1/runs?stream=true`) answered straight from Node when it can be answered
     // exactly like the app would; everything else goes on to the app's listener (`internal/fastRuns.ts`).

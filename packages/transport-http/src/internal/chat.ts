@@ -233,7 +233,7 @@ export const chatCompletions =
           { haltStrategy: "left" }
         )
 
-      const res = nodeResponse(request)
+      const res = nodeResponse(options, request)
       if (res === undefined) {
         const started = yield* start()
         const id = `chatcmpl-${started.run.id}`

@@ -16,6 +16,13 @@ export interface HandlerOptions {
   /** Completes when the server shuts down: open streams end cleanly then. */
   readonly shutdown: Effect.Effect<void>
   readonly chatTimeoutSeconds: number
+  /**
+   * The app is served by `HttpTransport.serve` on its own Node server: a streamed start may write the
+   * Node response itself, from the start commit's publication (`startStream.ts`). Off for an app an
+   * embedder serves (`HttpTransport.httpApp`), whose own middleware (CORS headers, say) must shape
+   * every response.
+   */
+  readonly rawStreams?: boolean | undefined
 }
 
 /** Any failure as an error body; failures whose text is not for clients are logged here. @internal */

@@ -43,7 +43,7 @@ const runs = (options: HandlerOptions) =>
               const request = messageRequest(body)
               if (urlParams.stream === true) {
                 // Served by Node: the response starts inside the start commit's publication.
-                const res = nodeResponse(http)
+                const res = nodeResponse(options, http)
                 if (res !== undefined)
                   return yield* tapeStart(options, res, (attached) =>
                     gateway.startRunFollowing(caller, request, { attached })

@@ -12,6 +12,7 @@
  */
 import type { ServerResponse } from "node:http"
 import type { Readable } from "node:stream"
+import * as Headers from "@effect/platform/Headers"
 import type { HttpServerRequest } from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
@@ -131,7 +132,11 @@ export const earlyStart = (
 }
 
 /** The Node response under a platform request, when it is served by Node (else the route's old path). @internal */
-export const nodeResponse = (request: HttpServerRequest): ServerResponse | undefined => {
+export const nodeResponse = (
+  options: Pick<HandlerOptions, "rawStreams">,
+  request: HttpServerRequest
+): ServerResponse | undefined => {
+  if (options.rawStreams !== true) return undefined
   try {
     const res = NodeHttpServerRequest.toServerResponse(request)
     return typeof res === "object" && res !== null && typeof res.writeHead === "function" ? res : undefined
@@ -174,6 +179,16 @@ export const streamedStart = <E>(
   route: StreamedStart<E>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E, Scope.Scope> =>
   Effect.gen(function* () {
+    // A client gone before the end: marked ended here, ahead of the platform's own `close` listener,
+    // which would interrupt this fiber and report a server error for a response whose head is sent;
+    // the route's body ends by itself (its pipe or frame writer sees the response closed), and the
+    // platform is answered with a client abort (`written`).
+    const gone = { value: false }
+    res.prependListener("close", () => {
+      if (res.writableEnded) return
+      gone.value = true
+      res.end() // destroyed already: only marks it ended
+    })
     const early = earlyStart(res, route.begun, route.begin)
     const outcome = yield* Effect.exit(route.start(early.attached))
     early.answer()
@@ -183,37 +198,57 @@ export const streamedStart = <E>(
       // ends cleanly after the committed events it sent; the client resumes from its last id.
       yield* Effect.logWarning("the run's start failed after its commit; its stream ends", outcome.cause)
       yield* route.rest(true)
-      if (!res.writableEnded) return yield* Effect.interrupt
-      return HttpServerResponse.empty()
+      return written(res, gone.value)
     }
     if (!route.begun()) route.begin(outcome.value.follower, [], outcome.value.run)
     yield* route.rest(false)
-    // Gone before its end (the client away): as the platform's client abort, nothing more to write.
-    if (!res.writableEnded) return yield* Effect.interrupt
-    return HttpServerResponse.empty()
+    return written(res, gone.value)
   })
 
 /**
+ * The platform's response for one `res` has written itself: the same status and headers (what its
+ * tracer and logs report), answered to an ended response, so the platform writes nothing. A client
+ * gone before the end (the response destroyed, not ended) is the platform's client abort, 499.
+ */
+const written = (res: ServerResponse, gone: boolean): HttpServerResponse.HttpServerResponse => {
+  if (gone || !res.writableEnded) {
+    res.end() // destroyed already: only marks it ended, so the platform leaves it alone
+    return HttpServerResponse.empty({ status: 499 })
+  }
+  return HttpServerResponse.empty({
+    status: res.statusCode,
+    headers: Headers.fromInput(res.getHeaders() as Record<string, string>)
+  })
+}
+
+/**
  * Write a stream of frames to `res` (its head already written) with the socket's backpressure (a
- * full socket waits for `drain`), then end it. A response gone (client away) interrupts the writer,
- * as the platform does for a client abort.
+ * full socket waits for `drain`), then end it. A response gone (client away) stops the writer: the
+ * frames left are not pulled (the route answers the platform with a client abort).
  *
  * @internal
  */
 export const writeFrames = <E>(res: ServerResponse, frames: Stream.Stream<Uint8Array, E>): Effect.Effect<void, E> =>
-  Stream.runForEach(frames, (bytes) => {
-    if (res.destroyed) return Effect.interrupt
-    if (res.write(bytes)) return Effect.void
-    return Effect.async<void>((resume) => {
-      const go = () => resume(Effect.void)
-      res.once("drain", go)
-      res.once("close", go)
-      return Effect.sync(() => {
-        res.off("drain", go)
-        res.off("close", go)
+  Stream.runForEach(
+    Stream.takeWhile(frames, () => !res.destroyed),
+    (bytes) => {
+      if (res.write(bytes)) return Effect.void
+      return Effect.async<void>((resume) => {
+        const off = () => {
+          res.off("drain", go)
+          res.off("close", go)
+        }
+        // Either one resumes: both listeners go, so a long answer to a slow reader leaves none behind.
+        const go = () => {
+          off()
+          resume(Effect.void)
+        }
+        res.on("drain", go)
+        res.on("close", go)
+        return Effect.sync(off)
       })
-    })
-  }).pipe(Effect.zipRight(Effect.sync(() => res.end())))
+    }
+  ).pipe(Effect.zipRight(Effect.sync(() => res.end())))
 
 /**
  * The HttpApi `/v1/runs?stream=true` route's streamed start (`tapeBody` as in `fastRuns.ts`).
@@ -234,6 +269,13 @@ export const tapeStart = <E>(
       const { body, end } = tapeBody(options, follower, false, taken)
       piping = pipeBody(res, body, end)
     },
-    rest: () => Effect.suspend(() => (piping === undefined ? Effect.void : piped(piping)))
+    // Failed after its start commit: the follower is closed and would never wake the body, so it is
+    // ended here (after what it holds) rather than at the next keep-alive.
+    rest: (failed) =>
+      Effect.suspend(() => {
+        if (piping === undefined) return Effect.void
+        if (failed) piping.end()
+        return piped(piping)
+      })
   })
 }
