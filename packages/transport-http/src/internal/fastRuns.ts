@@ -148,6 +148,8 @@ export const make = (
         // ends cleanly after the committed events it sent; the client resumes from its last id).
         if (Exit.isFailure(outcome) && o.piping !== undefined) {
           yield* Effect.logWarning("the run's start failed after its commit; its stream ends", outcome.cause)
+          // Its follower is closed and would never wake the body: end it (after what it holds) now.
+          o.piping.end()
           return yield* pump(o, undefined)
         }
         if (Exit.isFailure(outcome)) {

@@ -179,13 +179,14 @@ export const streamedStart = <E>(
   route: StreamedStart<E>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E, Scope.Scope> =>
   Effect.gen(function* () {
-    // A client gone before the end: marked ended here, ahead of the platform's own `close` listener,
-    // which would interrupt this fiber and report a server error for a response whose head is sent;
-    // the route's body ends by itself (its pipe or frame writer sees the response closed), and the
-    // platform is answered with a client abort (`written`).
+    // A client gone once the stream has begun: marked ended here, ahead of the platform's own `close`
+    // listener, which would interrupt this fiber and report a server error for a response whose head
+    // is sent; the route's body ends by itself (its pipe or frame writer sees the response closed),
+    // and the platform is answered with a client abort (`written`). Gone before it began (still in
+    // admission): the platform's client abort interrupts the start, as for any request.
     const gone = { value: false }
     res.prependListener("close", () => {
-      if (res.writableEnded) return
+      if (res.writableEnded || !route.begun()) return
       gone.value = true
       res.end() // destroyed already: only marks it ended
     })
@@ -200,7 +201,11 @@ export const streamedStart = <E>(
       yield* route.rest(true)
       return written(res, gone.value)
     }
-    if (!route.begun()) route.begin(outcome.value.follower, [], outcome.value.run)
+    if (!route.begun()) {
+      // Gone between the answer and here: nothing to write (the request scope releases the follower).
+      if (res.destroyed) return written(res, true)
+      route.begin(outcome.value.follower, [], outcome.value.run)
+    }
     yield* route.rest(false)
     return written(res, gone.value)
   })
@@ -230,7 +235,16 @@ const written = (res: ServerResponse, gone: boolean): HttpServerResponse.HttpSer
  */
 export const writeFrames = <E>(res: ServerResponse, frames: Stream.Stream<Uint8Array, E>): Effect.Effect<void, E> =>
   Stream.runForEach(
-    Stream.takeWhile(frames, () => !res.destroyed),
+    // Ends at once when the response closes (the client gone), not at the next frame.
+    Stream.interruptWhen(
+      Stream.takeWhile(frames, () => !res.destroyed),
+      Effect.async<void>((resume) => {
+        const closed = () => resume(Effect.void)
+        if (res.destroyed) return closed()
+        res.once("close", closed)
+        return Effect.sync(() => res.off("close", closed))
+      })
+    ),
     (bytes) => {
       if (res.write(bytes)) return Effect.void
       return Effect.async<void>((resume) => {
