@@ -14,7 +14,16 @@ import { eventually, gate, tapeSubscribers } from "@palyra/core/testing"
 import { Effect } from "effect"
 import OpenAI from "openai"
 import { describe, expect, it } from "vitest"
-import { type Frame, heldRuntime, servedFor, sseFrames } from "./startStreamKit.js"
+import {
+  expectRefused,
+  expectWritesBeforeReturn,
+  type Frame,
+  failAfterCommit,
+  heldRuntime,
+  servedFor,
+  settle,
+  sseFrames
+} from "./startStreamKit.js"
 
 const model = ScriptedModel.make(() => ({
   text: ["Hello ", "from ", "the start."],
@@ -88,40 +97,14 @@ const startViaApp = async (
   return { status: response.status, ...(await readFrames(response, onFrame, abort)) }
 }
 
-const settle = async (runId: string) => {
-  for (let i = 0; i < 100; i++) {
-    const run = (await get(`/v1/runs/${runId}`)) as { state: string }
-    if (["Done", "Failed", "Cancelled"].includes(run.state)) return run.state
-    await new Promise((r) => setTimeout(r, 20))
-  }
-  return "unsettled"
-}
-
 describe("POST /v1/runs?stream=true through the HttpApi app writes from its start commit", () => {
-  it("the head and the start commit's events reach the client before startRunFollowing returns", async () => {
-    held.returned = 0
-    const g = gate()
-    held.afterStart = () => g.wait()
-    const order: Array<string> = []
-    const { status, frames } = await startViaApp({ text: "hi", sessionKey: "app-1" }, () => {
-      order.push(held.returned > 0 ? "after" : "before")
-      g.release()
-    })
-    held.afterStart = () => Effect.void
-    expect(status).toBe(200)
-    expect(order[0]).toBe("before")
-    expect(frames.map((f) => f.id)).toEqual(frames.map((_, i) => i + 1))
-    expect(frames.at(-1)?.event).toBe("RunStateChanged")
-  })
+  it("the head and the start commit's events reach the client before startRunFollowing returns", () =>
+    expectWritesBeforeReturn(held, startViaApp, { text: "hi", sessionKey: "app-1" }))
 
   it("a refused start answers its typed error with nothing else and leaves nothing attached", async () => {
     const before = await subscribers()
     const seen: Array<Frame> = []
-    const empty = await startViaApp({ text: "" }, (f) => seen.push(f))
-    expect(empty.status).toBe(400)
-    expect(JSON.parse(empty.text).code).toBe("invalid_argument")
-    const unknown = await startViaApp({ text: "hi", sessionId: "ses_00000000000000000000000000" }, (f) => seen.push(f))
-    expect([400, 404]).toContain(unknown.status)
+    await expectRefused(startViaApp, seen)
     // Another principal's session is answered like one that does not exist.
     const mine = await startViaApp({ text: "hi", sessionKey: "app-2" })
     const sessionId = mine.frames[0]?.data.sessionId
@@ -134,18 +117,8 @@ describe("POST /v1/runs?stream=true through the HttpApi app writes from its star
   })
 
   it("a start whose commit succeeded but whose call then failed ends cleanly after what it sent; a resume continues gap-free", async () => {
-    const g = gate()
-    held.afterStart = () =>
-      Effect.zipRight(g.wait(), Effect.fail(new Errors.Conflict({ message: "test: the start's answer failed" })))
-    const { status, frames } = await startViaApp({ text: "hi", sessionKey: "app-3" }, () => g.release())
-    held.afterStart = () => Effect.void
-    expect(status).toBe(200)
-    expect(frames.length).toBeGreaterThan(0)
-    expect(frames.map((f) => f.id)).toEqual(frames.map((_, i) => i + 1))
-    const runId = frames.find((f) => f.event === "RunAccepted")?.data.runId
-    const sessionId = frames[0]?.data.sessionId
-    expect(runId).toBeDefined()
-    expect(await settle(runId!)).toBe("Done")
+    const { frames, runId, sessionId } = await failAfterCommit(held, startViaApp, { text: "hi", sessionKey: "app-3" })
+    expect(await settle(get, runId)).toBe("Done")
     // The client resumes from its last id: the rest, without gap or duplicate, up to the run's end.
     const isEnd = (f: Frame) => f.event === "RunStateChanged" && (f.data as { to?: string }).to === "Done"
     const last = frames.at(-1)!
@@ -180,7 +153,7 @@ describe("POST /v1/runs?stream=true through the HttpApi app writes from its star
     g.release()
     held.afterStart = () => Effect.void
     expect(frames.length).toBeGreaterThan(0)
-    expect(await settle(runId!)).toBe("Done")
+    expect(await settle(get, runId!)).toBe("Done")
     expect(await eventually(subscribers, (n) => n === before)).toBe(before)
   })
 })
@@ -278,7 +251,7 @@ describe("the OpenAI chat stream writes from its start commit", () => {
     expect(chunks.length).toBe(1)
     expect(chunks[0]?.choices[0]?.delta.role).toBe("assistant")
     const runId = chunks[0]!.id.replace(/^chatcmpl-/, "")
-    expect(await settle(runId)).toBe("Done")
+    expect(await settle(get, runId)).toBe("Done")
   })
 
   it("a client gone mid-start leaves nothing attached; the run goes on", async () => {
@@ -300,7 +273,7 @@ describe("the OpenAI chat stream writes from its start commit", () => {
     g.release()
     held.afterStart = () => Effect.void
     expect(runId).not.toBe("")
-    expect(await settle(runId)).toBe("Done")
+    expect(await settle(get, runId)).toBe("Done")
     expect(await eventually(subscribers, (n) => n === before)).toBe(before)
   })
 })
