@@ -213,8 +213,10 @@ export const gate = (ms = 3000): { readonly release: () => void; readonly wait: 
  * @category Layers
  */
 export interface HeldStart {
-  /** What the next `startRunFollowing` does once the inner call has returned (the test sets it). */
-  afterStart: () => Effect.Effect<void, GatewayError>
+  /** What the next `startRunFollowing` does with what the inner call returned (the test sets it). */
+  afterStart: (
+    started: Effect.Effect.Success<ReturnType<GatewayService["startRunFollowing"]>>
+  ) => Effect.Effect<void, GatewayError>
   /** How many `startRunFollowing` calls have answered successfully. */
   returned: number
   /** Decorates the `Gateway` it is given (provide the kernel's under it). */
@@ -240,7 +242,7 @@ export const holdStartRunFollowing = (): HeldStart => {
           ...g,
           startRunFollowing: (...args) =>
             g.startRunFollowing(...args).pipe(
-              Effect.tap(() => held.afterStart()),
+              Effect.tap((started) => held.afterStart(started)),
               Effect.tap(() =>
                 Effect.sync(() => {
                   held.returned++
