@@ -24,7 +24,7 @@ describe("the streamed-start test kit", () => {
           Effect.sync(() => (seen = started.run.id)),
           g.wait()
         )
-      const call = yield* Effect.fork(Effect.scoped(gateway.startRunFollowing(alice, { text: "hi", sessionKey: "k" })))
+      const call = yield* Effect.fork(Effect.scoped(gateway.startRunFollowing(alice, { text: "hi", key: "k" })))
       yield* Effect.sleep("50 millis")
       assert.strictEqual(held.returned, 0)
       assert.isDefined(seen)
@@ -36,7 +36,7 @@ describe("the streamed-start test kit", () => {
       // Failed after its commit: the run was admitted, the call answers the test's error.
       held.afterStart = () => Effect.fail(new Errors.Conflict({ message: "test" }))
       const failed = yield* Effect.exit(
-        Effect.scoped(gateway.startRunFollowing(alice, { text: "again", sessionKey: "k2" }))
+        Effect.scoped(gateway.startRunFollowing(alice, { text: "again", key: "k2" }))
       )
       assert.isTrue(Exit.isFailure(failed))
       assert.strictEqual(held.returned, 1)
