@@ -35,9 +35,7 @@ describe("the streamed-start test kit", () => {
       assert.strictEqual(held.returned, 1)
       // Failed after its commit: the run was admitted, the call answers the test's error.
       held.afterStart = () => Effect.fail(new Errors.Conflict({ message: "test" }))
-      const failed = yield* Effect.exit(
-        Effect.scoped(gateway.startRunFollowing(alice, { text: "again", key: "k2" }))
-      )
+      const failed = yield* Effect.exit(Effect.scoped(gateway.startRunFollowing(alice, { text: "again", key: "k2" })))
       assert.isTrue(Exit.isFailure(failed))
       assert.strictEqual(held.returned, 1)
     }).pipe(Effect.provide(layer))
