@@ -18,15 +18,13 @@ import { connect } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { Caller, Gateway, Journal, Kernel, type ModelProvider, ScriptedModel, type TapeEvent } from "@palyra/core"
+import { Caller, Gateway, type Journal, Kernel, type ModelProvider, ScriptedModel, type TapeEvent } from "@palyra/core"
 import { checkedJournal } from "@palyra/core/testing"
-import { SqliteJournal } from "@palyra/journal"
-import { GrpcTransport } from "@palyra/transport-grpc"
-import { HttpTransport } from "@palyra/transport-http"
-import { Effect, Exit, Layer, ManagedRuntime, Scope } from "effect"
+import { Effect, type Layer, ManagedRuntime } from "effect"
 import { percentile, quick, result, round, table } from "../lib/report.js"
 import * as Attr from "./attr.js"
 import { checkReceipts } from "./light.js"
+import { serveBoth, stampedJournal } from "./served.js"
 
 const here = dirname(fileURLToPath(import.meta.url))
 // BENCH_STREAM_ATTR=1: each scenario's latency split into its legs (`attr.ts`), one JSON line each.
@@ -66,26 +64,7 @@ const committedOf = (key: string): number | undefined => {
 }
 // The stamp wraps both forms of the append (the tape calls the plain one, `Journal.appendNowOf`);
 // BENCH_APPEND_NOW=0 leaves the plain form out, so the tape takes its Effect form (for A/B runs).
-const timed = Layer.effect(
-  Journal.Journal,
-  Effect.map(Journal.Journal, (inner) => {
-    const append: Journal.Service["append"] = (sessionId, events, effects) =>
-      Effect.tap(inner.append(sessionId, events, effects), (stored) => Effect.sync(() => stamp(stored)))
-    const innerNow = Journal.appendNowOf(inner)
-    return {
-      ...inner,
-      append:
-        innerNow === undefined || process.env.BENCH_APPEND_NOW === "0"
-          ? append
-          : Journal.withAppendNow(append, (sessionId, events, effects, done) =>
-              innerNow(sessionId, events, effects, (exit) => {
-                if (Exit.isSuccess(exit)) stamp(exit.value)
-                done(exit)
-              })
-            )
-    }
-  })
-).pipe(Layer.provide(SqliteJournal.layer({ filename: join(dir, "stream.db") })))
+const timed = stampedJournal(join(dir, "stream.db"), stamp, { plainForm: process.env.BENCH_APPEND_NOW !== "0" })
 
 // The client's message says how to answer: "bench <deltas> <pace ms>".
 const scripted = ScriptedModel.make(
@@ -193,9 +172,7 @@ interface Receipts {
 }
 
 const main = async () => {
-  const scope = await runtime.runPromise(Scope.make())
-  const grpc = await runtime.runPromise(GrpcTransport.serve({ port: 0, tokens }).pipe(Scope.extend(scope)))
-  const http = await runtime.runPromise(HttpTransport.serve({ port: 0, tokens }).pipe(Scope.extend(scope)))
+  const { grpc, http, close } = await serveBoth(runtime, tokens)
   const client = await startClient(grpc.url, http.url)
   let round_ = 0
   const measure = async (s: Omit<Scenario, "name">): Promise<Figures> => {
@@ -251,8 +228,7 @@ const main = async () => {
     const f = await measure({ streams: 200, deltas: 200, paceMs: 0, wire })
     console.log(JSON.stringify(f))
     client.close()
-    await runtime.runPromise(Scope.close(scope, Exit.void))
-    await runtime.dispose()
+    await close()
     return
   }
   // The same 200 paced gRPC streams with their starts spread over one pace (`p99Ms200Spread`): the
@@ -280,8 +256,7 @@ const main = async () => {
       )
     }
     client.close()
-    await runtime.runPromise(Scope.close(scope, Exit.void))
-    await runtime.dispose()
+    await close()
     rmSync(dir, { recursive: true, force: true })
     return
   }
@@ -335,8 +310,7 @@ const main = async () => {
       console.log(JSON.stringify({ p99MsWithStalled: round(s.figures.p99, 2), stalledCutOff: s.cutOff ? 1 : 0 }))
     }
     client.close()
-    await runtime.runPromise(Scope.close(scope, Exit.void))
-    await runtime.dispose()
+    await close()
     rmSync(dir, { recursive: true, force: true })
     return
   }
@@ -353,8 +327,7 @@ const main = async () => {
   const unpaced = await measure({ streams: quick ? 20 : 200, deltas: quick ? 50 : 200, paceMs: 0, wire: "grpc" })
   const unpacedSse = await measure({ streams: quick ? 20 : 200, deltas: quick ? 50 : 200, paceMs: 0, wire: "sse" })
   client.close()
-  await runtime.runPromise(Scope.close(scope, Exit.void))
-  await runtime.dispose()
+  await close()
   rmSync(dir, { recursive: true, force: true })
   const row = (label: string, streams: number, f: Figures) => ({
     run: label,

@@ -16,12 +16,11 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createClient, type Interceptor } from "@connectrpc/connect"
 import { createConnectTransport } from "@connectrpc/connect-node"
-import { type Gateway, Journal, Kernel, ScriptedModel, type TapeEvent } from "@palyra/core"
-import { SqliteJournal } from "@palyra/journal"
-import { GrpcTransport, Proto } from "@palyra/transport-grpc"
-import { HttpTransport } from "@palyra/transport-http"
-import { Effect, Exit, Layer, ManagedRuntime, Scope } from "effect"
+import { type Gateway, type Journal, Kernel, ScriptedModel, type TapeEvent } from "@palyra/core"
+import { Proto } from "@palyra/transport-grpc"
+import { type Layer, ManagedRuntime } from "effect"
 import { percentile, quick, result, round, table } from "../lib/report.js"
+import { serveBoth, stampedJournal } from "./served.js"
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-bench-starts-"))
 const now = () => performance.timeOrigin + performance.now()
@@ -35,26 +34,7 @@ const stamp = (stored: ReadonlyArray<TapeEvent.TapeEvent>) => {
     if (e.runId !== undefined && e.runId !== null && !runStart.has(e.runId)) runStart.set(e.runId, t)
   }
 }
-const timed = Layer.effect(
-  Journal.Journal,
-  Effect.map(Journal.Journal, (inner) => {
-    const append: Journal.Service["append"] = (sessionId, events, effects) =>
-      Effect.tap(inner.append(sessionId, events, effects), (stored) => Effect.sync(() => stamp(stored)))
-    const innerNow = Journal.appendNowOf(inner)
-    return {
-      ...inner,
-      append:
-        innerNow === undefined
-          ? append
-          : Journal.withAppendNow(append, (sessionId, events, effects, done) =>
-              innerNow(sessionId, events, effects, (exit) => {
-                if (Exit.isSuccess(exit)) stamp(exit.value)
-                done(exit)
-              })
-            )
-    }
-  })
-).pipe(Layer.provide(SqliteJournal.layer({ filename: join(dir, "starts.db") })))
+const timed = stampedJournal(join(dir, "starts.db"), stamp)
 
 // Five deltas 20 ms apart: the runs of a burst overlap, as real streams do.
 const model = ScriptedModel.make(() => ({ text: ["a ", "b ", "c ", "d ", "e "], delayPerDelta: "20 millis" }), {
@@ -134,13 +114,8 @@ const connectClient = (baseUrl: string) =>
   createClient(Proto.GatewayService, createConnectTransport({ baseUrl, httpVersion: "2", interceptors: [auth] }))
 
 const main = async () => {
-  const scope = await runtime.runPromise(Scope.make())
-  const { url } = await runtime.runPromise(
-    HttpTransport.serve({ port: 0, tokens: [{ token: TOKEN, principal: "bench" }] }).pipe(Scope.extend(scope))
-  )
-  const grpc = await runtime.runPromise(
-    GrpcTransport.serve({ port: 0, tokens: [{ token: TOKEN, principal: "bench" }] }).pipe(Scope.extend(scope))
-  )
+  const { grpc, http, close } = await serveBoth(runtime, [{ token: TOKEN, principal: "bench" }])
+  const url = http.url
   const connect = connectClient(grpc.url)
   const one = (route: "runs" | "chat" | "connect", i: number) =>
     route === "connect" ? connectOne(connect, i) : startOne(url, route, i)
@@ -172,8 +147,7 @@ const main = async () => {
     out[`${route}FirstP99Ms`] = round(median(p99s), 1)
     out[`${route}FirstP50Ms`] = round(median(p50s), 1)
   }
-  await runtime.runPromise(Scope.close(scope, Exit.void))
-  await runtime.dispose()
+  await close()
   agent.destroy()
   rmSync(dir, { recursive: true, force: true })
   table(

@@ -3,15 +3,16 @@ import { mkdtempSync, readdirSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect"
+import { Code, ConnectError, createClient } from "@connectrpc/connect"
 import { createGrpcTransport } from "@connectrpc/connect-node"
 import * as grpc from "@grpc/grpc-js"
 import * as protoLoader from "@grpc/proto-loader"
 import { type Gateway, type Journal, ScriptedModel, Tool } from "@palyra/core"
 import { gatewayLayer } from "@palyra/core/testing"
-import { Effect, Exit, type Layer, ManagedRuntime, Schema, Scope } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Effect, type Layer, ManagedRuntime, Schema } from "effect"
+import { describe, expect, it } from "vitest"
 import { GrpcTransport, HealthProto, Proto } from "../src/index.js"
+import { bearer, servedFor } from "./served.js"
 
 const here = dirname(fileURLToPath(import.meta.url))
 const writes: Array<unknown> = []
@@ -48,40 +49,24 @@ const runtime = ManagedRuntime.make(
     ]
   }) as Layer.Layer<Gateway.Gateway | Journal.Journal>
 )
-let scope: Scope.CloseableScope
-let url = ""
 const TOKEN = "alice-token-0123456789"
 const OPERATOR = "operator-token-0123456789"
 const BOB = "bob-token-0123456789"
 
-beforeAll(async () => {
-  scope = await runtime.runPromise(Scope.make())
-  const served = await runtime.runPromise(
-    GrpcTransport.serve({
-      port: 0,
-      tokens: [
-        { token: TOKEN, principal: "alice" },
-        { token: BOB, principal: "bob" },
-        { token: OPERATOR, principal: "operator", operator: true }
-      ],
-      maxMessageBytes: 64 * 1024
-    }).pipe(Scope.extend(scope))
-  )
-  url = served.url
-})
-afterAll(async () => {
-  await runtime.runPromise(Scope.close(scope, Exit.void))
-  await runtime.dispose()
-})
+const served = servedFor(
+  runtime,
+  GrpcTransport.serve({
+    port: 0,
+    tokens: [
+      { token: TOKEN, principal: "alice" },
+      { token: BOB, principal: "bob" },
+      { token: OPERATOR, principal: "operator", operator: true }
+    ],
+    maxMessageBytes: 64 * 1024
+  })
+)
 
-const auth =
-  (token: string): Interceptor =>
-  (next) =>
-  (req) => {
-    req.header.set("authorization", `Bearer ${token}`)
-    return next(req)
-  }
-const transport = (token = TOKEN) => createGrpcTransport({ baseUrl: url, interceptors: [auth(token)] })
+const transport = (token = TOKEN) => createGrpcTransport({ baseUrl: served.url, interceptors: [bearer(token)] })
 const gateway = (token = TOKEN) => createClient(Proto.GatewayService, transport(token))
 
 /** A request stream the test can push to, and end. */
@@ -184,16 +169,16 @@ describe("gRPC transport with the Connect client (HTTP/2, gRPC protocol)", () =>
   })
 
   it("the typed client helper drives the daemon with a token", async () => {
-    const palyra = GrpcTransport.makeClient({ baseUrl: url, token: TOKEN })
+    const palyra = GrpcTransport.makeClient({ baseUrl: served.url, token: TOKEN })
     const sent = await palyra.gateway.routeMessage({ target: { sessionKey: "helper" }, text: "hi" })
     const session = await palyra.sessions.getSession({ sessionId: sent.sessionId })
     expect(session.session?.key).toBe("helper")
   })
 
   it("refuses missing and wrong tokens; health needs none", async () => {
-    const health = createClient(HealthProto.Health, createGrpcTransport({ baseUrl: url }))
+    const health = createClient(HealthProto.Health, createGrpcTransport({ baseUrl: served.url }))
     expect((await health.check({})).status).toBe(HealthProto.HealthCheckResponse_ServingStatus.SERVING)
-    const none = createClient(Proto.SessionsService, createGrpcTransport({ baseUrl: url }))
+    const none = createClient(Proto.SessionsService, createGrpcTransport({ baseUrl: served.url }))
     await expect(none.listSessions({})).rejects.toMatchObject({ code: Code.Unauthenticated })
     const wrong = createClient(Proto.SessionsService, transport("wrong-token-wrong-token"))
     await expect(wrong.listSessions({})).rejects.toMatchObject({ code: Code.Unauthenticated })
@@ -306,7 +291,7 @@ describe("agents over gRPC", () => {
       ["terse", "Answers in one word", [], ["terse-model"]]
     ])
     await expect(
-      createClient(Proto.AgentsService, createGrpcTransport({ baseUrl: url })).listAgents({})
+      createClient(Proto.AgentsService, createGrpcTransport({ baseUrl: served.url })).listAgents({})
     ).rejects.toMatchObject({ code: Code.Unauthenticated })
   })
 })
@@ -328,7 +313,7 @@ describe("an independent client: @grpc/grpc-js + @grpc/proto-loader on the .prot
   }
 
   it("runs a full RunStream with an approval, and gets UNAUTHENTICATED without a token", async () => {
-    const address = url.replace("http://", "")
+    const address = served.url.replace("http://", "")
     const client = new palyra.GatewayService(address, grpc.credentials.createInsecure())
     const approvals = new palyra.ApprovalsService(address, grpc.credentials.createInsecure())
     const received: Array<{ event?: { tapeSeq: number; kind: string; [k: string]: unknown } }> = []

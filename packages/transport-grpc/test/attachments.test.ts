@@ -1,11 +1,12 @@
 import { createHash } from "node:crypto"
-import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect"
+import { Code, ConnectError, createClient } from "@connectrpc/connect"
 import { createGrpcTransport } from "@connectrpc/connect-node"
 import { type Gateway, Journal, ScriptedModel } from "@palyra/core"
 import { gatewayLayer } from "@palyra/core/testing"
-import { Effect, Exit, type Layer, ManagedRuntime, Schedule, Scope } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { GrpcTransport, Proto } from "../src/index.js"
+import { Effect, type Layer, ManagedRuntime, Schedule } from "effect"
+import { describe, expect, it } from "vitest"
+import { Proto } from "../src/index.js"
+import { bearer, servedFor } from "./served.js"
 
 const png = Buffer.from(
   "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==",
@@ -17,28 +18,9 @@ const runtime = ManagedRuntime.make(
     Gateway.Gateway | Journal.Journal
   >
 )
-let scope: Scope.CloseableScope
-let url = ""
-const ALICE = "alice-token-0123456789"
+const served = servedFor(runtime)
 
-beforeAll(async () => {
-  scope = await runtime.runPromise(Scope.make())
-  url = (
-    await runtime.runPromise(
-      GrpcTransport.serve({ port: 0, tokens: [{ token: ALICE, principal: "alice" }] }).pipe(Scope.extend(scope))
-    )
-  ).url
-})
-afterAll(async () => {
-  await runtime.runPromise(Scope.close(scope, Exit.void))
-  await runtime.dispose()
-})
-
-const auth: Interceptor = (next) => (req) => {
-  req.header.set("authorization", `Bearer ${ALICE}`)
-  return next(req)
-}
-const transport = () => createGrpcTransport({ baseUrl: url, interceptors: [auth] })
+const transport = () => createGrpcTransport({ baseUrl: served.url, interceptors: [bearer()] })
 
 describe("attachments over gRPC (bytes)", () => {
   it("round trip: bytes in, digest references on the tape, the same bytes in the model's prompt", async () => {

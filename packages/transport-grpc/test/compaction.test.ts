@@ -1,11 +1,12 @@
-import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect"
+import { Code, ConnectError, createClient } from "@connectrpc/connect"
 import { createGrpcTransport } from "@connectrpc/connect-node"
 import { Caller, Gateway, type Journal, ScriptedModel } from "@palyra/core"
 import { ContextEngine } from "@palyra/core/context"
 import { gatewayLayer } from "@palyra/core/testing"
-import { Effect, Exit, type Layer, ManagedRuntime, Scope, Stream } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Effect, type Layer, ManagedRuntime, Stream } from "effect"
+import { describe, expect, it } from "vitest"
 import { GrpcTransport, Proto } from "../src/index.js"
+import { bearer, servedFor } from "./served.js"
 
 // Answers every turn with a numbered fact, and writes summaries that keep nothing (so the verified
 // summary falls back to the extractive one — deterministic).
@@ -20,40 +21,24 @@ const runtime = ManagedRuntime.make(
     promptAssembler: ContextEngine.layer({ contextWindow: 4_000, outputReserve: 500, autoCompact: false, keepTurns: 1 })
   }) as Layer.Layer<Gateway.Gateway | Journal.Journal>
 )
-let scope: Scope.CloseableScope
-let url = ""
 const ALICE = "alice-token-0123456789"
 const BOB = "bob-token-0123456789"
 
-beforeAll(async () => {
-  scope = await runtime.runPromise(Scope.make())
-  const served = await runtime.runPromise(
-    GrpcTransport.serve({
-      port: 0,
-      tokens: [
-        { token: ALICE, principal: "alice" },
-        { token: BOB, principal: "bob" }
-      ]
-    }).pipe(Scope.extend(scope))
-  )
-  url = served.url
-})
-afterAll(async () => {
-  await runtime.runPromise(Scope.close(scope, Exit.void))
-  await runtime.dispose()
-})
+const served = servedFor(
+  runtime,
+  GrpcTransport.serve({
+    port: 0,
+    tokens: [
+      { token: ALICE, principal: "alice" },
+      { token: BOB, principal: "bob" }
+    ]
+  })
+)
 
-const auth =
-  (token: string): Interceptor =>
-  (next) =>
-  (req) => {
-    req.header.set("authorization", `Bearer ${token}`)
-    return next(req)
-  }
 const sessions = (token = ALICE) =>
-  createClient(Proto.SessionsService, createGrpcTransport({ baseUrl: url, interceptors: [auth(token)] }))
+  createClient(Proto.SessionsService, createGrpcTransport({ baseUrl: served.url, interceptors: [bearer(token)] }))
 const journal = (token = ALICE) =>
-  createClient(Proto.JournalService, createGrpcTransport({ baseUrl: url, interceptors: [auth(token)] }))
+  createClient(Proto.JournalService, createGrpcTransport({ baseUrl: served.url, interceptors: [bearer(token)] }))
 
 /** Six finished turns in one of alice's sessions. */
 const seed = () =>

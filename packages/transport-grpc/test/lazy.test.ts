@@ -1,10 +1,11 @@
 import { Code, ConnectError } from "@connectrpc/connect"
 import { type Gateway, type Journal, ScriptedModel } from "@palyra/core"
 import { gatewayLayer } from "@palyra/core/testing"
-import { Exit, type Layer, ManagedRuntime, Scope } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type Layer, ManagedRuntime } from "effect"
+import { describe, expect, it } from "vitest"
 import { GrpcTransport, HealthProto, Proto } from "../src/index.js"
 import * as GrpcServer from "../src/lazy.js"
+import { servedFor, TOKEN } from "./served.js"
 
 // The lazy server (what palyrad mounts) listens before its services are loaded; the first requests,
 // several at once, wait for the load and are then served exactly like GrpcTransport.serve's.
@@ -13,26 +14,12 @@ const runtime = ManagedRuntime.make(
     Gateway.Gateway | Journal.Journal
   >
 )
-let scope: Scope.CloseableScope
-let url = ""
-const TOKEN = "alice-token-0123456789"
-
-beforeAll(async () => {
-  scope = await runtime.runPromise(Scope.make())
-  const served = await runtime.runPromise(
-    GrpcServer.serve({ port: 0, tokens: [{ token: TOKEN, principal: "alice" }] }).pipe(Scope.extend(scope))
-  )
-  url = served.url
-})
-afterAll(async () => {
-  await runtime.runPromise(Scope.close(scope, Exit.void))
-  await runtime.dispose()
-})
+const served = servedFor(runtime, GrpcServer.serve({ port: 0, tokens: [{ token: TOKEN, principal: "alice" }] }))
 
 describe("@palyra/transport-grpc/lazy", () => {
   it("serves concurrent first requests once its services load: auth, unary calls and RunStream", async () => {
-    const alice = GrpcTransport.makeClient({ baseUrl: url, token: TOKEN })
-    const stranger = GrpcTransport.makeClient({ baseUrl: url, token: "not-a-token-0123456789" })
+    const alice = GrpcTransport.makeClient({ baseUrl: served.url, token: TOKEN })
+    const stranger = GrpcTransport.makeClient({ baseUrl: served.url, token: "not-a-token-0123456789" })
     const [health, refused, routed] = await Promise.all([
       alice.health.check({ service: "" }),
       stranger.sessions.listSessions({}).then(

@@ -7,18 +7,19 @@ import { type ClientHttp2Session, connect, constants } from "node:http2"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
-import { createClient, type Interceptor } from "@connectrpc/connect"
+import { createClient } from "@connectrpc/connect"
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node"
 import * as grpc from "@grpc/grpc-js"
 import * as protoLoader from "@grpc/proto-loader"
 import { type Gateway, type Ids, Journal, ScriptedModel, type TapeEvent } from "@palyra/core"
 import { gatewayLayer } from "@palyra/core/testing"
-import { Effect, Exit, type Layer, ManagedRuntime, Scope } from "effect"
+import { Effect, type Layer, ManagedRuntime } from "effect"
 import * as fc from "fast-check"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { GrpcTransport, Proto } from "../src/index.js"
+import { describe, expect, it } from "vitest"
+import { Proto } from "../src/index.js"
 import { toPbEvent } from "../src/internal/convert.js"
 import * as RunStreamWire from "../src/internal/runStreamWire.js"
+import { bearer, servedFor, TOKEN } from "./served.js"
 
 const here = dirname(fileURLToPath(import.meta.url))
 // "long <n>": n one-word deltas, each its own event (coalesceChars 1).
@@ -36,29 +37,11 @@ const runtime = ManagedRuntime.make(
     budgets: { maxTokensPerRun: 1e9, maxTokensPerSession: 1e12, maxEventsPerTurn: 1e6 }
   }) as Layer.Layer<Gateway.Gateway | Journal.Journal>
 )
-const TOKEN = "alice-token-0123456789"
-let scope: Scope.CloseableScope
-let url = ""
-let address = ""
-beforeAll(async () => {
-  scope = await runtime.runPromise(Scope.make())
-  url = (
-    await runtime.runPromise(
-      GrpcTransport.serve({ port: 0, tokens: [{ token: TOKEN, principal: "alice" }] }).pipe(Scope.extend(scope))
-    )
-  ).url
-  address = url.replace("http://", "")
-})
-afterAll(async () => {
-  await runtime.runPromise(Scope.close(scope, Exit.void))
-  await runtime.dispose()
-})
+const served = servedFor(runtime)
+/** The server's `host:port`, for grpc-js. */
+const address = () => served.url.replace("http://", "")
 
-const auth: Interceptor = (next) => (req) => {
-  req.header.set("authorization", `Bearer ${TOKEN}`)
-  return next(req)
-}
-const transport = () => createGrpcTransport({ baseUrl: url, interceptors: [auth] })
+const transport = () => createGrpcTransport({ baseUrl: served.url, interceptors: [bearer()] })
 
 const definition = protoLoader.loadSync(join(here, "..", "proto", "palyra", "v1", "gateway.proto"), {
   includeDirs: [join(here, "..", "proto")],
@@ -148,7 +131,7 @@ describe("gRPC RunStream through its own HTTP/2 handler", () => {
     const sessions = createClient(Proto.SessionsService, transport())
     const { session } = await sessions.resolveSession({ target: { sessionKey: "shared-bytes" } })
     const sessionId = session!.id
-    const h2 = connect(url)
+    const h2 = connect(served.url)
     try {
       const a = rawResume(h2, sessionId, 0)
       const b = rawResume(h2, sessionId, 0)
@@ -317,7 +300,7 @@ describe("gRPC RunStream through its own HTTP/2 handler", () => {
   it("a grpc-js client reads a long stream gap-free (gzip-compressed requests too)", async () => {
     for (const compressed of [false, true]) {
       const client = new palyra.GatewayService(
-        address,
+        address(),
         grpc.credentials.createInsecure(),
         compressed ? { "grpc.default_compression_algorithm": 2 } : {}
       )
@@ -338,7 +321,7 @@ describe("gRPC RunStream through its own HTTP/2 handler", () => {
   }, 60_000)
 
   it("deadline, auth and a bad first message end the call with the gRPC status grpc-js expects", async () => {
-    const client = new palyra.GatewayService(address, grpc.credentials.createInsecure())
+    const client = new palyra.GatewayService(address(), grpc.credentials.createInsecure())
     const statusOf = (meta: grpc.Metadata, first: unknown, deadline?: number) =>
       new Promise<grpc.ServiceError>((resolve, reject) => {
         const call = client.runStream(meta, deadline === undefined ? {} : { deadline: Date.now() + deadline })
@@ -367,7 +350,7 @@ describe("gRPC RunStream through its own HTTP/2 handler", () => {
     const sessions = createClient(Proto.SessionsService, transport())
     const { session } = await sessions.resolveSession({ target: { sessionKey: "stalled" } })
     const sessionId = session!.id
-    const h2 = connect(url)
+    const h2 = connect(served.url)
     try {
       const stream = h2.request({
         ":method": "POST",
@@ -391,7 +374,7 @@ describe("gRPC RunStream through its own HTTP/2 handler", () => {
       const g = createClient(Proto.GatewayService, transport())
       const flood = await g.routeMessage({ target: { sessionId }, text: "long 12000" })
       // Another session streams to the end while the stalled one is not read.
-      const client = new palyra.GatewayService(address, grpc.credentials.createInsecure())
+      const client = new palyra.GatewayService(address(), grpc.credentials.createInsecure())
       const other: Array<GrpcJsEvent> = []
       await new Promise<void>((resolve, reject) => {
         const call = client.runStream(metadata())
@@ -434,7 +417,7 @@ describe("gRPC RunStream through its own HTTP/2 handler", () => {
   it("RunStream over the Connect protocol (HTTP/2) still takes connect-es's route: the same events, gap-free", async () => {
     const g = createClient(
       Proto.GatewayService,
-      createConnectTransport({ baseUrl: url, httpVersion: "2", interceptors: [auth] })
+      createConnectTransport({ baseUrl: served.url, httpVersion: "2", interceptors: [bearer()] })
     )
     async function* requests() {
       yield create(Proto.RunStreamRequestSchema, {

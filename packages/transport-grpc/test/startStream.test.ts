@@ -6,63 +6,32 @@
  * gap or duplicate. A real gateway (in-memory journal, scripted model) whose `startRunFollowing` is
  * held by the test until it lets it return, served on 127.0.0.1, and connect-es's gRPC client.
  */
-import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect"
+import { Code, ConnectError, createClient } from "@connectrpc/connect"
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node"
-import { Errors, Gateway, type Journal, Metrics, ScriptedModel } from "@palyra/core"
-import { gatewayLayer } from "@palyra/core/testing"
-import { Effect, Exit, Layer, ManagedRuntime, Metric, Scope } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { GrpcTransport, Proto } from "../src/index.js"
+import { Errors, type Gateway, type Journal, ScriptedModel } from "@palyra/core"
+import { eventually, gate, gatewayLayer, holdStartRunFollowing, tapeSubscribers } from "@palyra/core/testing"
+import { Effect, Layer, ManagedRuntime } from "effect"
+import { beforeAll, describe, expect, it } from "vitest"
+import { Proto } from "../src/index.js"
+import { bearer, servedFor } from "./served.js"
 
 const model = ScriptedModel.make(() => ({ text: ["Hello ", "from ", "the start."] }))
 
-/** What the next `startRunFollowing` does once the inner call has returned (the test sets it). */
-let afterStart: () => Effect.Effect<void, Errors.Conflict> = () => Effect.void
-const returned: Array<string> = []
-
-// The real kernel; its `startRunFollowing` answers only when the test's `afterStart` lets it.
-const held = Layer.effect(
-  Gateway.Gateway,
-  Effect.map(Gateway.Gateway, (g) => ({
-    ...g,
-    startRunFollowing: (...args: Parameters<Gateway.Service["startRunFollowing"]>) =>
-      g.startRunFollowing(...args).pipe(
-        Effect.tap(() => afterStart()),
-        Effect.tap(() => Effect.sync(() => returned.push("returned")))
-      )
-  }))
-)
+// The real kernel; its `startRunFollowing` answers only when the test's `held.afterStart` lets it.
+const held = holdStartRunFollowing()
 const runtime = ManagedRuntime.make(
-  Layer.provideMerge(held, gatewayLayer({ model }) as Layer.Layer<Gateway.Gateway | Journal.Journal>)
+  Layer.provideMerge(held.layer, gatewayLayer({ model }) as Layer.Layer<Gateway.Gateway | Journal.Journal>)
 )
-let scope: Scope.CloseableScope
-let url = ""
-const TOKEN = "alice-token-0123456789"
-
-beforeAll(async () => {
-  scope = await runtime.runPromise(Scope.make())
-  const served = await runtime.runPromise(
-    GrpcTransport.serve({ port: 0, tokens: [{ token: TOKEN, principal: "alice" }] }).pipe(Scope.extend(scope))
-  )
-  url = served.url
-})
-afterAll(async () => {
-  await runtime.runPromise(Scope.close(scope, Exit.void))
-  await runtime.dispose()
-})
-
-const auth: Interceptor = (next) => (req) => {
-  req.header.set("authorization", `Bearer ${TOKEN}`)
-  return next(req)
-}
+const served = servedFor(runtime)
+const auth = bearer()
 /** The protocol of the `describe` under way: gRPC (the direct writer) or Connect (connect-es's route). */
 let protocol: "grpc" | "connect" = "grpc"
 const client = () =>
   createClient(
     Proto.GatewayService,
     protocol === "grpc"
-      ? createGrpcTransport({ baseUrl: url, interceptors: [auth] })
-      : createConnectTransport({ baseUrl: url, httpVersion: "2", interceptors: [auth] })
+      ? createGrpcTransport({ baseUrl: served.url, interceptors: [auth] })
+      : createConnectTransport({ baseUrl: served.url, httpVersion: "2", interceptors: [auth] })
   )
 
 /**
@@ -99,26 +68,7 @@ const seqOf = (m: string) => Number(m.split(":")[0])
 let sessionId = ""
 
 /** The live followers attached to tapes (`palyra_tape_subscribers`). */
-const subscribers = () => runtime.runPromise(Effect.map(Metric.value(Metrics.tapeSubscribers), (s) => s.value))
-/** Polls (20 ms apart, up to 2 s) until `ok` holds; the last value. */
-const eventually = async <A>(read: () => Promise<A>, ok: (a: A) => boolean) => {
-  let value = await read()
-  for (let i = 0; i < 100 && !ok(value); i++) {
-    await new Promise((r) => setTimeout(r, 20))
-    value = await read()
-  }
-  return value
-}
-
-/** Held until released (by the first message the client gets, or after `ms` so a failing test ends). */
-const gate = (ms = 3000) => {
-  let release = () => {}
-  const released = new Promise<void>((r) => {
-    release = r
-    setTimeout(r, ms)
-  })
-  return { release, wait: () => Effect.promise(() => released) }
-}
+const subscribers = () => runtime.runPromise(tapeSubscribers)
 
 describe.each(["grpc", "connect"] as const)("RunStream (%s) writes from its start commit", (p) => {
   beforeAll(() => {
@@ -126,18 +76,18 @@ describe.each(["grpc", "connect"] as const)("RunStream (%s) writes from its star
   })
 
   it("the session id and the start commit's events reach the client before startRunFollowing returns", async () => {
-    returned.length = 0
+    held.returned = 0
     const g = gate()
-    afterStart = () => g.wait()
+    held.afterStart = () => g.wait()
     const order: Array<string> = []
     const { messages, code } = await runStream(
       { case: "start", value: { text: "hi", target: { sessionKey: `early-1-${p}` } } as never },
       () => {
-        order.push(returned.length > 0 ? "after" : "before")
+        order.push(held.returned > 0 ? "after" : "before")
         g.release()
       }
     )
-    afterStart = () => Effect.void
+    held.afterStart = () => Effect.void
     expect(code).toBe("OK")
     expect(messages[0]).toBe("sessionId")
     // The first message and the start commit's events arrived while the start call was still held.
@@ -169,7 +119,7 @@ describe.each(["grpc", "connect"] as const)("RunStream (%s) writes from its star
   it("a client gone mid-start (after the start commit's events, before the call returned) leaves nothing attached; the run goes on", async () => {
     const before = await subscribers()
     const g = gate()
-    afterStart = () => g.wait()
+    held.afterStart = () => g.wait()
     const abort = new AbortController()
     const got: Array<string> = []
     const requests = (async function* () {
@@ -185,7 +135,7 @@ describe.each(["grpc", "connect"] as const)("RunStream (%s) writes from its star
       }
     })().catch(() => undefined)
     g.release()
-    afterStart = () => Effect.void
+    held.afterStart = () => Effect.void
     expect(got.slice(0, 2)).toEqual(["sessionId", "event"])
     expect(await eventually(subscribers, (n) => n === before)).toBe(before)
     // The admitted run still ends; its tape is gap-free from the start.
@@ -199,13 +149,13 @@ describe.each(["grpc", "connect"] as const)("RunStream (%s) writes from its star
 
   it("a start whose commit succeeded but whose call then failed ends with its error after what it wrote; a resume continues without gap or duplicate", async () => {
     const g = gate()
-    afterStart = () =>
+    held.afterStart = () =>
       Effect.zipRight(g.wait(), Effect.fail(new Errors.Conflict({ message: "test: the start's answer failed" })))
     const first = await runStream(
       { case: "start", value: { text: "hi", target: { sessionKey: `early-3-${p}` } } as never },
       () => g.release()
     )
-    afterStart = () => Effect.void
+    held.afterStart = () => Effect.void
     expect(first.code).toBe("FailedPrecondition")
     expect(first.messages[0]).toBe("sessionId")
     const seen = first.messages.slice(1).map(seqOf)

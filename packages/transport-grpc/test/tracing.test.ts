@@ -4,13 +4,14 @@
  * collector would get.
  */
 import { randomBytes } from "node:crypto"
-import { createClient, type Interceptor } from "@connectrpc/connect"
+import { createClient } from "@connectrpc/connect"
 import { createGrpcTransport } from "@connectrpc/connect-node"
 import { type Gateway, type Journal, ScriptedModel, Tool } from "@palyra/core"
 import { gatewayLayer, type RecordedSpan, recordingTracer } from "@palyra/core/testing"
-import { Effect, Exit, Layer, ManagedRuntime, Schema, Scope } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { GrpcTransport, Proto } from "../src/index.js"
+import { Effect, Layer, ManagedRuntime, Schema } from "effect"
+import { describe, expect, it } from "vitest"
+import { Proto } from "../src/index.js"
+import { bearer, servedFor } from "./served.js"
 
 const { tracer: recorder, spans: ended } = recordingTracer()
 
@@ -29,27 +30,10 @@ const runtime = ManagedRuntime.make(
     Layer.setTracer(recorder)
   )
 )
-const TOKEN = "alice-token-0123456789"
-let scope: Scope.CloseableScope
-let url = ""
-beforeAll(async () => {
-  scope = await runtime.runPromise(Scope.make())
-  url = (
-    await runtime.runPromise(
-      GrpcTransport.serve({ port: 0, tokens: [{ token: TOKEN, principal: "alice" }] }).pipe(Scope.extend(scope))
-    )
-  ).url
-})
-afterAll(async () => {
-  await runtime.runPromise(Scope.close(scope, Exit.void))
-  await runtime.dispose()
-})
+const served = servedFor(runtime)
 
-const auth: Interceptor = (next) => (req) => {
-  req.header.set("authorization", `Bearer ${TOKEN}`)
-  return next(req)
-}
-const client = () => createClient(Proto.GatewayService, createGrpcTransport({ baseUrl: url, interceptors: [auth] }))
+const client = () =>
+  createClient(Proto.GatewayService, createGrpcTransport({ baseUrl: served.url, interceptors: [bearer()] }))
 
 const hex = (bytes: number) => randomBytes(bytes).toString("hex")
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))

@@ -8,82 +8,47 @@
  * served on 127.0.0.1, and a `node:http` client reading the frames as they arrive.
  */
 import { request } from "node:http"
-import { Errors, Gateway, type Journal, ScriptedModel } from "@palyra/core"
-import { gatewayLayer } from "@palyra/core/testing"
-import { Effect, Exit, Layer, ManagedRuntime, Scope } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { HttpTransport } from "../src/index.js"
+import { ScriptedModel } from "@palyra/core"
+import { describe, expect, it } from "vitest"
+import {
+  expectRefused,
+  expectWritesBeforeReturn,
+  type Frame,
+  failAfterCommit,
+  heldRuntime,
+  servedFor,
+  settle,
+  sseFrames
+} from "./startStreamKit.js"
 
 const model = ScriptedModel.make(() => ({ text: ["Hello ", "from ", "the start."] }))
 
-/** What the next `startRunFollowing` does once the inner call has returned (the test sets it). */
-let afterStart: () => Effect.Effect<void, Errors.Conflict> = () => Effect.void
-let returned = 0
-
-// The real kernel; its `startRunFollowing` answers only when the test's `afterStart` lets it.
-const held = Layer.effect(
-  Gateway.Gateway,
-  Effect.map(Gateway.Gateway, (g) => ({
-    ...g,
-    startRunFollowing: (...args: Parameters<Gateway.Service["startRunFollowing"]>) =>
-      g.startRunFollowing(...args).pipe(
-        Effect.tap(() => afterStart()),
-        Effect.tap(() => Effect.sync(() => returned++))
-      )
-  }))
-)
-const runtime = ManagedRuntime.make(
-  Layer.provideMerge(held, gatewayLayer({ model }) as Layer.Layer<Gateway.Gateway | Journal.Journal>)
-)
-let scope: Scope.CloseableScope
-let url = ""
+// The real kernel; its `startRunFollowing` answers only when the test's `held.afterStart` lets it.
+const { held, runtime } = heldRuntime(model)
+const served = servedFor(runtime, {
+  port: 0,
+  tokens: [{ token: "alice-token", principal: "alice" }],
+  heartbeatSeconds: 15
+})
 const ALICE = "Bearer alice-token"
 
-beforeAll(async () => {
-  scope = await runtime.runPromise(Scope.make())
-  const options = { port: 0, tokens: [{ token: "alice-token", principal: "alice" }], heartbeatSeconds: 15 }
-  url = (await runtime.runPromise(HttpTransport.serve(options).pipe(Scope.extend(scope)))).url
-})
-afterAll(async () => {
-  await runtime.runPromise(Scope.close(scope, Exit.void))
-  await runtime.dispose()
-})
-
-interface Frame {
-  readonly id: number
-  readonly event: string
-  readonly data: { readonly runId?: string; readonly sessionId?: string }
-}
-
 /** A streamed start; `onFrame` sees each event frame as it arrives. The status, the frames, the raw body. */
-const start = (body: unknown, onFrame: (f: Frame) => void = () => {}) =>
+const start = (body: Record<string, string>, onFrame: (f: Frame) => void = () => {}) =>
   new Promise<{ status: number; frames: Array<Frame>; text: string }>((resolve, reject) => {
     const req = request(
-      `${url}/v1/runs?stream=true`,
+      `${served.url}/v1/runs?stream=true`,
       { method: "POST", headers: { "content-type": "application/json", authorization: ALICE } },
       (res) => {
         const frames: Array<Frame> = []
         let text = ""
-        let rest = ""
+        const feed = sseFrames((frame) => {
+          frames.push(frame)
+          onFrame(frame)
+        })
         res.setEncoding("utf8")
         res.on("data", (chunk: string) => {
           text += chunk
-          rest += chunk
-          for (let at = rest.indexOf("\n\n"); at >= 0; at = rest.indexOf("\n\n")) {
-            const block = rest.slice(0, at)
-            rest = rest.slice(at + 2)
-            const field = (name: string) =>
-              block
-                .split("\n")
-                .find((l) => l.startsWith(`${name}:`))
-                ?.slice(name.length + 1)
-                .trim()
-            const id = field("id")
-            if (id === undefined) continue
-            const frame = { id: Number(id), event: field("event") ?? "", data: JSON.parse(field("data") ?? "{}") }
-            frames.push(frame)
-            onFrame(frame)
-          }
+          feed(chunk)
         })
         res.on("end", () => resolve({ status: res.statusCode ?? 0, frames, text }))
         res.on("error", reject)
@@ -93,63 +58,22 @@ const start = (body: unknown, onFrame: (f: Frame) => void = () => {}) =>
     req.end(JSON.stringify(body))
   })
 
-/** Held until released (by the first frame the client gets, or after `ms` so a failing test ends). */
-const gate = (ms = 3000) => {
-  let release = () => {}
-  const released = new Promise<void>((r) => {
-    release = r
-    setTimeout(r, ms)
-  })
-  return { release, wait: () => Effect.promise(() => released) }
-}
-
-const get = async (path: string) => (await fetch(`${url}${path}`, { headers: { authorization: ALICE } })).json()
+const get = async (path: string) => (await fetch(`${served.url}${path}`, { headers: { authorization: ALICE } })).json()
 
 describe("the streamed start writes from its start commit", () => {
-  it("the head and the start commit's events reach the client before startRunFollowing returns", async () => {
-    returned = 0
-    const g = gate()
-    afterStart = () => g.wait()
-    const order: Array<string> = []
-    const { status, frames } = await start({ text: "hi", sessionKey: "early-1" }, () => {
-      order.push(returned > 0 ? "after" : "before")
-      g.release()
-    })
-    afterStart = () => Effect.void
-    expect(status).toBe(200)
-    expect(order[0]).toBe("before")
-    expect(frames.map((f) => f.id)).toEqual(frames.map((_, i) => i + 1))
-    expect(frames.at(-1)?.event).toBe("RunStateChanged")
-  })
+  it("the head and the start commit's events reach the client before startRunFollowing returns", () =>
+    expectWritesBeforeReturn(held, start, { text: "hi", sessionKey: "early-1" }))
 
   it("a refused start answers its typed error with nothing else", async () => {
     const seen: Array<Frame> = []
-    const empty = await start({ text: "" }, (f) => seen.push(f))
-    expect(empty.status).toBe(400)
-    expect(JSON.parse(empty.text).code).toBe("invalid_argument")
-    const unknown = await start({ text: "hi", sessionId: "ses_00000000000000000000000000" }, (f) => seen.push(f))
-    expect([400, 404]).toContain(unknown.status)
+    await expectRefused(start, seen)
     expect(seen).toEqual([])
   })
 
   it("a start whose commit succeeded but whose call then failed ends cleanly after the committed events it sent", async () => {
-    const g = gate()
-    afterStart = () =>
-      Effect.zipRight(g.wait(), Effect.fail(new Errors.Conflict({ message: "test: the start's answer failed" })))
-    const { status, frames } = await start({ text: "hi", sessionKey: "early-3" }, () => g.release())
-    afterStart = () => Effect.void
-    expect(status).toBe(200)
-    expect(frames.length).toBeGreaterThan(0)
-    expect(frames.map((f) => f.id)).toEqual(frames.map((_, i) => i + 1))
+    const { frames, runId, sessionId } = await failAfterCommit(held, start, { text: "hi", sessionKey: "early-3" })
     // The run was admitted and goes on: its tape is what was sent, then the rest up to its end.
-    const runId = frames.find((f) => f.event === "RunAccepted")?.data.runId
-    const sessionId = frames[0]?.data.sessionId
-    expect(runId).toBeDefined()
-    for (let i = 0; i < 100; i++) {
-      const run = (await get(`/v1/runs/${runId}`)) as { state: string }
-      if (["Done", "Failed", "Cancelled"].includes(run.state)) break
-      await new Promise((r) => setTimeout(r, 20))
-    }
+    await settle(get, runId)
     const tape = (await get(`/v1/sessions/${sessionId}/tape`)) as Array<{ tapeSeq: number; _tag: string }>
     expect(tape.map((e) => e.tapeSeq)).toEqual(tape.map((_, i) => i + 1))
     expect(tape.slice(0, frames.length).map((e) => e._tag)).toEqual(frames.map((f) => f.event))

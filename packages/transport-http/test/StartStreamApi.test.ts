@@ -9,89 +9,45 @@
  * gateway (in-memory journal, scripted model) whose `startRunFollowing` is held by the test, served
  * on 127.0.0.1; real clients (`fetch`, OpenAI's official client).
  */
-import { Errors, Gateway, type Journal, Metrics, ScriptedModel } from "@palyra/core"
-import { gatewayLayer } from "@palyra/core/testing"
-import { Effect, Exit, Layer, ManagedRuntime, Metric, Scope } from "effect"
+import { Errors, ScriptedModel } from "@palyra/core"
+import { eventually, gate, tapeSubscribers } from "@palyra/core/testing"
+import { Effect } from "effect"
 import OpenAI from "openai"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { HttpTransport } from "../src/index.js"
+import { describe, expect, it } from "vitest"
+import {
+  expectRefused,
+  expectWritesBeforeReturn,
+  type Frame,
+  failAfterCommit,
+  heldRuntime,
+  servedFor,
+  settle,
+  sseFrames
+} from "./startStreamKit.js"
 
 const model = ScriptedModel.make(() => ({
   text: ["Hello ", "from ", "the start."],
   usage: { inputTokens: 5, outputTokens: 3 }
 }))
 
-/** What the next `startRunFollowing` does once the inner call has returned (the test sets it). */
-let afterStart: () => Effect.Effect<void, Errors.Conflict> = () => Effect.void
-let returned = 0
-
-// The real kernel; its `startRunFollowing` answers only when the test's `afterStart` lets it.
-const held = Layer.effect(
-  Gateway.Gateway,
-  Effect.map(Gateway.Gateway, (g) => ({
-    ...g,
-    startRunFollowing: (...args: Parameters<Gateway.Service["startRunFollowing"]>) =>
-      g.startRunFollowing(...args).pipe(
-        Effect.tap(() => afterStart()),
-        Effect.tap(() => Effect.sync(() => returned++))
-      )
-  }))
-)
-const runtime = ManagedRuntime.make(
-  Layer.provideMerge(held, gatewayLayer({ model }) as Layer.Layer<Gateway.Gateway | Journal.Journal>)
-)
-let scope: Scope.CloseableScope
-let url = ""
+// The real kernel; its `startRunFollowing` answers only when the test's `held.afterStart` lets it.
+const { held, runtime } = heldRuntime(model)
+const served = servedFor(runtime, {
+  port: 0,
+  tokens: [
+    { token: "alice-token", principal: "alice" },
+    { token: "bob-token", principal: "bob" }
+  ],
+  heartbeatSeconds: 15
+})
 const ALICE = { authorization: "Bearer alice-token" }
 const BOB = { authorization: "Bearer bob-token" }
 
-beforeAll(async () => {
-  scope = await runtime.runPromise(Scope.make())
-  const options = {
-    port: 0,
-    tokens: [
-      { token: "alice-token", principal: "alice" },
-      { token: "bob-token", principal: "bob" }
-    ],
-    heartbeatSeconds: 15
-  }
-  url = (await runtime.runPromise(HttpTransport.serve(options).pipe(Scope.extend(scope)))).url
-})
-afterAll(async () => {
-  await runtime.runPromise(Scope.close(scope, Exit.void))
-  await runtime.dispose()
-})
-
 /** The live followers attached to tapes (`palyra_tape_subscribers`). */
-const subscribers = () => runtime.runPromise(Effect.map(Metric.value(Metrics.tapeSubscribers), (s) => s.value))
-/** Polls (20 ms apart, up to 2 s) until `ok` holds; the last value. */
-const eventually = async <A>(read: () => Promise<A>, ok: (a: A) => boolean) => {
-  let value = await read()
-  for (let i = 0; i < 100 && !ok(value); i++) {
-    await new Promise((r) => setTimeout(r, 20))
-    value = await read()
-  }
-  return value
-}
-
-/** Held until released (by the first frame the client gets, or after `ms` so a failing test ends). */
-const gate = (ms = 3000) => {
-  let release = () => {}
-  const released = new Promise<void>((r) => {
-    release = r
-    setTimeout(r, ms)
-  })
-  return { release, wait: () => Effect.promise(() => released) }
-}
+const subscribers = () => runtime.runPromise(tapeSubscribers)
 
 const get = async (path: string, headers: Record<string, string> = ALICE) =>
-  (await fetch(`${url}${path}`, { headers })).json()
-
-interface Frame {
-  readonly id: number
-  readonly event: string
-  readonly data: { readonly runId?: string; readonly sessionId?: string }
-}
+  (await fetch(`${served.url}${path}`, { headers })).json()
 
 /** SSE blocks of a fetch body as they arrive: `onFrame` sees each id'd frame; `stop` aborts the request. */
 const readFrames = async (
@@ -101,7 +57,10 @@ const readFrames = async (
 ) => {
   const frames: Array<Frame> = []
   let text = ""
-  let rest = ""
+  const feed = sseFrames((frame) => {
+    frames.push(frame)
+    onFrame(frame, () => abort?.abort())
+  })
   const decoder = new TextDecoder()
   const reader = response.body!.getReader()
   try {
@@ -110,22 +69,7 @@ const readFrames = async (
       if (done) break
       const chunk = decoder.decode(value, { stream: true })
       text += chunk
-      rest += chunk
-      for (let at = rest.indexOf("\n\n"); at >= 0; at = rest.indexOf("\n\n")) {
-        const block = rest.slice(0, at)
-        rest = rest.slice(at + 2)
-        const field = (name: string) =>
-          block
-            .split("\n")
-            .find((l) => l.startsWith(`${name}:`))
-            ?.slice(name.length + 1)
-            .trim()
-        const id = field("id")
-        if (id === undefined) continue
-        const frame = { id: Number(id), event: field("event") ?? "", data: JSON.parse(field("data") ?? "{}") }
-        frames.push(frame)
-        onFrame(frame, () => abort?.abort())
-      }
+      feed(chunk)
     }
   } catch (e) {
     if (abort?.signal.aborted !== true) throw e
@@ -142,7 +86,7 @@ const startViaApp = async (
   const form = new FormData()
   for (const [k, v] of Object.entries(fields)) form.set(k, v)
   const abort = new AbortController()
-  const response = await fetch(`${url}/v1/runs?stream=true`, {
+  const response = await fetch(`${served.url}/v1/runs?stream=true`, {
     method: "POST",
     headers,
     body: form,
@@ -153,40 +97,14 @@ const startViaApp = async (
   return { status: response.status, ...(await readFrames(response, onFrame, abort)) }
 }
 
-const settle = async (runId: string) => {
-  for (let i = 0; i < 100; i++) {
-    const run = (await get(`/v1/runs/${runId}`)) as { state: string }
-    if (["Done", "Failed", "Cancelled"].includes(run.state)) return run.state
-    await new Promise((r) => setTimeout(r, 20))
-  }
-  return "unsettled"
-}
-
 describe("POST /v1/runs?stream=true through the HttpApi app writes from its start commit", () => {
-  it("the head and the start commit's events reach the client before startRunFollowing returns", async () => {
-    returned = 0
-    const g = gate()
-    afterStart = () => g.wait()
-    const order: Array<string> = []
-    const { status, frames } = await startViaApp({ text: "hi", sessionKey: "app-1" }, () => {
-      order.push(returned > 0 ? "after" : "before")
-      g.release()
-    })
-    afterStart = () => Effect.void
-    expect(status).toBe(200)
-    expect(order[0]).toBe("before")
-    expect(frames.map((f) => f.id)).toEqual(frames.map((_, i) => i + 1))
-    expect(frames.at(-1)?.event).toBe("RunStateChanged")
-  })
+  it("the head and the start commit's events reach the client before startRunFollowing returns", () =>
+    expectWritesBeforeReturn(held, startViaApp, { text: "hi", sessionKey: "app-1" }))
 
   it("a refused start answers its typed error with nothing else and leaves nothing attached", async () => {
     const before = await subscribers()
     const seen: Array<Frame> = []
-    const empty = await startViaApp({ text: "" }, (f) => seen.push(f))
-    expect(empty.status).toBe(400)
-    expect(JSON.parse(empty.text).code).toBe("invalid_argument")
-    const unknown = await startViaApp({ text: "hi", sessionId: "ses_00000000000000000000000000" }, (f) => seen.push(f))
-    expect([400, 404]).toContain(unknown.status)
+    await expectRefused(startViaApp, seen)
     // Another principal's session is answered like one that does not exist.
     const mine = await startViaApp({ text: "hi", sessionKey: "app-2" })
     const sessionId = mine.frames[0]?.data.sessionId
@@ -199,18 +117,8 @@ describe("POST /v1/runs?stream=true through the HttpApi app writes from its star
   })
 
   it("a start whose commit succeeded but whose call then failed ends cleanly after what it sent; a resume continues gap-free", async () => {
-    const g = gate()
-    afterStart = () =>
-      Effect.zipRight(g.wait(), Effect.fail(new Errors.Conflict({ message: "test: the start's answer failed" })))
-    const { status, frames } = await startViaApp({ text: "hi", sessionKey: "app-3" }, () => g.release())
-    afterStart = () => Effect.void
-    expect(status).toBe(200)
-    expect(frames.length).toBeGreaterThan(0)
-    expect(frames.map((f) => f.id)).toEqual(frames.map((_, i) => i + 1))
-    const runId = frames.find((f) => f.event === "RunAccepted")?.data.runId
-    const sessionId = frames[0]?.data.sessionId
-    expect(runId).toBeDefined()
-    expect(await settle(runId!)).toBe("Done")
+    const { frames, runId, sessionId } = await failAfterCommit(held, startViaApp, { text: "hi", sessionKey: "app-3" })
+    expect(await settle(get, runId)).toBe("Done")
     // The client resumes from its last id: the rest, without gap or duplicate, up to the run's end.
     const isEnd = (f: Frame) => f.event === "RunStateChanged" && (f.data as { to?: string }).to === "Done"
     const last = frames.at(-1)!
@@ -218,7 +126,7 @@ describe("POST /v1/runs?stream=true through the HttpApi app writes from its star
     const rest = isEnd(last)
       ? { frames: [] as Array<Frame> }
       : await readFrames(
-          await fetch(`${url}/v1/sessions/${sessionId}/events`, {
+          await fetch(`${served.url}/v1/sessions/${sessionId}/events`, {
             headers: { ...ALICE, "last-event-id": String(last.id) },
             signal: abort.signal
           }),
@@ -236,27 +144,27 @@ describe("POST /v1/runs?stream=true through the HttpApi app writes from its star
   it("a client gone mid-start leaves nothing attached; the run goes on", async () => {
     const before = await subscribers()
     const g = gate()
-    afterStart = () => g.wait()
+    held.afterStart = () => g.wait()
     let runId: string | undefined
     const { frames } = await startViaApp({ text: "hi", sessionKey: "app-4" }, (f, stop) => {
       runId ??= f.data.runId
       if (f.event === "RunAccepted") stop()
     })
     g.release()
-    afterStart = () => Effect.void
+    held.afterStart = () => Effect.void
     expect(frames.length).toBeGreaterThan(0)
-    expect(await settle(runId!)).toBe("Done")
+    expect(await settle(get, runId!)).toBe("Done")
     expect(await eventually(subscribers, (n) => n === before)).toBe(before)
   })
 })
 
-const client = () => new OpenAI({ apiKey: "alice-token", baseURL: `${url}/v1`, maxRetries: 0, timeout: 20_000 })
+const client = () => new OpenAI({ apiKey: "alice-token", baseURL: `${served.url}/v1`, maxRetries: 0, timeout: 20_000 })
 
 describe("the OpenAI chat stream writes from its start commit", () => {
   it("the first chunk reaches the client before startRunFollowing returns; the chunks, usage and [DONE] as before", async () => {
-    returned = 0
+    held.returned = 0
     const g = gate()
-    afterStart = () => g.wait()
+    held.afterStart = () => g.wait()
     const order: Array<string> = []
     const stream = await client().chat.completions.create({
       model: "palyra",
@@ -267,11 +175,11 @@ describe("the OpenAI chat stream writes from its start commit", () => {
     })
     const chunks: Array<OpenAI.Chat.Completions.ChatCompletionChunk> = []
     for await (const chunk of stream) {
-      order.push(returned > 0 ? "after" : "before")
+      order.push(held.returned > 0 ? "after" : "before")
       g.release()
       chunks.push(chunk)
     }
-    afterStart = () => Effect.void
+    held.afterStart = () => Effect.void
     expect(order[0]).toBe("before")
     expect(chunks[0]?.choices[0]?.delta.role).toBe("assistant")
     expect(chunks.map((c) => c.choices[0]?.delta.content ?? "").join("")).toBe("Hello from the start.")
@@ -281,7 +189,7 @@ describe("the OpenAI chat stream writes from its start commit", () => {
   })
 
   it("the raw stream keeps its frames: data chunks, then data: [DONE]", async () => {
-    const response = await fetch(`${url}/v1/chat/completions`, {
+    const response = await fetch(`${served.url}/v1/chat/completions`, {
       method: "POST",
       headers: { ...ALICE, "content-type": "application/json" },
       body: JSON.stringify({ model: "palyra", messages: [{ role: "user", content: "hi" }], stream: true })
@@ -300,7 +208,7 @@ describe("the OpenAI chat stream writes from its start commit", () => {
 
   it("a refused start answers OpenAI's error with nothing else and leaves nothing attached", async () => {
     const before = await subscribers()
-    afterStart = () => Effect.void
+    held.afterStart = () => Effect.void
     const refused = await client()
       .chat.completions.create({
         model: "palyra",
@@ -314,7 +222,7 @@ describe("the OpenAI chat stream writes from its start commit", () => {
     expect(refused).toBeInstanceOf(OpenAI.APIError)
     // Over core's message limit (the body is within the transport's): refused by the start itself.
     expect((refused as InstanceType<typeof OpenAI.APIError>).status).toBe(400)
-    const bad = await fetch(`${url}/v1/chat/completions`, {
+    const bad = await fetch(`${served.url}/v1/chat/completions`, {
       method: "POST",
       headers: { ...ALICE, "content-type": "application/json", "x-palyra-session": "" },
       body: JSON.stringify({ model: "palyra", messages: [{ role: "user", content: "hi" }], stream: true })
@@ -326,7 +234,7 @@ describe("the OpenAI chat stream writes from its start commit", () => {
 
   it("a start whose call failed after its commit ends the stream cleanly after the first chunk; the run goes on", async () => {
     const g = gate()
-    afterStart = () =>
+    held.afterStart = () =>
       Effect.zipRight(g.wait(), Effect.fail(new Errors.Conflict({ message: "test: the start's answer failed" })))
     const stream = await client().chat.completions.create({
       model: "palyra",
@@ -339,17 +247,17 @@ describe("the OpenAI chat stream writes from its start commit", () => {
       g.release()
       chunks.push(chunk)
     }
-    afterStart = () => Effect.void
+    held.afterStart = () => Effect.void
     expect(chunks.length).toBe(1)
     expect(chunks[0]?.choices[0]?.delta.role).toBe("assistant")
     const runId = chunks[0]!.id.replace(/^chatcmpl-/, "")
-    expect(await settle(runId)).toBe("Done")
+    expect(await settle(get, runId)).toBe("Done")
   })
 
   it("a client gone mid-start leaves nothing attached; the run goes on", async () => {
     const before = await subscribers()
     const g = gate()
-    afterStart = () => g.wait()
+    held.afterStart = () => g.wait()
     const abort = new AbortController()
     const stream = await client().chat.completions.create(
       { model: "palyra", messages: [{ role: "user", content: "hi" }], stream: true, user: "chat-4" },
@@ -363,9 +271,9 @@ describe("the OpenAI chat stream writes from its start commit", () => {
       }
     })().catch(() => undefined)
     g.release()
-    afterStart = () => Effect.void
+    held.afterStart = () => Effect.void
     expect(runId).not.toBe("")
-    expect(await settle(runId)).toBe("Done")
+    expect(await settle(get, runId)).toBe("Done")
     expect(await eventually(subscribers, (n) => n === before)).toBe(before)
   })
 })

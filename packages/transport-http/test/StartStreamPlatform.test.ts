@@ -9,8 +9,8 @@
 import { createServer, request, type ServerResponse } from "node:http"
 import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Errors, Gateway, ScriptedModel } from "@palyra/core"
-import { gatewayLayer, recordingTracer } from "@palyra/core/testing"
+import { Errors, type Gateway, ScriptedModel } from "@palyra/core"
+import { gatewayLayer, holdStartRunFollowing, recordingTracer } from "@palyra/core/testing"
 import { Effect, Exit, Layer, ManagedRuntime, Scope, Stream } from "effect"
 import { describe, expect, it } from "vitest"
 import { HttpTransport } from "../src/index.js"
@@ -113,25 +113,16 @@ describe("streamed starts and the platform", () => {
   })
 
   it("a start that fails after its commit ends its body at once, not at the next keep-alive", async () => {
-    const failing = Layer.effect(
-      Gateway.Gateway,
-      Effect.map(Gateway.Gateway, (g) => ({
-        ...g,
-        startRunFollowing: (...args: Parameters<Gateway.Service["startRunFollowing"]>) =>
-          g.startRunFollowing(...args).pipe(
-            Effect.tap((s) =>
-              Effect.zipRight(
-                Effect.sleep("50 millis"),
-                Effect.sync(() => s.follower.close())
-              )
-            ),
-            Effect.zipRight(Effect.fail(new Errors.Conflict({ message: "after the commit" })))
-          )
-      }))
-    )
+    // The real kernel's start, its follower closed 50 ms after it returned, then failed.
+    const failing = holdStartRunFollowing()
+    failing.afterStart = (s) =>
+      Effect.sleep("50 millis").pipe(
+        Effect.zipRight(Effect.sync(() => s.follower.close())),
+        Effect.zipRight(Effect.fail(new Errors.Conflict({ message: "after the commit" })))
+      )
     const model = ScriptedModel.make(() => ({ text: ["Hello ", "there."], delayPerDelta: "200 millis" }))
     const runtime = ManagedRuntime.make(
-      Layer.provideMerge(failing, gatewayLayer({ model }) as Layer.Layer<Gateway.Gateway>)
+      Layer.provideMerge(failing.layer, gatewayLayer({ model }) as Layer.Layer<Gateway.Gateway>)
     )
     const ended = await withServer(
       runtime,

@@ -11,14 +11,16 @@
  * @since 0.1.0
  */
 import { randomBytes } from "node:crypto"
-import { Chunk, Effect, Exit, Layer, Option, Stream, Tracer } from "effect"
+import { Chunk, Effect, Exit, Layer, Metric, Option, Stream, Tracer } from "effect"
 import * as MemoryJournal from "../adapters/MemoryJournal.js"
 import * as ScriptedModel from "../adapters/ScriptedModel.js"
 import * as Caller from "../domain/Caller.js"
 import { InvalidTransition } from "../domain/Errors.js"
 import * as RunState from "../domain/RunState.js"
 import type { NewTapeEvent, TapeEvent } from "../domain/TapeEvent.js"
+import { Gateway, type GatewayError, type Service as GatewayService } from "../kernel/Gateway.js"
 import * as Kernel from "../kernel/Kernel.js"
+import * as Metrics from "../kernel/Metrics.js"
 import * as JournalPort from "../ports/Journal.js"
 import { Journal } from "../ports/Journal.js"
 
@@ -156,4 +158,100 @@ export const recordingTracer = (): { readonly tracer: Tracer.Tracer; readonly sp
     context: (f) => f()
   })
   return { tracer, spans }
+}
+
+/**
+ * The live followers attached to tapes, as the `palyra_tape_subscribers` gauge reads now (run it in
+ * the runtime that serves the kernel).
+ *
+ * @since 0.1.0
+ * @category Streams
+ */
+export const tapeSubscribers: Effect.Effect<number> = Effect.map(Metric.value(Metrics.tapeSubscribers), (s) => s.value)
+
+/**
+ * Reads `read` until `ok` holds, `intervalMs` apart (a real delay), at most `attempts` more times;
+ * the last value read, so the test asserts on it.
+ *
+ * @since 0.1.0
+ * @category Streams
+ */
+export const eventually = async <A>(
+  read: () => Promise<A>,
+  ok: (a: A) => boolean,
+  options: { readonly attempts?: number; readonly intervalMs?: number } = {}
+): Promise<A> => {
+  let value = await read()
+  for (let i = 0; i < (options.attempts ?? 100) && !ok(value); i++) {
+    await new Promise((r) => setTimeout(r, options.intervalMs ?? 20))
+    value = await read()
+  }
+  return value
+}
+
+/**
+ * A promise a test releases (or that releases itself after `ms`, so a failing test still ends);
+ * `wait` is the Effect that waits for it.
+ *
+ * @since 0.1.0
+ * @category Streams
+ */
+export const gate = (ms = 3000): { readonly release: () => void; readonly wait: () => Effect.Effect<void> } => {
+  let release = () => {}
+  const released = new Promise<void>((r) => {
+    release = r
+    setTimeout(r, ms)
+  })
+  return { release: () => release(), wait: () => Effect.promise(() => released) }
+}
+
+/**
+ * A `Gateway` decorator whose `startRunFollowing` answers only once the inner call has returned and
+ * the test's `afterStart` has completed (or failed); `returned` counts the calls that answered.
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export interface HeldStart {
+  /** What the next `startRunFollowing` does with what the inner call returned (the test sets it). */
+  afterStart: (
+    started: Effect.Effect.Success<ReturnType<GatewayService["startRunFollowing"]>>
+  ) => Effect.Effect<void, GatewayError>
+  /** How many `startRunFollowing` calls have answered successfully. */
+  returned: number
+  /** Decorates the `Gateway` it is given (provide the kernel's under it). */
+  readonly layer: Layer.Layer<Gateway, never, Gateway>
+}
+
+/**
+ * A `HeldStart` over the real kernel's `startRunFollowing`: the test holds the call's answer (for a
+ * stream that must begin from the start commit, before the call returns) or fails it after its commit.
+ *
+ * @since 0.1.0
+ * @category Layers
+ */
+export const holdStartRunFollowing = (): HeldStart => {
+  const held: HeldStart = {
+    afterStart: () => Effect.void,
+    returned: 0,
+    layer: Layer.effect(
+      Gateway,
+      Effect.map(
+        Gateway,
+        (g): GatewayService => ({
+          ...g,
+          startRunFollowing: (...args) =>
+            g.startRunFollowing(...args).pipe(
+              Effect.tap((started) => held.afterStart(started)),
+              Effect.tap(() =>
+                Effect.sync(() => {
+                  held.returned++
+                })
+              )
+            )
+        })
+      )
+    )
+  }
+  return held
 }
