@@ -3,9 +3,11 @@
  * start interrupted (no run admitted for nobody), as the platform's client abort does for any
  * request; a chat client gone mid-answer ends its handler at once, not at the next frame; and on the
  * hot route too, a start that fails after its commit ends its body at once rather than at the next
- * keep-alive. Real servers on 127.0.0.1, `fetch`, a recording tracer.
+ * keep-alive; and a body that fails on the server's side (a journal read failing mid-stream) is a
+ * server failure in the request's span, not a client abort. Real servers on 127.0.0.1, `fetch`, a
+ * recording tracer.
  */
-import { Errors, Gateway, ScriptedModel } from "@palyra/core"
+import { Errors, type Follower, Gateway, ScriptedModel } from "@palyra/core"
 import { gatewayLayer, recordingTracer } from "@palyra/core/testing"
 import { Effect, Exit, Layer, ManagedRuntime, Scope } from "effect"
 import { describe, expect, it } from "vitest"
@@ -139,4 +141,43 @@ describe("streamed starts when the client or the start goes away", () => {
       expect(text).toContain("event: RunAccepted")
       expect(text).not.toContain("still open")
     })
+
+  it("runs: a body that fails on the server's side mid-stream is a server failure, not a client abort", async () => {
+    // Its follower's second batch of events is a journal read failure.
+    const failingSecond = (follower: Follower.Follower): Follower.Follower => {
+      let batches = 0
+      return {
+        ...follower,
+        take: () => {
+          const ready = follower.take()
+          if (Array.isArray(ready) && batches++ >= 1)
+            return { failure: new Errors.JournalError({ message: "a read broke", method: "readTape" }) }
+          return ready
+        }
+      }
+    }
+    const wrapped = new Map<Follower.Follower, Follower.Follower>()
+    const wrap = (f: Follower.Follower) => wrapped.get(f) ?? wrapped.set(f, failingSecond(f)).get(f)!
+    const breaking = Layer.effect(
+      Gateway.Gateway,
+      Effect.map(Gateway.Gateway, (g) => ({
+        ...g,
+        startRunFollowing: (...[caller, request, options]: Parameters<Gateway.Service["startRunFollowing"]>) =>
+          g
+            .startRunFollowing(caller, request, {
+              ...options,
+              attached: (follower, run) => options?.attached?.(wrap(follower), run)
+            })
+            .pipe(Effect.map((started) => ({ ...started, follower: wrap(started.follower) })))
+      }))
+    )
+    const server = await served(breaking, { text: ["a", "b", "c"], delayPerDelta: "100 millis" })
+    const { path, init } = routes.runs()
+    const res = await fetch(`${server.url}${path}`, init)
+    await res.text().catch(() => "") // the connection is cut mid-body
+    for (let i = 0; i < 100 && server.serverStatus("/v1/runs").length === 0; i++) await sleep(10)
+    const status = server.serverStatus("/v1/runs")
+    await server.close()
+    expect(status).toEqual([500])
+  })
 })

@@ -34,6 +34,8 @@ export interface Piping {
   readonly end: () => void
   done: boolean
   onDone?: (() => void) | undefined
+  /** Why the body or the response failed (a server-side fault, not the client leaving), if it did. */
+  error?: unknown
 }
 
 /**
@@ -50,9 +52,10 @@ export interface Piping {
  */
 export const pipeBody = (res: ServerResponse, body: Readable, end: () => void): Piping => {
   const piping: Piping = { end, done: false }
-  const finish = () => {
+  const finish = (error?: unknown) => {
     if (piping.done) return
     piping.done = true
+    if (error !== undefined) piping.error = error
     if (!body.destroyed) body.destroy()
     if (!res.writableFinished && !res.destroyed) res.destroy()
     piping.onDone?.()
@@ -60,7 +63,7 @@ export const pipeBody = (res: ServerResponse, body: Readable, end: () => void): 
   // (Listeners that stay: an `error` with no listener would throw.)
   body.on("error", finish)
   res.on("error", finish)
-  res.once("close", finish)
+  res.once("close", () => finish())
   body.pipe(res)
   const socket = res.socket
   let corked = false
@@ -158,6 +161,8 @@ export interface StreamedStart<E> {
   readonly begin: (follower: Follower.Follower, taken: ReadonlyArray<TapeEvent.TapeEvent>, run: Records.Run) => void
   /** Whether `begin` ran. */
   readonly begun: () => boolean
+  /** Whether the body failed on the server's side (it closed the response itself: not a client abort). */
+  readonly failed?: (() => boolean) | undefined
   /**
    * The rest of the response once the call has answered (it was begun then, or is begun now by the
    * caller): resolves when the response is done. `failed`: the call failed after its start commit
@@ -186,7 +191,7 @@ export const streamedStart = <E>(
     // admission): the platform's client abort interrupts the start, as for any request.
     const gone = { value: false }
     res.prependListener("close", () => {
-      if (res.writableEnded || !route.begun()) return
+      if (res.writableEnded || !route.begun() || route.failed?.() === true) return
       gone.value = true
       res.end() // destroyed already: only marks it ended
     })
@@ -278,6 +283,7 @@ export const tapeStart = <E>(
   return streamedStart(res, {
     start,
     begun: () => piping !== undefined,
+    failed: () => piping?.error !== undefined,
     begin: (follower, taken) => {
       res.writeHead(200, SSE_HEADERS)
       const { body, end } = tapeBody(options, follower, false, taken)
@@ -289,7 +295,17 @@ export const tapeStart = <E>(
       Effect.suspend(() => {
         if (piping === undefined) return Effect.void
         if (failed) piping.end()
-        return piped(piping)
+        const done = piping
+        // A body that failed on the server's side is this request's failure (logged, a 500 in its
+        // span), not the client leaving.
+        return Effect.flatMap(piped(done), () =>
+          done.error === undefined
+            ? Effect.void
+            : Effect.logError("the stream's body failed", done.error).pipe(
+                Effect.zipRight(Effect.sync(() => res.end())),
+                Effect.zipRight(Effect.die(done.error))
+              )
+        )
       })
   })
 }
