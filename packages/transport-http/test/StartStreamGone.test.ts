@@ -9,7 +9,7 @@
  */
 import { Errors, type Follower, Gateway, ScriptedModel } from "@palyra/core"
 import { gatewayLayer, recordingTracer } from "@palyra/core/testing"
-import { Effect, Exit, Layer, ManagedRuntime, Scope } from "effect"
+import { Effect, Exit, Layer, Logger, ManagedRuntime, Scope } from "effect"
 import { describe, expect, it } from "vitest"
 import { HttpTransport } from "../src/index.js"
 
@@ -51,9 +51,17 @@ const served = async (
     )
   )
   const { tracer, spans } = recordingTracer()
+  const errors: Array<unknown> = []
+  const logger = Logger.make(({ logLevel, message }) => {
+    if (logLevel._tag === "Error") errors.push(...(Array.isArray(message) ? message : [message]))
+  })
   const scope = await runtime.runPromise(Scope.make())
   const { url } = await runtime.runPromise(
-    HttpTransport.serve(options).pipe(Effect.withTracer(tracer), Scope.extend(scope))
+    HttpTransport.serve(options).pipe(
+      Effect.withTracer(tracer),
+      Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
+      Scope.extend(scope)
+    )
   )
   const close = async () => {
     await runtime.runPromise(Scope.close(scope, Exit.void))
@@ -63,7 +71,7 @@ const served = async (
     spans
       .filter((s) => s.kind === "server" && s.attributes.get("url.path") === path)
       .map((s) => s.attributes.get("http.response.status_code"))
-  return { url, close, serverStatus }
+  return { url, close, serverStatus, errors }
 }
 
 describe("streamed starts when the client or the start goes away", () => {
@@ -142,42 +150,56 @@ describe("streamed starts when the client or the start goes away", () => {
       expect(text).not.toContain("still open")
     })
 
-  it("runs: a body that fails on the server's side mid-stream is a server failure, not a client abort", async () => {
-    // Its follower's second batch of events is a journal read failure.
-    const failingSecond = (follower: Follower.Follower): Follower.Follower => {
-      let batches = 0
-      return {
-        ...follower,
-        take: () => {
-          const ready = follower.take()
-          if (Array.isArray(ready) && batches++ >= 1)
-            return { failure: new Errors.JournalError({ message: "a read broke", method: "readTape" }) }
-          return ready
+  for (const [route, answerLate] of [
+    ["runs", false],
+    ["runs", true],
+    ["fast", false]
+  ] as const)
+    it(`${route}${answerLate ? " (its start answering late)" : ""}: a body that fails on the server's side mid-stream is a server failure, not a client abort`, async () => {
+      // Its follower's second batch of events is a journal read failure.
+      const failingSecond = (follower: Follower.Follower): Follower.Follower => {
+        let batches = 0
+        return {
+          ...follower,
+          take: () => {
+            const ready = follower.take()
+            if (Array.isArray(ready) && batches++ >= 1)
+              return { failure: new Errors.JournalError({ message: "a read broke", method: "readTape" }) }
+            return ready
+          }
         }
       }
-    }
-    const wrapped = new Map<Follower.Follower, Follower.Follower>()
-    const wrap = (f: Follower.Follower) => wrapped.get(f) ?? wrapped.set(f, failingSecond(f)).get(f)!
-    const breaking = Layer.effect(
-      Gateway.Gateway,
-      Effect.map(Gateway.Gateway, (g) => ({
-        ...g,
-        startRunFollowing: (...[caller, request, options]: Parameters<Gateway.Service["startRunFollowing"]>) =>
-          g
-            .startRunFollowing(caller, request, {
-              ...options,
-              attached: (follower, run) => options?.attached?.(wrap(follower), run)
-            })
-            .pipe(Effect.map((started) => ({ ...started, follower: wrap(started.follower) })))
-      }))
-    )
-    const server = await served(breaking, { text: ["a", "b", "c"], delayPerDelta: "100 millis" })
-    const { path, init } = routes.runs()
-    const res = await fetch(`${server.url}${path}`, init)
-    await res.text().catch(() => "") // the connection is cut mid-body
-    for (let i = 0; i < 100 && server.serverStatus("/v1/runs").length === 0; i++) await sleep(10)
-    const status = server.serverStatus("/v1/runs")
-    await server.close()
-    expect(status).toEqual([500])
-  })
+      const interrupted: Array<boolean> = []
+      const wrapped = new Map<Follower.Follower, Follower.Follower>()
+      const wrap = (f: Follower.Follower) => wrapped.get(f) ?? wrapped.set(f, failingSecond(f)).get(f)!
+      const breaking = Layer.effect(
+        Gateway.Gateway,
+        Effect.map(Gateway.Gateway, (g) => ({
+          ...g,
+          startRunFollowing: (...[caller, request, options]: Parameters<Gateway.Service["startRunFollowing"]>) =>
+            g
+              .startRunFollowing(caller, request, {
+                ...options,
+                attached: (follower, run) => options?.attached?.(wrap(follower), run)
+              })
+              .pipe(
+                Effect.map((started) => ({ ...started, follower: wrap(started.follower) })),
+                // The body has begun (and failed) from the start commit before the call answers.
+                Effect.tap(() => (answerLate ? Effect.sleep("600 millis") : Effect.void)),
+                Effect.onInterrupt(() => Effect.sync(() => interrupted.push(true)))
+              )
+        }))
+      )
+      const server = await served(breaking, { text: ["a", "b", "c"], delayPerDelta: "100 millis" })
+      const { path, init } = routes[route]()
+      const res = await fetch(`${server.url}${path}`, init)
+      await res.text().catch(() => "") // the connection is cut mid-body
+      for (let i = 0; i < 150 && server.errors.length === 0; i++) await sleep(10)
+      if (answerLate) await sleep(700)
+      const status = server.serverStatus("/v1/runs")
+      await server.close()
+      expect(server.errors).toContain("request failed")
+      expect(interrupted).toEqual([]) // the start is never taken for a client abort
+      if (route === "runs") expect(status).toEqual([500])
+    })
 })

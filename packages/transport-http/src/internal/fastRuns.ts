@@ -106,8 +106,11 @@ export const make = (
     const pump = (o: Open, follower: Follower.Follower | undefined) =>
       Effect.async<void>((resume) => {
         const piping = o.piping ?? begin(o, follower!)
-        if (piping.done) return resume(Effect.void)
-        piping.onDone = () => resume(Effect.void)
+        // A body that failed on the server's side (a journal read mid-stream) fails the request: logged
+        // below as "request failed", not taken for the client leaving.
+        const ended = () => resume(piping.error === undefined ? Effect.void : Effect.die(piping.error))
+        if (piping.done) return ended()
+        piping.onDone = ended
         return Effect.sync(piping.end)
       })
 

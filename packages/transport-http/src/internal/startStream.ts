@@ -191,8 +191,9 @@ export const streamedStart = <E>(
     // admission): the platform's client abort interrupts the start, as for any request.
     const gone = { value: false }
     res.prependListener("close", () => {
-      if (res.writableEnded || !route.begun() || route.failed?.() === true) return
-      gone.value = true
+      if (res.writableEnded || !route.begun()) return
+      // A body that failed on the server's side closed it itself: `rest` reports that failure.
+      if (route.failed?.() !== true) gone.value = true
       res.end() // destroyed already: only marks it ended
     })
     const early = earlyStart(res, route.begun, route.begin)
@@ -301,9 +302,10 @@ export const tapeStart = <E>(
         return Effect.flatMap(piped(done), () =>
           done.error === undefined
             ? Effect.void
-            : Effect.logError("the stream's body failed", done.error).pipe(
-                Effect.zipRight(Effect.sync(() => res.end())),
-                Effect.zipRight(Effect.die(done.error))
+            : // (Logged once, as the request's failure, by the app's guard.)
+              Effect.zipRight(
+                Effect.sync(() => res.end()),
+                Effect.die(done.error)
               )
         )
       })
