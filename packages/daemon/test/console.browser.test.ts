@@ -243,6 +243,50 @@ describe.skipIf(!hasChromium)("the web console in chromium", () => {
     await tab.locator("tbody tr").filter({ hasText: "Cancelled" }).waitFor()
   })
 
+  // The inbox lists what is pending when its live stream is ready; an approval requested while that
+  // list is on its way arrives as a live event first, and the older list must not undo it.
+  it("an approval requested while the inbox's list loads stays in the inbox", async () => {
+    await visit(tab, "runs", "Runs")
+    let snapshot: () => void = () => {}
+    const taken = new Promise<void>((r) => {
+      snapshot = r
+    })
+    let release: () => void = () => {}
+    const released = new Promise<void>((r) => {
+      release = r
+    })
+    let fulfilled: () => void = () => {}
+    const answered = new Promise<void>((r) => {
+      fulfilled = r
+    })
+    await tab.route(/\/v1\/approvals\?status=pending$/, async (route) => {
+      const response = await route.fetch() // the list as it is now: nothing pending
+      snapshot()
+      await released
+      await route.fulfill({ response })
+      fulfilled()
+    })
+    await visit(tab, "approvals", "Approvals")
+    await taken
+    const { runId } = await startRun("write down the late one", "console-late")
+    const card = tab.getByRole("article").filter({ hasText: "fs.write" })
+    await card.waitFor() // from the live event
+    release()
+    await answered
+    await tab.unroute(/\/v1\/approvals\?status=pending$/)
+    // Two frames for the page to apply the older list.
+    await tab.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    expect(await card.count()).toBe(1)
+    await card.getByRole("button", { name: "Deny" }).click()
+    await poll(
+      () => runState(runId),
+      (s) => s === "Done",
+      "the denied run to end"
+    )
+    await tab.getByText("Nothing is waiting for you.").waitFor()
+    await visit(tab, "runs", "Runs")
+  })
+
   it("lists runs and sessions, and verifies the journal", async () => {
     await visit(tab, "runs", "Runs")
     await tab.locator("tbody tr").first().waitFor()

@@ -1,6 +1,6 @@
 /** The approvals inbox, live: new approvals appear and answered ones leave without a reload. */
 import { useSignal } from "@preact/signals"
-import { useEffect } from "preact/hooks"
+import { useEffect, useRef } from "preact/hooks"
 import { type ApprovalRecord, api, messageOf, shortId, type TapeEventOf, time } from "../api.js"
 import { useEventSource } from "../live.js"
 import { href } from "../router.js"
@@ -167,12 +167,24 @@ const Card = ({
 export const Approvals = () => {
   const pending = useSignal<ReadonlyArray<ApprovalRecord> | null>(null)
   const error = useSignal<string | null>(null)
+  // What the live events said while a reload's list was on its way (a record, or null once resolved):
+  // the list is a snapshot from before them, so it must not undo them.
+  const during = useRef<Map<string, ApprovalRecord | null> | null>(null)
   const reload = async () => {
+    const seen = new Map<string, ApprovalRecord | null>()
+    during.current = seen
     const { data, error: failed } = await api.GET("/v1/approvals", { params: { query: { status: "pending" } } })
-    if (data) pending.value = data
-    else error.value = messageOf(failed)
+    if (during.current === seen) during.current = null
+    if (!data) {
+      error.value = messageOf(failed)
+      return
+    }
+    const list = data.filter((a) => seen.get(a.id) !== null)
+    for (const record of seen.values()) if (record !== null && !list.some((a) => a.id === record.id)) list.push(record)
+    pending.value = list
   }
   const remove = (id: string) => {
+    during.current?.set(id, null)
     pending.value = (pending.value ?? []).filter((a) => a.id !== id)
   }
   useEventSource(
@@ -181,6 +193,7 @@ export const Approvals = () => {
       ready: () => void reload(),
       requested: (e) => {
         const record = JSON.parse(e.data) as ApprovalRecord
+        during.current?.set(record.id, record)
         const list = pending.value ?? []
         if (!list.some((a) => a.id === record.id)) pending.value = [...list, record]
       },
