@@ -85,18 +85,24 @@ const killedWithTheWal = (
   expect(existsSync(`${filename}-wal`)).toBe(true)
 }
 
+/** A checkpointer that copies at the first idle frame, reporting warnings and fatal failures to the test. */
+const checkpointerOf = (
+  db: Parameters<typeof makeCheckpointer>[0],
+  filename: string,
+  onFatal: (error: unknown) => void,
+  onError?: (error: unknown) => void
+) => makeCheckpointer(db, filename, { idleFrames: 1, maxFrames: 10_000 }, undefined, onError, onFatal)
+
 describe("the idle checkpoint's failures", () => {
   it("a failed WAL fsync gives the checkpoint up (nothing recorded as copied), and the next one copies", async () => {
     const { filename, db, insert } = open("wal-fsync.db", 200)
     const errors: Array<unknown> = []
     const fatal: Array<unknown> = []
-    const checkpointer = makeCheckpointer(
+    const checkpointer = checkpointerOf(
       db,
       filename,
-      { idleFrames: 1, maxFrames: 10_000 },
-      undefined,
-      (e) => errors.push(e),
-      (e) => fatal.push(e)
+      (e) => fatal.push(e),
+      (e) => errors.push(e)
     )
     faults.fail.add(1)
     checkpointer.idle(true)
@@ -114,14 +120,7 @@ describe("the idle checkpoint's failures", () => {
   it("a failed fsync of the database file after the copy is fatal, and the WAL is never restarted", async () => {
     const { filename, db, insert } = open("db-fsync.db", 200)
     const fatal: Array<unknown> = []
-    const checkpointer = makeCheckpointer(
-      db,
-      filename,
-      { idleFrames: 1, maxFrames: 10_000 },
-      undefined,
-      undefined,
-      (e) => fatal.push(e)
-    )
+    const checkpointer = checkpointerOf(db, filename, (e) => fatal.push(e))
     faults.fail.add(2)
     checkpointer.idle(true)
     await until(() => fatal.length === 1)
@@ -139,13 +138,8 @@ describe("the idle checkpoint's failures", () => {
   it("a close while the file's fsync is in flight waits for it: a failure is fatal with the WAL still there", async () => {
     const { filename, db } = open("close-race.db", 200)
     const log: Array<string> = []
-    const checkpointer = makeCheckpointer(
-      db,
-      filename,
-      { idleFrames: 1, maxFrames: 10_000 },
-      undefined,
-      undefined,
-      () => log.push(`fatal, WAL kept: ${existsSync(`${filename}-wal`)}`)
+    const checkpointer = checkpointerOf(db, filename, () =>
+      log.push(`fatal, WAL kept: ${existsSync(`${filename}-wal`)}`)
     )
     // The file's fsync answers (with an error) 50 ms after it was issued; the close comes before.
     faults.fail.add(2)
