@@ -11,6 +11,7 @@
 import { mkdtempSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import type { Worker } from "node:worker_threads"
 import { AIMessage, type BaseMessage, HumanMessage, ToolMessage } from "@langchain/core/messages"
 import { END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph"
 import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite"
@@ -121,10 +122,14 @@ const rawTable = (filename: string) => {
   })
   let next = 0
   return {
+    /** Rows/s, and the CPU µs per row (this thread's: the ceiling runs on it). */
     segment: (rows: number) => {
+      const cpu = process.threadCpuUsage()
       const start = performance.now()
       for (const end = next + rows; next < end; next += 32) batch(next)
-      return rows / ((performance.now() - start) / 1000)
+      const elapsed = performance.now() - start
+      const used = process.threadCpuUsage(cpu)
+      return { perSec: rows / (elapsed / 1000), cpuUs: (used.user + used.system) / rows }
     },
     close: () => db.close()
   }
@@ -142,11 +147,29 @@ const median = (xs: ReadonlyArray<number>) => {
   return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2
 }
 
-/** One journal's 32 concurrent writers, run in segments; the loop probe and CPU counted in segments only. */
+/**
+ * One journal's 32 concurrent writers, run in segments; the loop probe and CPU counted in segments only.
+ * A segment's CPU is the main thread's plus the writer thread's (`Worker.cpuUsage`; none inline).
+ */
 const journalWriters = (writer: SqliteJournal.WriterMode | undefined) =>
   Effect.gen(function* () {
     const filename = join(dir, `appends-32-${writer ?? "default"}.db`)
-    const j = yield* SqliteJournal.make({ filename, writer })
+    let thread: Worker | undefined
+    const j = yield* SqliteJournal.make({
+      filename,
+      writer,
+      onWorker: (w) => {
+        thread = w
+      }
+    })
+    // The worker is unref'd while idle and the answer to `cpuUsage` does not hold the process open:
+    // a timer does, until it answers.
+    const threadCpu = Effect.promise(async () => {
+      if (thread === undefined) return 0
+      const keepAlive = setInterval(() => {}, 1000)
+      const used = await thread.cpuUsage().finally(() => clearInterval(keepAlive))
+      return used.user + used.system
+    })
     for (let w = 0; w < 32; w++) yield* j.createSession(session(sid(w)))
     yield* Effect.forEach(Array.from({ length: 50 }), (_, i) => j.append(sid(0) as never, [event(sid(0), i)]))
     const latencies: Array<number> = []
@@ -154,6 +177,7 @@ const journalWriters = (writer: SqliteJournal.WriterMode | undefined) =>
     let appends = 0
     let active = 0
     let cpu = 0
+    let writerCpu = 0
     const segment = (perWriter: number, measured: boolean) =>
       Effect.gen(function* () {
         // The event-loop probe of `loopProbe`, run only while this segment runs (a raw segment
@@ -164,6 +188,7 @@ const journalWriters = (writer: SqliteJournal.WriterMode | undefined) =>
           if (measured) delays.push(Math.max(0, now - last - 1))
           last = now
         }, 1)
+        const writerBefore = yield* threadCpu
         const elu = performance.eventLoopUtilization()
         const mainCpu = process.threadCpuUsage()
         const start = performance.now()
@@ -179,14 +204,20 @@ const journalWriters = (writer: SqliteJournal.WriterMode | undefined) =>
         )
         const elapsed = performance.now() - start
         clearInterval(timer)
+        const used = process.threadCpuUsage(mainCpu)
+        const busy = performance.eventLoopUtilization(elu).active
+        const writerUsed = (yield* threadCpu) - writerBefore
         if (measured) {
           delays.push(Math.max(0, performance.now() - last - 1))
-          const used = process.threadCpuUsage(mainCpu)
-          active += performance.eventLoopUtilization(elu).active
+          active += busy
           cpu += used.user + used.system
+          writerCpu += writerUsed
           appends += 32 * perWriter
         }
-        return (32 * perWriter) / (elapsed / 1000)
+        return {
+          perSec: (32 * perWriter) / (elapsed / 1000),
+          cpuUs: (used.user + used.system + writerUsed) / (32 * perWriter)
+        }
       })
     const summary = Effect.gen(function* () {
       const verify = yield* j.verify
@@ -200,7 +231,8 @@ const journalWriters = (writer: SqliteJournal.WriterMode | undefined) =>
         loopP99: percentile(delays, 99),
         loopMax: delays.at(-1) ?? 0,
         mainUsPerAppend: (active * 1000) / appends,
-        mainCpuUsPerAppend: cpu / appends
+        mainCpuUsPerAppend: cpu / appends,
+        writerCpuUsPerAppend: writerCpu / appends
       }
     })
     return { segment, summary }
@@ -218,9 +250,10 @@ const interleaved = (rounds: number, perWriter: number) =>
       yield* worker.segment(perWriter, false)
       yield* inline.segment(perWriter, false)
       const sides = ["raw", "worker", "inline"] as const
-      const rows: Array<{ raw: number; worker: number; inline: number }> = []
+      const rows: Array<Record<(typeof sides)[number], { perSec: number; cpuUs: number }>> = []
       for (let r = 0; r < rounds; r++) {
-        const row = { raw: 0, worker: 0, inline: 0 }
+        const none = { perSec: 0, cpuUs: 0 }
+        const row = { raw: none, worker: none, inline: none }
         for (let k = 0; k < sides.length; k++) {
           const side = sides[(r + k) % sides.length]!
           row[side] =
@@ -391,19 +424,25 @@ const langGraphConversation = async (turns: number) => {
 const main = async () => {
   const single = await appendPhase(1, quick ? 500 : 5000)
   const { rows: pairs, many, manyInline } = await Effect.runPromise(interleaved(quick ? 5 : 7, quick ? 40 : 300))
-  const ratios = pairs.map((p) => p.worker / p.raw)
-  const ratiosInline = pairs.map((p) => p.inline / p.raw)
-  const rawPerSec = median(pairs.map((p) => p.raw))
-  const manyPerSec = median(pairs.map((p) => p.worker))
-  const manyInlinePerSec = median(pairs.map((p) => p.inline))
+  const ratios = pairs.map((p) => p.worker.perSec / p.raw.perSec)
+  const ratiosInline = pairs.map((p) => p.inline.perSec / p.raw.perSec)
+  // The same ratio in CPU: the ceiling's CPU per row ÷ the journal's (both of its threads) per
+  // append — what the ratio would be with the threads' wake-ups free and a core to spare.
+  const ratiosCpu = pairs.map((p) => p.raw.cpuUs / p.worker.cpuUs)
+  const rawPerSec = median(pairs.map((p) => p.raw.perSec))
+  const manyPerSec = median(pairs.map((p) => p.worker.perSec))
+  const manyInlinePerSec = median(pairs.map((p) => p.inline.perSec))
   table("the 32-writer phases interleaved with the raw ceiling (equal segments, order rotating per round)", [
     ...pairs.map((p, r) => ({
       round: r + 1,
-      "raw rows/s": Math.round(p.raw),
-      "worker events/s": Math.round(p.worker),
-      "worker ÷ raw": round(p.worker / p.raw, 3),
-      "inline events/s": Math.round(p.inline),
-      "inline ÷ raw": round(p.inline / p.raw, 3)
+      "raw rows/s": Math.round(p.raw.perSec),
+      "worker events/s": Math.round(p.worker.perSec),
+      "worker ÷ raw": round(ratios[r]!, 3),
+      "inline events/s": Math.round(p.inline.perSec),
+      "inline ÷ raw": round(ratiosInline[r]!, 3),
+      "raw CPU µs/row": round(p.raw.cpuUs, 1),
+      "worker CPU µs/append": round(p.worker.cpuUs, 1),
+      "CPU ratio": round(ratiosCpu[r]!, 3)
     })),
     {
       round: "median",
@@ -411,7 +450,10 @@ const main = async () => {
       "worker events/s": Math.round(manyPerSec),
       "worker ÷ raw": round(median(ratios), 3),
       "inline events/s": Math.round(manyInlinePerSec),
-      "inline ÷ raw": round(median(ratiosInline), 3)
+      "inline ÷ raw": round(median(ratiosInline), 3),
+      "raw CPU µs/row": round(median(pairs.map((p) => p.raw.cpuUs)), 1),
+      "worker CPU µs/append": round(median(pairs.map((p) => p.worker.cpuUs)), 1),
+      "CPU ratio": round(median(ratiosCpu), 3)
     }
   ])
   const onMain = await writerPlacement("main", quick ? 100 : 1000)
@@ -501,6 +543,9 @@ const main = async () => {
     eventLoopP99Ms: round(many.loopP99, 2),
     mainUsPerAppend: round(many.mainUsPerAppend, 1),
     mainCpuUsPerAppend: round(many.mainCpuUsPerAppend, 1),
+    writerCpuUsPerAppend: round(many.writerCpuUsPerAppend, 1),
+    rawCpuUsPerRow: round(median(pairs.map((p) => p.raw.cpuUs)), 2),
+    ratioToRawCpu: round(median(ratiosCpu), 3),
     appendsPerSecInline: Math.round(manyInlinePerSec),
     ratioToRawInline: round(median(ratiosInline), 3),
     ratioToRawInlineMin: round(Math.min(...ratiosInline), 3),
