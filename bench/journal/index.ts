@@ -180,6 +180,7 @@ const journalWriters = (writer: SqliteJournal.WriterMode | undefined) =>
     let writerCpu = 0
     const segment = (perWriter: number, measured: boolean) =>
       Effect.gen(function* () {
+        const writerBefore = yield* threadCpu
         // The event-loop probe of `loopProbe`, run only while this segment runs (a raw segment
         // blocks the thread by design: it is not the journal's delay).
         let last = performance.now()
@@ -188,7 +189,6 @@ const journalWriters = (writer: SqliteJournal.WriterMode | undefined) =>
           if (measured) delays.push(Math.max(0, now - last - 1))
           last = now
         }, 1)
-        const writerBefore = yield* threadCpu
         const elu = performance.eventLoopUtilization()
         const mainCpu = process.threadCpuUsage()
         const start = performance.now()
@@ -204,11 +204,12 @@ const journalWriters = (writer: SqliteJournal.WriterMode | undefined) =>
         )
         const elapsed = performance.now() - start
         clearInterval(timer)
+        const gap = Math.max(0, performance.now() - last - 1)
         const used = process.threadCpuUsage(mainCpu)
         const busy = performance.eventLoopUtilization(elu).active
         const writerUsed = (yield* threadCpu) - writerBefore
         if (measured) {
-          delays.push(Math.max(0, performance.now() - last - 1))
+          delays.push(gap)
           active += busy
           cpu += used.user + used.system
           writerCpu += writerUsed
