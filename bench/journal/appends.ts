@@ -60,12 +60,14 @@ const phase = (writer: SqliteJournal.WriterMode, perWriter: number) =>
         loopP99: round(loop.p99, 2),
         mainUs: round((elu.active * 1000) / (32 * perWriter), 1),
         mainCpuUs: round((usedMain.user + usedMain.system) / (32 * perWriter), 1),
+        mainSysUs: round(usedMain.system / (32 * perWriter), 1),
         ...(workerCpu && workerAfter
           ? {
               workerCpuUs: round(
                 (workerAfter.user + workerAfter.system - workerCpu.user - workerCpu.system) / (32 * perWriter),
                 1
-              )
+              ),
+              workerSysUs: round((workerAfter.system - workerCpu.system) / (32 * perWriter), 1)
             }
           : {}),
         cpuUs: round((used.user + used.system) / (32 * perWriter), 1)
