@@ -106,7 +106,7 @@ describe("gRPC RunStream's end", () => {
     const afterSeq = Number(last.messages.at(-1)!.split(":")[0])
     const resumed = await runStream({
       case: "resume",
-      value: { sessionId: last.sessionId, afterSeq: BigInt(afterSeq) }
+      value: { sessionId: last.sessionId, afterSeq: BigInt(afterSeq) } as never
     })
     expect(resumed.messages).toEqual(["sessionId"])
   })
