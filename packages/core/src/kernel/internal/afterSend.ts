@@ -9,12 +9,11 @@ import { Effect } from "effect"
  * macrotask ends. The run's end-of-run work (the loop's tail, the scheduler's end, after-run hooks,
  * the stream's teardown) waits here, so it runs after those frames were sent instead of before them.
  * Uninterruptible: it waits at most one turn of the event loop, and the run it defers is already terminal.
+ *
+ * @internal
  */
 export const afterSend: Effect.Effect<void> = Effect.uninterruptible(
   Effect.async<void>((resume) => {
     setImmediate(() => resume(Effect.void))
   })
 )
-
-/** {@link afterSend} as a promise (the transports' plain paths). */
-export const afterSendPromise = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
