@@ -20,7 +20,22 @@ import { percentile, round } from "../lib/report.js"
 import * as Threads from "./threads.js"
 
 const now = () => performance.timeOrigin + performance.now()
-const writes: Array<{ t: number; wire: "grpc" | "sse"; chunk: Uint8Array }> = []
+const writes: Array<{ t: number; wire: "grpc" | "sse"; chunk: Uint8Array; sent?: number }> = []
+// When the event loop next reached its check phase after a write (a `setImmediate` scheduled at the
+// write): Node's HTTP/2 session sends what was written from a native immediate at the start of that
+// phase, so write → sent is the rest of the macrotask that wrote the frame (the main thread's work
+// queued behind it), and sent → receipt the kernel, the wire and the client.
+let unsent: Array<{ sent?: number }> = []
+const stampSent = () => {
+  const t = now()
+  for (const w of unsent) w.sent = t
+  unsent = []
+}
+const noteWrite = (w: { t: number; wire: "grpc" | "sse"; chunk: Uint8Array; sent?: number }) => {
+  writes.push(w)
+  if (unsent.length === 0) setImmediate(stampSent)
+  unsent.push(w)
+}
 const gcs: Array<{ start: number; end: number }> = []
 let installed = false
 
@@ -31,12 +46,12 @@ export const install = () => {
   const write = Duplex.prototype.write
   Duplex.prototype.write = function (this: Duplex, chunk: unknown, ...rest: Array<unknown>) {
     if (chunk instanceof Uint8Array && this.constructor.name === "ServerHttp2Stream")
-      writes.push({ t: now(), wire: "grpc", chunk })
+      noteWrite({ t: now(), wire: "grpc", chunk })
     return (write as (...args: Array<unknown>) => boolean).call(this, chunk, ...rest)
   } as typeof write
   const outgoing = OutgoingMessage.prototype.write
   OutgoingMessage.prototype.write = function (this: OutgoingMessage, chunk: unknown, ...rest: Array<unknown>) {
-    if (chunk instanceof Uint8Array) writes.push({ t: now(), wire: "sse", chunk })
+    if (chunk instanceof Uint8Array) noteWrite({ t: now(), wire: "sse", chunk })
     return (outgoing as (...args: Array<unknown>) => boolean).call(this, chunk, ...rest)
   } as typeof outgoing
   new PerformanceObserver((list) => {
@@ -60,26 +75,29 @@ export const end = () => {
 }
 
 /** The server write time of every event written since the last call, by `<sessionId>:<tapeSeq>` (first write wins). */
-const writeTimes = (): Map<string, number> => {
-  const out = new Map<string, number>()
+const writeTimes = (): Map<string, { t: number; sent: number }> => {
+  const out = new Map<string, { t: number; sent: number }>()
+  let w: { t: number; sent?: number } = { t: 0 }
   const set = (key: string, t: number) => {
-    if (!out.has(key)) out.set(key, t)
+    if (!out.has(key)) out.set(key, { t, sent: w.sent ?? t })
   }
-  for (const w of writes) {
-    if (w.wire === "grpc") {
-      const b = Buffer.from(w.chunk.buffer, w.chunk.byteOffset, w.chunk.byteLength)
+  for (const written of writes) {
+    w = written
+    const chunk = written.chunk
+    if (written.wire === "grpc") {
+      const b = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
       for (let p = 0; p + 5 <= b.length; ) {
         const n = b.readUInt32BE(p + 1)
         const key = eventKey(b.subarray(p + 5, p + 5 + n))
-        if (key !== undefined) set(key, w.t)
+        if (key !== undefined) set(key, written.t)
         p += 5 + n
       }
     } else {
-      const text = Buffer.from(w.chunk).toString("utf8")
+      const text = Buffer.from(chunk).toString("utf8")
       for (const m of text.matchAll(/^data: (\{.*\})$/gm)) {
         try {
           const e = JSON.parse(m[1]!) as { sessionId?: string; tapeSeq?: number }
-          if (e.sessionId !== undefined && e.tapeSeq !== undefined) set(`${e.sessionId}:${e.tapeSeq}`, w.t)
+          if (e.sessionId !== undefined && e.tapeSeq !== undefined) set(`${e.sessionId}:${e.tapeSeq}`, written.t)
         } catch {
           // a chunk boundary inside a frame (a long flood delta): not one of the paced events
         }
@@ -172,13 +190,23 @@ export const report = (
     committed: number
     received: number
     seq: number
+    /** write → the next check phase (the rest of the writing macrotask). */
+    unsent: number
   }> = []
   for (const [key, received] of receipts) {
     const committed = committedOf(key)
     const w = written.get(key)
     if (committed === undefined || w === undefined) continue
     const seq = Number(key.slice(key.lastIndexOf(":") + 1))
-    rows.push({ total: received - committed, server: w - committed, wire: received - w, committed, received, seq })
+    rows.push({
+      total: received - committed,
+      server: w.t - committed,
+      wire: received - w.t,
+      committed,
+      received,
+      seq,
+      unsent: w.sent - w.t
+    })
   }
   const pct = (xs: Array<number>, p: number) =>
     round(
@@ -221,6 +249,13 @@ export const report = (
     "slowest 1%: server leg / wire+client leg dominant": `${serverDominant}/${slow.length - serverDominant}`,
     "slowest 1%: mean server / wire ms": `${round(mean(slow.map((r) => r.server)), 2)}/${round(mean(slow.map((r) => r.wire)), 2)}`,
     "slowest 1% overlapping a server GC": `${gcOverlap}/${slow.length}`,
+    "write→check phase p50/p99; slowest 1% mean ms": `${pct(
+      rows.map((r) => r.unsent),
+      50
+    )}/${pct(
+      rows.map((r) => r.unsent),
+      99
+    )}; ${round(mean(slow.map((r) => r.unsent)), 2)}`,
     ...(writer === undefined
       ? {}
       : {

@@ -301,6 +301,19 @@ const main = async () => {
     const cutOff = stalledBytes.includes("event: error") && stalledBytes.includes('"code":"unavailable"')
     return { figures, cutOff }
   }
+  // BENCH_STREAM_ONLY=1000: only the 1,000-stream paced run, BENCH_STREAM_REPEAT times (default 3)
+  // in this process, for A/B runs of anything that moves work between event-loop phases.
+  if (process.env.BENCH_STREAM_ONLY === "1000") {
+    await paced(5)
+    for (let i = 0; i < Number(process.env.BENCH_STREAM_REPEAT ?? 3); i++) {
+      const t = await paced(quick ? 100 : 1000)
+      console.log(JSON.stringify({ p99Ms1000: round(t.p99, 2), p50Ms1000: round(t.p50, 2) }))
+    }
+    client.close()
+    await close()
+    rmSync(dir, { recursive: true, force: true })
+    return
+  }
   // BENCH_STREAM_ONLY=stalled: only the paced run beside a flooding session with a stalled client
   // (`p99MsWithStalled`), BENCH_STREAM_REPEAT times (default 3) in this process, for A/B runs.
   if (process.env.BENCH_STREAM_ONLY === "stalled") {

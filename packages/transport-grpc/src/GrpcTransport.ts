@@ -684,6 +684,9 @@ async function* runStreamItems(
   } finally {
     signal.removeEventListener("abort", onAbort)
     follower.onReady(undefined)
+    // The stream's teardown (its scope's finalizers, then the trailers) waits for the check phase:
+    // the frames written in this macrotask (the run's last events, other streams' too) leave first.
+    await new Promise((r) => setImmediate(r))
     await Runtime.runPromise(runtime)(Scope.close(scope, Exit.void))
     void pump
   }
