@@ -72,7 +72,10 @@ export const shebangEnv = (bin: string): Record<string, string> => {
   const first = readFileSync(bin, "utf8").split("\n", 1)[0] ?? ""
   const m = /^#!\S*\benv\s+-S((?:\s+[A-Za-z_][A-Za-z0-9_]*=\S*)*)\s+node\b/.exec(first)
   return Object.fromEntries(
-    (m?.[1]?.trim().split(/\s+/).filter(Boolean) ?? []).map((a) => [a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)])
+    (m?.[1]?.trim().split(/\s+/).filter(Boolean) ?? []).map((a) => [
+      a.slice(0, a.indexOf("=")),
+      a.slice(a.indexOf("=") + 1)
+    ])
   )
 }
 

@@ -37,7 +37,7 @@ const builtinsByRequire: Plugin = {
 const asciiComments: TsupPlugin = {
   name: "ascii-comments",
   renderChunk(code) {
-    return /[^\x00-\x7f]/.test(code) ? { code: code.replace(/[^\x00-\x7f]/g, "?") } : undefined
+    return /[\u0080-\uffff]/.test(code) ? { code: code.replace(/[\u0080-\uffff]/g, "?") } : undefined
   }
 }
 
