@@ -50,11 +50,11 @@ await collectGarbage(daemon.pid!)
 await new Promise((r) => setTimeout(r, 5000)) // the daemon's memory reducer (as bench turn)
 await collectGarbage(daemon.pid!)
 
-type Mapping = { rss: number; size: number; name: string }
+type Mapping = { start: bigint; rss: number; size: number; name: string }
 const mappings: Array<Mapping> = []
 for (const line of readFileSync(`/proc/${daemon.pid}/smaps`, "utf8").split("\n")) {
-  const head = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line)
-  if (head) mappings.push({ rss: 0, size: 0, name: head[1] ?? "" })
+  const head = /^([0-9a-f]+)-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line)
+  if (head) mappings.push({ start: BigInt(`0x${head[1]}`), rss: 0, size: 0, name: head[2] ?? "" })
   const size = /^Size:\s+(\d+) kB/.exec(line)
   if (size) mappings.at(-1)!.size = Number(size[1])
   const rss = /^Rss:\s+(\d+) kB/.exec(line)
@@ -65,7 +65,7 @@ const kind = (m: Mapping) =>
     ? "file-backed (binary, libraries)"
     : m.name === "[heap]"
       ? "malloc: main arena ([heap])"
-      : m.size >= 60 * 1024
+      : m.start % (64n << 20n) === 0n // a thread arena's heap: 64 MB-aligned, its used part read-write
         ? "malloc: per-thread arenas (64 MB reserved)"
         : m.size === 256 || m.size === 260
           ? "V8 heap pages (256 KB)"
