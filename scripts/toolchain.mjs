@@ -94,4 +94,14 @@ const bin = join(root, "packages/daemon/dist/bin", task === "start" ? "palyrad.j
 // The node flags the bin's shebang asks for (`#!/usr/bin/env -S node --flag …`).
 const flags =
   /^#!.*\bnode((?:\s+--\S+)*)/.exec(readFileSync(bin, "utf8").split("\n", 1)[0])?.[1]?.trim().split(/\s+/) ?? []
-process.exit(run(process.execPath, [...flags.filter(Boolean), bin, ...process.argv.slice(3)], env))
+// And the environment it sets (`#!/usr/bin/env -S NAME=value … node …`).
+const shebangEnv = Object.fromEntries(
+  (/^#!\S*\benv\s+-S((?:\s+\w+=\S*)*)\s+node\b/.exec(readFileSync(bin, "utf8").split("\n", 1)[0])?.[1] ?? "")
+    .trim()
+    .split(/\s+/)
+    .filter(Boolean)
+    .map((a) => [a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)])
+)
+process.exit(
+  run(process.execPath, [...flags.filter(Boolean), bin, ...process.argv.slice(3)], { ...env, ...shebangEnv })
+)

@@ -67,6 +67,18 @@ export const collectGarbage = async (pid: number) => {
   await new Promise((r) => setTimeout(r, 500))
 }
 
+/** The environment a built bin's shebang sets (`#!/usr/bin/env -S NAME=value … node …`), to spawn it the same way. */
+export const shebangEnv = (bin: string): Record<string, string> => {
+  const first = readFileSync(bin, "utf8").split("\n", 1)[0] ?? ""
+  const m = /^#!\S*\benv\s+-S((?:\s+[A-Za-z_][A-Za-z0-9_]*=\S*)*)\s+node\b/.exec(first)
+  return Object.fromEntries(
+    (m?.[1]?.trim().split(/\s+/).filter(Boolean) ?? []).map((a) => [
+      a.slice(0, a.indexOf("=")),
+      a.slice(a.indexOf("=") + 1)
+    ])
+  )
+}
+
 /** The node flags a built bin's shebang asks for (`#!/usr/bin/env -S node --flag …`), to spawn it the same way. */
 export const shebangFlags = (bin: string): Array<string> => {
   const first = readFileSync(bin, "utf8").split("\n", 1)[0] ?? ""

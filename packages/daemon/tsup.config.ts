@@ -2,6 +2,7 @@ import { builtinModules } from "node:module"
 import { defineConfig, type Options } from "tsup"
 
 type Plugin = NonNullable<Options["esbuildPlugins"]>[number]
+type TsupPlugin = NonNullable<Options["plugins"]>[number]
 
 /**
  * Node's built-in modules are loaded with `require`, not an ESM `import`: an ESM import of a
@@ -26,6 +27,20 @@ const builtinsByRequire: Plugin = {
   }
 }
 
+/**
+ * What `charset: "ascii"` leaves: esbuild escapes non-ASCII characters in code (strings, templates,
+ * regular expressions, identifiers) but copies the comments it keeps verbatim, and one "—" in a
+ * comment is enough for V8 to hold the whole chunk as a two-byte string. Each remaining UTF-16
+ * code unit (so only in comments) becomes one "?", which keeps every column, so the source map
+ * stays exact.
+ */
+const asciiComments: TsupPlugin = {
+  name: "ascii-comments",
+  renderChunk(code) {
+    return /[\u0080-\uffff]/.test(code) ? { code: code.replace(/[\u0080-\uffff]/g, "?") } : undefined
+  }
+}
+
 export default defineConfig({
   entry: ["src/index.ts", "src/bin/palyrad.ts", "src/bin/palyra.ts", "src/bin/palyrad-main.ts"],
   format: ["esm"],
@@ -47,8 +62,14 @@ export default defineConfig({
   // line, would otherwise strip the prefix and mark them external).
   removeNodeProtocol: false,
   esbuildPlugins: [builtinsByRequire],
+  plugins: [asciiComments],
   esbuildOptions(options) {
     options.alias = { ...options.alias, punycode: "punycode/" }
+    // ASCII-only output (tsup's default is UTF-8): one non-ASCII character anywhere in a chunk (a
+    // "—" in a kept comment, an "…" in a template) makes V8 hold that chunk's whole source as a
+    // two-byte string, twice its size, for the life of the process (it keeps sources for lazy
+    // compilation), and decode it from UTF-8 at every start. Escaped, every chunk is one-byte.
+    options.charset = "ascii"
   },
   banner: {
     // Bundled CommonJS dependencies expect `require`.

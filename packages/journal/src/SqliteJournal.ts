@@ -81,7 +81,7 @@ import {
 } from "@palyra/core"
 import Database from "better-sqlite3"
 import { Config, Context, Effect, Either, Exit, FiberRef, FiberRefs, Layer, Option, type Scope } from "effect"
-import { GENESIS, MIGRATIONS_TABLE, migrations } from "./internal/migrations.js"
+import { GENESIS, isMigrated, LATEST_MIGRATION, MIGRATIONS_TABLE, migrations } from "./internal/migrations.js"
 import type { Op, OpResult, SessionCreation, WireEffects } from "./internal/protocol.js"
 import { sessionKeyDigest } from "./internal/sessionKey.js"
 import { makeSqlClient } from "./internal/sqlClient.js"
@@ -287,8 +287,6 @@ const toCheckpoint = (r: Record<string, unknown>): Journal.Checkpoint => ({
 const journalError = (method: string) => (cause: unknown) =>
   new Errors.JournalError({ method, message: cause instanceof Error ? cause.message : String(cause), cause })
 
-// Migration ids are numbered, not dense (a branch may add 0007 before 0006 lands).
-const LATEST_MIGRATION = Math.max(...Object.keys(migrations).map((id) => Number(id.slice(0, 4))))
 /**
  * Migrations a read-only journal may find not yet applied: they change nothing a reader needs (0010
  * only dropped an index no query needs; without 0011's `runs.end_seq` a run's reads are unbounded,
@@ -380,7 +378,7 @@ export const make = (options: Options): Effect.Effect<Service, Errors.JournalErr
     )
 
     if (readonly) yield* requireSchema(db)
-    else {
+    else if (!isMigrated(db)) {
       const sql = yield* makeSqlClient(db)
       yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: MIGRATIONS_TABLE }).pipe(
         Effect.provideService(SqlClient.SqlClient, sql),

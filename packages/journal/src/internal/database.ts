@@ -3,7 +3,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Errors, Redaction } from "@palyra/core"
 import Database from "better-sqlite3"
 import { Effect, type Scope } from "effect"
-import { MIGRATIONS_TABLE, migrations } from "./migrations.js"
+import { isMigrated, MIGRATIONS_TABLE, migrations } from "./migrations.js"
 import { makeSqlClient } from "./sqlClient.js"
 import { configureConnection } from "./walCheckpoint.js"
 
@@ -53,14 +53,16 @@ export const openDatabase = (
       }),
       (db) => Effect.sync(() => db.close())
     )
-    const sql = yield* makeSqlClient(db)
-    // Two processes opening a new file at once: the loser of the migration race retries once.
-    yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: MIGRATIONS_TABLE }).pipe(
-      Effect.retry({ times: 1 }),
-      Effect.provideService(SqlClient.SqlClient, sql),
-      Effect.provideService(Redaction.CurrentRedactor, Redaction.defaultRedactor),
-      Effect.mapError(storageError("migrate"))
-    )
+    if (!isMigrated(db)) {
+      const sql = yield* makeSqlClient(db)
+      // Two processes opening a new file at once: the loser of the migration race retries once.
+      yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: MIGRATIONS_TABLE }).pipe(
+        Effect.retry({ times: 1 }),
+        Effect.provideService(SqlClient.SqlClient, sql),
+        Effect.provideService(Redaction.CurrentRedactor, Redaction.defaultRedactor),
+        Effect.mapError(storageError("migrate"))
+      )
+    }
     db.pragma("busy_timeout = 0")
     return db
   })

@@ -1,0 +1,88 @@
+/**
+ * The built palyrad as a launcher runs it: every chunk of the bundle is ASCII (else V8 keeps that
+ * chunk's whole source as a two-byte string, twice its size, for the life of the process), and the
+ * bin's shebang gives the process `MALLOC_ARENA_MAX=2` (glibc's per-thread malloc arenas held ~32 MB
+ * after 200 sessions: PERF-NOTES round 15). The bundle is built first when it is missing or older
+ * than the daemon's sources or build configuration.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { delimiter, dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterAll, beforeAll, expect, it } from "vitest"
+import { cleanEnv } from "./support.js"
+
+const pkg = join(dirname(fileURLToPath(import.meta.url)), "..")
+const dist = join(pkg, "dist")
+const bin = join(dist, "bin", "palyrad.js")
+
+const newest = (path: string): number =>
+  statSync(path).isDirectory()
+    ? readdirSync(path).reduce((latest, name) => Math.max(latest, newest(join(path, name))), 0)
+    : statSync(path).mtimeMs
+
+const run = (command: string, args: ReadonlyArray<string>) =>
+  new Promise<void>((resolve, reject) => {
+    const child = spawn(command, args, { cwd: pkg, stdio: ["ignore", "ignore", "pipe"] })
+    let err = ""
+    child.stderr.on("data", (d) => (err += d))
+    child.on("error", reject)
+    child.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`${command} exited ${code}: ${err}`))))
+  })
+
+beforeAll(async () => {
+  const sources = Math.max(newest(join(pkg, "src")), statSync(join(pkg, "tsup.config.ts")).mtimeMs)
+  if (!existsSync(bin) || statSync(bin).mtimeMs < sources) await run("npx", ["tsup"])
+}, 120_000)
+
+const chunks = (dir: string): Array<string> =>
+  readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? chunks(join(dir, e.name)) : e.name.endsWith(".js") ? [join(dir, e.name)] : []
+  )
+
+it("every chunk of the bundle is ASCII", () => {
+  const files = chunks(dist)
+  expect(files.length).toBeGreaterThan(10)
+  const nonAscii = files.filter((f) => readFileSync(f).some((byte) => byte >= 0x80))
+  expect(nonAscii).toEqual([])
+})
+
+let daemon: ChildProcess | undefined
+afterAll(() => {
+  if (daemon?.exitCode === null) daemon.kill("SIGKILL")
+})
+
+it.runIf(process.platform === "linux")(
+  "run through its shebang, palyrad gets MALLOC_ARENA_MAX=2 and starts",
+  async () => {
+    const dir = mkdtempSync(join(tmpdir(), "palyra-bundle-"))
+    const proc = spawn(bin, ["--port", "0"], {
+      cwd: dir,
+      // This Node first on PATH: the shebang runs `node` (better-sqlite3 13 needs Node ≥ 22).
+      env: {
+        ...cleanEnv(),
+        PALYRA_GRPC_PORT: "0",
+        PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH}`
+      },
+      stdio: ["ignore", "ignore", "pipe"]
+    })
+    daemon = proc
+    let err = ""
+    await new Promise<void>((resolve, reject) => {
+      proc.stderr!.on("data", (d) => {
+        err += d
+        if (/listening on http:\/\//.test(err)) resolve()
+      })
+      proc.on("exit", (code) => reject(new Error(`palyrad exited ${code}: ${err}`)))
+    })
+    // `env -S` execs node in the same process: its environment is the daemon's.
+    const environ = readFileSync(`/proc/${proc.pid}/environ`, "utf8").split("\0")
+    expect(environ).toContain("MALLOC_ARENA_MAX=2")
+    expect(readFileSync(`/proc/${proc.pid}/cmdline`, "utf8").split("\0")).toContain("--max-semi-space-size=4")
+    const exited = new Promise((r) => proc.on("exit", r))
+    proc.kill("SIGTERM")
+    await exited
+  },
+  60_000
+)
