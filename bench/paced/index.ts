@@ -94,7 +94,10 @@ const main = async () => {
     const drain = (): void => {
       for (;;) {
         const taken = follower.take()
-        if (taken === undefined) return follower.onReady(drain)
+        if (taken === undefined) {
+          follower.onReady(drain)
+          return
+        }
         if (!Array.isArray(taken)) return
         for (const e of taken) if (e._tag === "AssistantDelta") deltas++
       }
