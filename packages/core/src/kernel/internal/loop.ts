@@ -1,4 +1,4 @@
-import { Cause, Clock, Context, Duration, Effect, FiberRef, type MetricLabel, Option, type Tracer } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Exit, FiberRef, type MetricLabel, Option, type Tracer } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import { digest } from "../../domain/Canonical.js"
 import { BudgetExceeded, Conflict, isPalyraError, type PalyraError } from "../../domain/Errors.js"
@@ -8,7 +8,13 @@ import type { Redactor } from "../../domain/Redaction.js"
 import { isTerminal, type Transition } from "../../domain/RunState.js"
 import type { NewTapeEvent, TapeEvent, TapeEventOf } from "../../domain/TapeEvent.js"
 import { isTracing, traced } from "../../ports/internal/traced.js"
-import { type AppendEffects, type Service as JournalService, requireRun, requireSession } from "../../ports/Journal.js"
+import {
+  type AppendEffects,
+  type AppendError,
+  type Service as JournalService,
+  requireRun,
+  requireSession
+} from "../../ports/Journal.js"
 import {
   type ModelEvent,
   type ModelRequest,
@@ -197,6 +203,34 @@ const emit = (ctx: RunContext, events: Events, effects: AppendEffects = {}) =>
       ).pipe(Effect.onError(() => unstage(ctx, write)))
     })
   )
+
+/**
+ * `emit` for the loop's streamed deltas, from inside an uninterruptible region (`writeHeld`): one
+ * `Effect.async` around the tape's plain append (`Tape.appendWith`), the run's view updated in its
+ * callback — not `emit`'s four Effect steps and their continuations. At 200 paced streams those
+ * per-delta Effect objects were most of the young garbage behind the main thread's scavenges
+ * (PERF-NOTES round 15, slice P). Without the plain append (a decorated journal), `emit`.
+ */
+const emitHeld = (ctx: RunContext, events: Events): Effect.Effect<void, AppendError> => {
+  const appendWith = ctx.deps.tape.appendWith
+  if (appendWith === undefined) return emit(ctx, events)
+  return Effect.async<void, AppendError>((resume) => {
+    const write = takeStaged<AppendEffects>(ctx, events, {})
+    appendWith(ctx.session.id, write.events as Events, write.effects, (exit) => {
+      if (Exit.isFailure(exit)) {
+        ctx.staged = write.count === 0 ? ctx.staged : [...write.events.slice(0, write.count), ...ctx.staged]
+        ctx.stagedTokens += write.tokens
+        return resume(exit)
+      }
+      try {
+        observe(ctx, exit.value, write.count, write.effects.addTokens)
+      } catch (defect) {
+        return resume(Effect.die(defect))
+      }
+      resume(Effect.void)
+    })
+  })
+}
 
 /** What writing a streamed delta can fail with. */
 type SinkError = Effect.Effect.Error<ReturnType<typeof emit>> | BudgetExceeded
@@ -655,7 +689,7 @@ const streamAnswer = (
         const events: ReadonlyArray<NewTapeEvent> = pending
         pending = []
         pendingChars = 0
-        return emit(ctx, events as Events)
+        return emitHeld(ctx, events as Events)
       })
     )
     const writePending = (): Effect.Effect<void, SinkError> | undefined =>
