@@ -5,8 +5,9 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, DefaultServices, Duration, Effect, Layer, Stream } from "effect"
+import { Clock, Context, DefaultServices, Duration, Effect, Exit, Layer, Stream } from "effect"
 import { ProviderError, type ProviderErrorReason } from "../domain/Errors.js"
+import { writeNowOf } from "../ports/internal/writeNow.js"
 import {
   drainNow,
   type FinishReason,
@@ -137,44 +138,77 @@ export const make = (
 const liveClock = Context.get(DefaultServices.liveServices, Clock.Clock)
 
 /**
- * Paced events into a plain sink on the live clock: each text delta waits `millis` on a plain
- * timer whose callback calls the sink, one `Effect.async` per delta. What it replaces —
- * `Effect.sleep` (the clock's look-up, its own `async`), a `zipRight`, a `suspend` and `forEach`'s
- * steps — allocated several Effect objects and fiber steps per delta: at 200 paced streams those
- * young objects are most of what the scavenger collects (PERF-NOTES round 15, slice P). The order,
- * the sink's effects (run, and waited for, before the next event) and interruption (it clears the
- * pending timer: a delta not yet due is never handed to the sink) are as before.
+ * Paced events into a plain sink on the live clock, in one `Effect.async` for the whole call: each
+ * text delta waits `millis` on a plain timer whose callback calls the sink, and a write the sink
+ * returns with a plain form (`withWriteNow`: the loop's held-delta write over the tape's plain
+ * append) runs from that callback too — no fiber step per delta. What it replaces (per delta an
+ * `Effect.sleep`, a `zipRight`, a `suspend`, `forEach`'s steps and two fiber resumptions around the
+ * write) allocated most of what the scavenger collects at 200 paced streams (PERF-NOTES round 15,
+ * slice P). A write without a plain form is run by the fiber, which then carries on here.
+ * The order, the sink's writes (completed before the next event) and interruption are as before:
+ * an interruption clears the pending timer (a delta not yet due never reaches the sink) and, while
+ * a plain write is in flight, waits for it to complete (a write cannot be abandoned).
  */
 const pacedNow = <E>(events: ReadonlyArray<ModelEvent>, millis: number, sink: SinkNow<E>): Effect.Effect<void, E> => {
-  const from = (start: number): Effect.Effect<void, E> => {
-    let i = start
-    while (i < events.length) {
-      const event = events[i++]!
-      if (event.type === "text-delta") {
-        const after = i
-        return Effect.async<void, E>((resume) => {
-          const timer = setTimeout(() => {
-            // Outside the fiber here: a sink that throws is the call's defect, as inside it.
-            let next: Effect.Effect<void, E> | undefined
-            try {
-              next = sink(event)
-            } catch (defect) {
-              return resume(Effect.die(defect))
-            }
-            resume(next === undefined ? from(after) : Effect.flatMap(next, () => from(after)))
-          }, millis)
-          return Effect.sync(() => clearTimeout(timer))
+  const from = (start: number): Effect.Effect<void, E> =>
+    Effect.async<void, E>((resume) => {
+      let timer: ReturnType<typeof setTimeout> | undefined
+      let writing = false
+      let interrupted = false
+      let written: (() => void) | undefined
+      // Hands `event` to the sink; true when the next event may follow at once.
+      const call = (event: ModelEvent, after: number): boolean => {
+        let next: Effect.Effect<void, E> | undefined
+        try {
+          next = sink(event)
+        } catch (defect) {
+          // Outside the fiber here: a sink that throws is the call's defect, as inside it.
+          resume(Effect.die(defect))
+          return false
+        }
+        if (next === undefined) return true
+        const now = writeNowOf(next)
+        if (now === undefined) {
+          resume(Effect.flatMap(next, () => from(after)))
+          return false
+        }
+        writing = true
+        now((exit) => {
+          writing = false
+          if (interrupted) return written?.()
+          if (Exit.isFailure(exit)) return resume(exit)
+          step(after)
         })
+        return false
       }
-      const next = sink(event)
-      if (next !== undefined) {
-        const after = i
-        return Effect.flatMap(next, () => from(after))
+      const step = (start: number): void => {
+        let i = start
+        while (i < events.length) {
+          const event = events[i++]!
+          const after = i
+          if (event.type === "text-delta") {
+            timer = setTimeout(() => {
+              timer = undefined
+              if (call(event, after)) step(after)
+            }, millis)
+            return
+          }
+          if (!call(event, after)) return
+        }
+        resume(Effect.void)
       }
-    }
-    return Effect.void
-  }
-  return Effect.suspend(() => from(0))
+      step(start)
+      return Effect.suspend(() => {
+        interrupted = true
+        if (timer !== undefined) clearTimeout(timer)
+        return writing
+          ? Effect.async<void>((wake) => {
+              written = () => wake(Effect.void)
+            })
+          : Effect.void
+      })
+    })
+  return from(0)
 }
 
 interface Plan {

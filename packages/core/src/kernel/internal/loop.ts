@@ -8,6 +8,7 @@ import type { Redactor } from "../../domain/Redaction.js"
 import { isTerminal, type Transition } from "../../domain/RunState.js"
 import type { NewTapeEvent, TapeEvent, TapeEventOf } from "../../domain/TapeEvent.js"
 import { isTracing, traced } from "../../ports/internal/traced.js"
+import { withWriteNow } from "../../ports/internal/writeNow.js"
 import {
   type AppendEffects,
   type AppendError,
@@ -33,7 +34,7 @@ import * as RunView from "../RunView.js"
 import type { HistoryCache } from "./historyCache.js"
 import { policyRequestFor } from "./policyRequest.js"
 import type { StartGate } from "./startGate.js"
-import type { Tape } from "./tape.js"
+import type { AppendWith, Tape } from "./tape.js"
 import { cancelOutsideLoop, closeOpenWork, recordTransition } from "./transition.js"
 
 /** @internal */
@@ -214,21 +215,29 @@ const emit = (ctx: RunContext, events: Events, effects: AppendEffects = {}) =>
 const emitHeld = (ctx: RunContext, events: Events): Effect.Effect<void, AppendError> => {
   const appendWith = ctx.deps.tape.appendWith
   if (appendWith === undefined) return emit(ctx, events)
-  return Effect.async<void, AppendError>((resume) => {
-    const write = takeStaged<AppendEffects>(ctx, events, {})
-    appendWith(ctx.session.id, write.events as Events, write.effects, (exit) => {
-      if (Exit.isFailure(exit)) {
-        ctx.staged = write.count === 0 ? ctx.staged : [...write.events.slice(0, write.count), ...ctx.staged]
-        ctx.stagedTokens += write.tokens
-        return resume(exit)
-      }
-      try {
-        observe(ctx, exit.value, write.count, write.effects.addTokens)
-      } catch (defect) {
-        return resume(Effect.die(defect))
-      }
-      resume(Effect.void)
-    })
+  return Effect.async<void, AppendError>((resume) => emitHeldWith(appendWith, ctx, events, resume))
+}
+
+/** `emitHeld`'s write as a plain call: `done` gets its exit once the run's view has observed it. */
+const emitHeldWith = (
+  appendWith: AppendWith,
+  ctx: RunContext,
+  events: Events,
+  done: (exit: Exit.Exit<void, AppendError>) => void
+) => {
+  const write = takeStaged<AppendEffects>(ctx, events, {})
+  appendWith(ctx.session.id, write.events as Events, write.effects, (exit) => {
+    if (Exit.isFailure(exit)) {
+      ctx.staged = write.count === 0 ? ctx.staged : [...write.events.slice(0, write.count), ...ctx.staged]
+      ctx.stagedTokens += write.tokens
+      return done(exit)
+    }
+    try {
+      observe(ctx, exit.value, write.count, write.effects.addTokens)
+    } catch (defect) {
+      return done(Exit.die(defect))
+    }
+    done(Exit.void)
   })
 }
 
@@ -683,7 +692,7 @@ const streamAnswer = (
     // The held deltas are taken when the write runs, inside an uninterruptible region, not when it
     // is handed to the provider: a write the provider never runs (the call was interrupted between
     // getting it and running it) leaves them held, for the call's end to write.
-    const writeHeld = Effect.uninterruptible(
+    const writeHeldEffect = Effect.uninterruptible(
       Effect.suspend(() => {
         if (pending.length === 0) return Effect.void
         const events: ReadonlyArray<NewTapeEvent> = pending
@@ -692,6 +701,19 @@ const streamAnswer = (
         return emitHeld(ctx, events as Events)
       })
     )
+    // Its plain form (`withWriteNow`), over the tape's plain append: a provider pushing deltas from
+    // plain callbacks (the paced scripted model's timer) writes each without resuming its fiber.
+    const appendWith = deps.tape.appendWith
+    const writeHeld =
+      appendWith === undefined
+        ? writeHeldEffect
+        : withWriteNow(writeHeldEffect, (done) => {
+            if (pending.length === 0) return done(Exit.void)
+            const events: ReadonlyArray<NewTapeEvent> = pending
+            pending = []
+            pendingChars = 0
+            emitHeldWith(appendWith, ctx, events as Events, done)
+          })
     const writePending = (): Effect.Effect<void, SinkError> | undefined =>
       pending.length === 0 ? undefined : writeHeld
     const hold = (more: boolean | undefined) => (more ? undefined : writePending())
