@@ -189,4 +189,54 @@ describe("the loop's paced deltas over a journal's plain append", () => {
       assert.isTrue(last?._tag === "RunStateChanged" && last.to === "Cancelled")
     })
   )
+
+  it.live("a cancellation while a delta's plain write is in flight waits for it: the delta, then the end", () =>
+    Effect.gen(function* () {
+      // The third delta's commit is held until the cancellation has been asked for.
+      let deltasSeen = 0
+      let heldDone: (() => void) | undefined
+      const held = yield* Deferred.make<void>()
+      const layer = Layer.effect(
+        Journal.Journal,
+        Effect.map(MemoryJournal.make(), (inner) => {
+          const appendNow: Journal.AppendNow = (sessionId, events, effects, done) =>
+            Effect.runCallback(inner.append(sessionId, events, effects), {
+              onExit: (exit) => {
+                if (events.some((e) => e._tag === "AssistantDelta") && ++deltasSeen === 3) {
+                  heldDone = () => done(exit)
+                  Deferred.unsafeDone(held, Exit.void)
+                } else done(exit)
+              }
+            })
+          return { ...inner, append: Journal.withAppendNow(inner.append, appendNow) }
+        })
+      )
+      const result = yield* Effect.gen(function* () {
+        const gateway = yield* Gateway.Gateway
+        const caller = Caller.user("alice")
+        const started = yield* gateway.sendMessage(caller, { text: "go" })
+        yield* Deferred.await(held)
+        const cancelling = yield* Effect.fork(gateway.cancelRun(caller, started.run.id))
+        yield* Effect.sleep("20 millis")
+        heldDone?.()
+        yield* Fiber.join(cancelling)
+        const run = yield* gateway.awaitRun(caller, started.run.id)
+        const tape = yield* gateway.readTape(caller, started.session.id, { afterSeq: 0 })
+        return { run, tape }
+      }).pipe(
+        Effect.provide(
+          gatewayLayer({
+            model: ScriptedModel.layer([{ text: ["a ", "b ", "c ", "d ", "e "], delayPerDelta: "2 millis" }]),
+            journal: layer,
+            coalesceChars: 1
+          })
+        )
+      )
+      assert.strictEqual(result.run.state, "Cancelled")
+      assert.deepStrictEqual(texts(result.tape), ["a ", "b ", "c "])
+      assert.isUndefined(gapFree(result.tape))
+      const last = result.tape.at(-1)
+      assert.isTrue(last?._tag === "RunStateChanged" && last.to === "Cancelled")
+    })
+  )
 })
