@@ -7,7 +7,7 @@
  * (attributed by file), the main thread's scavenges and their pauses, and its CPU per delta.
  *
  * `pnpm bench paced [--quick]`; P_ALLOC_PROF=<file>: also write the window's sampling profile
- * (summarize with `node bench/lib/allocprof.mjs <file>`). Knobs: PACED_STREAMS (200), PACED_PACE_MS (200).
+ * (summarize with `node bench/lib/allocprof.mjs <file>`). Knobs: PACED_STREAMS (200), PACED_PACE_MS (200), PACED_DELTAS (30; the window is all but 6 of them).
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { Session } from "node:inspector"
@@ -21,7 +21,7 @@ import { quick, result, round, table } from "../lib/report.js"
 
 const STREAMS = Number(process.env.PACED_STREAMS ?? 200)
 const PACE = Number(process.env.PACED_PACE_MS ?? (quick ? 50 : 200))
-const DELTAS = quick ? 20 : 30
+const DELTAS = Number(process.env.PACED_DELTAS ?? (quick ? 20 : 30))
 const dir = mkdtempSync(join(tmpdir(), "palyra-paced-"))
 
 const model = ScriptedModel.make(
