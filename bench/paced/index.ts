@@ -42,7 +42,7 @@ let inWindow = false
 new PerformanceObserver((list) => {
   if (!inWindow) return
   for (const e of list.getEntries()) {
-    const kind = (e.detail as { kind?: number } | undefined)?.kind
+    const kind = (e as unknown as { readonly detail?: { readonly kind?: number } }).detail?.kind
     if (kind === constants.NODE_PERFORMANCE_GC_MINOR) {
       gc.scavenges++
       gc.scavengeMs += e.duration
