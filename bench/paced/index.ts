@@ -10,11 +10,14 @@
  * (summarize with `node bench/lib/allocprof.mjs <file>`). Knobs: PACED_STREAMS (200), PACED_PACE_MS (200), PACED_DELTAS (30; the window is all but 6 of them).
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { createServer } from "node:http"
 import { Session } from "node:inspector"
+import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { constants, PerformanceObserver } from "node:perf_hooks"
 import { Caller, type Follower, Gateway, type Journal, Kernel, ScriptedModel } from "@palyra/core"
+import { Models } from "@palyra/core/models"
 import { SqliteJournal } from "@palyra/journal"
 import { Effect, Exit, type Layer, ManagedRuntime, Scope } from "effect"
 import { quick, result, round, table } from "../lib/report.js"
@@ -24,10 +27,35 @@ const PACE = Number(process.env.PACED_PACE_MS ?? (quick ? 50 : 200))
 const DELTAS = Number(process.env.PACED_DELTAS ?? (quick ? 20 : 30))
 const dir = mkdtempSync(join(tmpdir(), "palyra-paced-"))
 
-const model = ScriptedModel.make(
-  () => ({ text: Array.from({ length: DELTAS }, (_, i) => `word${i} `), delayPerDelta: `${PACE} millis` }),
-  { recordPrompts: false }
-)
+// PACED_MODEL=openai: the real provider's path instead — the AI SDK adapter over a local
+// OpenAI-compatible server (node:http) streaming one SSE chunk per delta, paced by the server.
+const viaOpenAi = process.env.PACED_MODEL === "openai"
+const chunk = (delta: object, finish: string | null) =>
+  `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "bench", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
+const server = viaOpenAi
+  ? createServer((req, res) => {
+      req.resume()
+      req.on("end", () => {
+        res.writeHead(200, { "content-type": "text/event-stream" })
+        res.write(chunk({ role: "assistant", content: "" }, null))
+        let i = 0
+        const next = () => {
+          if (i === DELTAS) return res.end(`${chunk({}, "stop")}data: [DONE]\n\n`)
+          res.write(chunk({ content: `word${i++} ` }, null))
+          setTimeout(next, PACE)
+        }
+        setTimeout(next, PACE)
+      })
+    })
+  : undefined
+if (server) await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+const port = (server?.address() as AddressInfo | null)?.port
+const model = viaOpenAi
+  ? await Effect.runPromise(Models.fromSpec(`openai-compatible:http://127.0.0.1:${port}/v1#bench`, {}))
+  : ScriptedModel.make(
+      () => ({ text: Array.from({ length: DELTAS }, (_, i) => `word${i} `), delayPerDelta: `${PACE} millis` }),
+      { recordPrompts: false }
+    )
 const runtime = ManagedRuntime.make(
   Kernel.layer({
     model,
@@ -152,7 +180,7 @@ const main = async () => {
   const kbPerDelta = total / 1024 / n
   const top = [...files].sort((a, b) => b[1] - a[1]).slice(0, 8)
   table(
-    `paced deltas, server side, no wire: ${STREAMS} runs, a delta every ${PACE} ms, ${n} deltas in the steady window (${round(wallMs, 0)} ms)`,
+    `paced deltas, server side, no wire${viaOpenAi ? " (the AI SDK adapter over a local OpenAI-compatible server)" : ""}: ${STREAMS} runs, a delta every ${PACE} ms, ${n} deltas in the steady window (${round(wallMs, 0)} ms)`,
     [
       { measure: "KB allocated / delta (sampled, collected included)", value: round(kbPerDelta, 1) },
       { measure: "process CPU µs / delta (all threads)", value: round((cpu.user + cpu.system) / n, 1) },
@@ -169,6 +197,8 @@ const main = async () => {
   for (const f of followers) f.close()
   await runtime.dispose()
   rmSync(dir, { recursive: true, force: true })
+  server?.close()
+  server?.closeAllConnections()
   result("paced", {
     deltas: n,
     kbPerDelta: round(kbPerDelta, 2),
