@@ -15,11 +15,12 @@ import {
   Gateway,
   Journal,
   MemoryJournal,
-  type ModelProvider,
+  ModelProvider,
   ScriptedModel,
   type TapeEvent
 } from "../src/index.js"
 import { gapFree, gatewayLayer } from "../src/testing.js"
+import { chunk, withChatServer } from "./chatServer.js"
 
 const request: ModelProvider.ModelRequest = { messages: [{ role: "user", text: "go" }], tools: [] }
 const texts = (events: ReadonlyArray<TapeEvent.TapeEvent>) =>
@@ -236,6 +237,111 @@ describe("the loop's paced deltas over a journal's plain append", () => {
       assert.deepStrictEqual(texts(result.tape), ["a ", "b ", "c "])
       assert.isUndefined(gapFree(result.tape))
       const last = result.tape.at(-1)
+      assert.isTrue(last?._tag === "RunStateChanged" && last.to === "Cancelled")
+    })
+  )
+})
+
+/** A local OpenAI-compatible server streaming `parts`, one SSE chunk every `paceMs`. */
+const pacedServer = <A, E>(
+  parts: ReadonlyArray<string>,
+  paceMs: number,
+  f: Parameters<typeof withChatServer<A, E>>[1]
+) =>
+  withChatServer((res) => {
+    res.write(chunk({ role: "assistant", content: "" }))
+    let i = 0
+    const next = () => {
+      if (res.destroyed) return
+      if (i === parts.length) return void res.end(`${chunk({}, "stop")}data: [DONE]\n\n`)
+      res.write(chunk({ content: parts[i++]! }))
+      setTimeout(next, paceMs)
+    }
+    setTimeout(next, paceMs)
+  }, f)
+
+describe("the AI SDK adapter's paced deltas over a journal's plain append (the daemon's path)", () => {
+  it.live("a secret split across streamed deltas is redacted; gap-free, the end last", () =>
+    Effect.gen(function* () {
+      const journal = plainJournal()
+      const parts = ["my key is ", KEY.slice(0, 9), KEY.slice(9, 25), KEY.slice(25), " ok", " done"]
+      const { run, tape } = yield* pacedServer(parts, 3, (local) =>
+        Effect.gen(function* () {
+          const gateway = yield* Gateway.Gateway
+          const caller = Caller.user("alice")
+          const started = yield* gateway.sendMessage(caller, { text: "go" })
+          const run = yield* gateway.awaitRun(caller, started.run.id)
+          const tape = yield* gateway.readTape(caller, started.session.id, { afterSeq: 0 })
+          return { run, tape }
+        }).pipe(
+          Effect.provide(
+            gatewayLayer({
+              model: Layer.succeed(ModelProvider.ModelProvider, local.model()),
+              journal: journal.layer,
+              coalesceChars: 1
+            })
+          )
+        )
+      )
+      assert.strictEqual(run.state, "Done")
+      assert.isUndefined(gapFree(tape))
+      const streamed = texts(tape).join("")
+      assert.notInclude(streamed, KEY.slice(9, 25))
+      assert.include(streamed, "my key is ")
+      assert.include(streamed, " done")
+      assert.strictEqual(tape.at(-1)?._tag, "RunStateChanged")
+    })
+  )
+
+  it.live("a cancellation while a streamed delta's write is held stores that delta, then the run's end", () =>
+    Effect.gen(function* () {
+      let deltasSeen = 0
+      let heldDone: (() => void) | undefined
+      const held = yield* Deferred.make<void>()
+      const layer = Layer.effect(
+        Journal.Journal,
+        Effect.map(MemoryJournal.make(), (inner) => {
+          const appendNow: Journal.AppendNow = (sessionId, events, effects, done) =>
+            Effect.runCallback(inner.append(sessionId, events, effects), {
+              onExit: (exit) => {
+                if (events.some((e) => e._tag === "AssistantDelta") && ++deltasSeen === 2) {
+                  heldDone = () => done(exit)
+                  Deferred.unsafeDone(held, Exit.void)
+                } else done(exit)
+              }
+            })
+          return { ...inner, append: Journal.withAppendNow(inner.append, appendNow) }
+        })
+      )
+      const parts = Array.from({ length: 50 }, (_, i) => `w${i} `)
+      const { run, tape } = yield* pacedServer(parts, 5, (local) =>
+        Effect.gen(function* () {
+          const gateway = yield* Gateway.Gateway
+          const caller = Caller.user("alice")
+          const started = yield* gateway.sendMessage(caller, { text: "go" })
+          yield* Deferred.await(held)
+          const cancelling = yield* Effect.fork(gateway.cancelRun(caller, started.run.id))
+          yield* Effect.sleep("20 millis")
+          heldDone?.()
+          yield* Fiber.join(cancelling)
+          const run = yield* gateway.awaitRun(caller, started.run.id)
+          const tape = yield* gateway.readTape(caller, started.session.id, { afterSeq: 0 })
+          return { run, tape }
+        }).pipe(
+          Effect.provide(
+            gatewayLayer({
+              model: Layer.succeed(ModelProvider.ModelProvider, local.model()),
+              journal: layer,
+              coalesceChars: 1
+            })
+          )
+        )
+      )
+      assert.strictEqual(run.state, "Cancelled")
+      assert.isAtLeast(texts(tape).length, 2)
+      assert.isBelow(texts(tape).length, 50)
+      assert.isUndefined(gapFree(tape))
+      const last = tape.at(-1)
       assert.isTrue(last?._tag === "RunStateChanged" && last.to === "Cancelled")
     })
   )
