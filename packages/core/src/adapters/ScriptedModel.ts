@@ -5,15 +5,17 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Layer, Stream } from "effect"
+import { Clock, Context, DefaultServices, Duration, Effect, Exit, Layer, Stream } from "effect"
 import { ProviderError, type ProviderErrorReason } from "../domain/Errors.js"
+import { writeNowOf } from "../ports/internal/writeNow.js"
 import {
   drainNow,
   type FinishReason,
   type ModelEvent,
   ModelProvider,
   type ModelRequest,
-  type Service
+  type Service,
+  type SinkNow
 } from "../ports/ModelProvider.js"
 
 /** One scripted model response. @since 0.1.0 @category Models */
@@ -109,22 +111,104 @@ export const make = (
         Effect.forEach(events, (event) => Effect.zipRight(pace(event, delay), sink(event)), { discard: true })
       ),
     // Unpaced, the events are all due now: a plain drive (no Effect step per event the sink handles
-    // plainly). Paced, each event waits for its delay, then the sink is called.
+    // plainly). Paced, each event waits for its delay, then the sink is called: on the live clock
+    // with a plain timer (`pacedNow`), under another clock (`TestClock`) with its `sleep`.
     streamToNow: (request, sink) =>
       Effect.flatMap(plan(request), ({ events, delay }) =>
         delay === undefined
           ? drainNow(events, sink)
-          : Effect.forEach(
-              events,
-              (event) =>
-                Effect.zipRight(
-                  pace(event, delay),
-                  Effect.suspend(() => sink(event) ?? Effect.void)
-                ),
-              { discard: true }
+          : Effect.clockWith((clock) =>
+              clock === liveClock
+                ? pacedNow(events, Duration.toMillis(delay), sink)
+                : Effect.forEach(
+                    events,
+                    (event) =>
+                      Effect.zipRight(
+                        pace(event, delay),
+                        Effect.suspend(() => sink(event) ?? Effect.void)
+                      ),
+                    { discard: true }
+                  )
             )
       )
   }
+}
+
+/** The clock every fiber has unless a test (or a layer) replaced it. */
+const liveClock = Context.get(DefaultServices.liveServices, Clock.Clock)
+
+/**
+ * Paced events into a plain sink on the live clock, in one `Effect.async` for the whole call: each
+ * text delta waits `millis` on a plain timer whose callback calls the sink, and a write the sink
+ * returns with a plain form (`withWriteNow`: the loop's held-delta write over the tape's plain
+ * append) runs from that callback too — no fiber step per delta. What it replaces (per delta an
+ * `Effect.sleep`, a `zipRight`, a `suspend`, `forEach`'s steps and two fiber resumptions around the
+ * write) allocated most of what the scavenger collects at 200 paced streams (PERF-NOTES round 15,
+ * slice P). A write without a plain form is run by the fiber, which then carries on here.
+ * The order, the sink's writes (completed before the next event) and interruption are as before:
+ * an interruption clears the pending timer (a delta not yet due never reaches the sink) and, while
+ * a plain write is in flight, waits for it to complete (a write cannot be abandoned).
+ */
+const pacedNow = <E>(events: ReadonlyArray<ModelEvent>, millis: number, sink: SinkNow<E>): Effect.Effect<void, E> => {
+  const from = (start: number): Effect.Effect<void, E> =>
+    Effect.async<void, E>((resume) => {
+      let timer: ReturnType<typeof setTimeout> | undefined
+      let writing = false
+      let interrupted = false
+      let written: (() => void) | undefined
+      // Hands `event` to the sink; true when the next event may follow at once.
+      const call = (event: ModelEvent, after: number): boolean => {
+        let next: Effect.Effect<void, E> | undefined
+        try {
+          next = sink(event)
+        } catch (defect) {
+          // Outside the fiber here: a sink that throws is the call's defect, as inside it.
+          resume(Effect.die(defect))
+          return false
+        }
+        if (next === undefined) return true
+        const now = writeNowOf(next)
+        if (now === undefined) {
+          resume(Effect.flatMap(next, () => from(after)))
+          return false
+        }
+        writing = true
+        now((exit) => {
+          writing = false
+          if (interrupted) return written?.()
+          if (Exit.isFailure(exit)) return resume(exit)
+          step(after)
+        })
+        return false
+      }
+      const step = (start: number): void => {
+        let i = start
+        while (i < events.length) {
+          const event = events[i++]!
+          const after = i
+          if (event.type === "text-delta") {
+            timer = setTimeout(() => {
+              timer = undefined
+              if (call(event, after)) step(after)
+            }, millis)
+            return
+          }
+          if (!call(event, after)) return
+        }
+        resume(Effect.void)
+      }
+      step(start)
+      return Effect.suspend(() => {
+        interrupted = true
+        if (timer !== undefined) clearTimeout(timer)
+        return writing
+          ? Effect.async<void>((wake) => {
+              written = () => wake(Effect.void)
+            })
+          : Effect.void
+      })
+    })
+  return from(0)
 }
 
 interface Plan {

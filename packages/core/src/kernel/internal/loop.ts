@@ -1,4 +1,4 @@
-import { Cause, Clock, Context, Duration, Effect, FiberRef, type MetricLabel, Option, type Tracer } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Exit, FiberRef, type MetricLabel, Option, type Tracer } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import { digest } from "../../domain/Canonical.js"
 import { BudgetExceeded, Conflict, isPalyraError, type PalyraError } from "../../domain/Errors.js"
@@ -8,7 +8,14 @@ import type { Redactor } from "../../domain/Redaction.js"
 import { isTerminal, type Transition } from "../../domain/RunState.js"
 import type { NewTapeEvent, TapeEvent, TapeEventOf } from "../../domain/TapeEvent.js"
 import { isTracing, traced } from "../../ports/internal/traced.js"
-import { type AppendEffects, type Service as JournalService, requireRun, requireSession } from "../../ports/Journal.js"
+import { withWriteNow } from "../../ports/internal/writeNow.js"
+import {
+  type AppendEffects,
+  type AppendError,
+  type Service as JournalService,
+  requireRun,
+  requireSession
+} from "../../ports/Journal.js"
 import {
   type ModelEvent,
   type ModelRequest,
@@ -28,7 +35,7 @@ import { afterSend } from "./afterSend.js"
 import type { HistoryCache } from "./historyCache.js"
 import { policyRequestFor } from "./policyRequest.js"
 import type { StartGate } from "./startGate.js"
-import type { Tape } from "./tape.js"
+import type { AppendWith, Tape } from "./tape.js"
 import { cancelOutsideLoop, closeOpenWork, recordTransition } from "./transition.js"
 
 /** @internal */
@@ -198,6 +205,42 @@ const emit = (ctx: RunContext, events: Events, effects: AppendEffects = {}) =>
       ).pipe(Effect.onError(() => unstage(ctx, write)))
     })
   )
+
+/**
+ * `emit` for the loop's streamed deltas, from inside an uninterruptible region (`writeHeld`): one
+ * `Effect.async` around the tape's plain append (`Tape.appendWith`), the run's view updated in its
+ * callback — not `emit`'s four Effect steps and their continuations. At 200 paced streams those
+ * per-delta Effect objects were most of the young garbage behind the main thread's scavenges
+ * (PERF-NOTES round 15, slice P). Without the plain append (a decorated journal), `emit`.
+ */
+const emitHeld = (ctx: RunContext, events: Events): Effect.Effect<void, AppendError> => {
+  const appendWith = ctx.deps.tape.appendWith
+  if (appendWith === undefined) return emit(ctx, events)
+  return Effect.async<void, AppendError>((resume) => emitHeldWith(appendWith, ctx, events, resume))
+}
+
+/** `emitHeld`'s write as a plain call: `done` gets its exit once the run's view has observed it. */
+const emitHeldWith = (
+  appendWith: AppendWith,
+  ctx: RunContext,
+  events: Events,
+  done: (exit: Exit.Exit<void, AppendError>) => void
+) => {
+  const write = takeStaged<AppendEffects>(ctx, events, {})
+  appendWith(ctx.session.id, write.events as Events, write.effects, (exit) => {
+    if (Exit.isFailure(exit)) {
+      ctx.staged = write.count === 0 ? ctx.staged : [...write.events.slice(0, write.count), ...ctx.staged]
+      ctx.stagedTokens += write.tokens
+      return done(exit)
+    }
+    try {
+      observe(ctx, exit.value, write.count, write.effects.addTokens)
+    } catch (defect) {
+      return done(Exit.die(defect))
+    }
+    done(Exit.void)
+  })
+}
 
 /** What writing a streamed delta can fail with. */
 type SinkError = Effect.Effect.Error<ReturnType<typeof emit>> | BudgetExceeded
@@ -650,15 +693,28 @@ const streamAnswer = (
     // The held deltas are taken when the write runs, inside an uninterruptible region, not when it
     // is handed to the provider: a write the provider never runs (the call was interrupted between
     // getting it and running it) leaves them held, for the call's end to write.
-    const writeHeld = Effect.uninterruptible(
+    const writeHeldEffect = Effect.uninterruptible(
       Effect.suspend(() => {
         if (pending.length === 0) return Effect.void
         const events: ReadonlyArray<NewTapeEvent> = pending
         pending = []
         pendingChars = 0
-        return emit(ctx, events as Events)
+        return emitHeld(ctx, events as Events)
       })
     )
+    // Its plain form (`withWriteNow`), over the tape's plain append: a provider pushing deltas from
+    // plain callbacks (the paced scripted model's timer) writes each without resuming its fiber.
+    const appendWith = deps.tape.appendWith
+    const writeHeld =
+      appendWith === undefined
+        ? writeHeldEffect
+        : withWriteNow(writeHeldEffect, (done) => {
+            if (pending.length === 0) return done(Exit.void)
+            const events: ReadonlyArray<NewTapeEvent> = pending
+            pending = []
+            pendingChars = 0
+            emitHeldWith(appendWith, ctx, events as Events, done)
+          })
     const writePending = (): Effect.Effect<void, SinkError> | undefined =>
       pending.length === 0 ? undefined : writeHeld
     const hold = (more: boolean | undefined) => (more ? undefined : writePending())

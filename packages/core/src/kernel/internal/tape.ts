@@ -23,6 +23,12 @@ export interface Tape {
     effects?: AppendEffects
   ) => ReturnType<JournalService["append"]>
   /**
+   * `append` as a plain call, when the journal has its plain form: the lock, the commit and its
+   * publication as in `append`, then `done` with the commit's exit — no Effect step. For an
+   * uninterruptible caller's hot path (the loop's streamed deltas): the write cannot be abandoned.
+   */
+  readonly appendWith?: AppendWith | undefined
+  /**
    * Replay from the journal after `afterSeq`, then live events; no gap and no duplicate at the seam.
    * With `runId`, only that run's events, ending with the event that ends the run. A live subscriber
    * more than the buffer limit behind is cut off with `StreamLagged` (resume after its `lastSeq`).
@@ -57,6 +63,14 @@ export interface Tape {
   ) => Follower
 }
 
+/** `Tape.appendWith`. @internal */
+export type AppendWith = (
+  sessionId: SessionId,
+  events: NonEmptyReadonlyArray<NewTapeEvent>,
+  effects: AppendEffects | undefined,
+  done: (exit: Exit.Exit<ReadonlyArray<TapeEvent>, AppendError>) => void
+) => void
+
 /** @internal */
 export interface TapeOptions {
   /** Committed events a live subscriber may have waiting before it is cut off (default 4096). */
@@ -82,8 +96,9 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
     // publication cannot be: a write handed to the journal commits anyway, and an event committed
     // but never published would be a gap for every live follower.
     const appendNow = appendNowOf(journal)
+    const plain = appendNow === undefined ? undefined : plainAppend(appendNow)
     const append: Tape["append"] =
-      appendNow === undefined
+      plain === undefined
         ? // A journal without the plain form (or decorated): the same guarantees in Effect steps.
           (sessionId, events, effects) =>
             locks.withLockUninterruptible(
@@ -93,7 +108,7 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
                 return stored
               })
             )
-        : plainAppend(appendNow)
+        : plain.append
 
     // ---- the hot path: one `Effect.async` per append ----
     // The lock, the journal's write and the publication are plain calls: the lock is taken with a
@@ -105,7 +120,7 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
     // commit and its publication (as the Effect form's uninterruptible region did). An
     // uninterruptible caller (the loop) gets none, so no interruption handler is installed per append.
     // (Measured against the Effect form: PERF-NOTES round 7, the append path.)
-    function plainAppend(appendNow: AppendNow): Tape["append"] {
+    function plainAppend(appendNow: AppendNow): { readonly append: Tape["append"]; readonly appendWith: AppendWith } {
       // Releases are trampolined: a write that fails at once (a closed journal) releases inside the
       // grant of the next, which would otherwise recurse once per waiting append.
       const releases: Array<SessionId> = []
@@ -121,6 +136,34 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
           releasing = false
         }
       }
+      // The lock, the write handed to the journal, then (in its callback) the publication, the
+      // release and `done`: shared by both forms below.
+      const write = (
+        sessionId: SessionId,
+        events: NonEmptyReadonlyArray<NewTapeEvent>,
+        effects: AppendEffects | undefined,
+        done: (exit: Exit.Exit<ReadonlyArray<TapeEvent>, AppendError>) => void,
+        granted?: () => void
+      ) => {
+        let answered = false
+        const finish = (exit: Exit.Exit<ReadonlyArray<TapeEvent>, AppendError>) => {
+          answered = true
+          try {
+            if (Exit.isSuccess(exit)) hubs.publish(sessionId, exit.value)
+          } finally {
+            release(sessionId)
+            done(exit)
+          }
+        }
+        return locks.acquire(sessionId, () => {
+          granted?.()
+          try {
+            appendNow(sessionId, events, effects, finish)
+          } catch (defect) {
+            if (!answered) finish(Exit.die(defect))
+          }
+        })
+      }
       const start = (
         interruptible: boolean,
         sessionId: SessionId,
@@ -131,24 +174,19 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
           // 0 waiting for the lock, 1 written (awaiting the commit), 2 committed and published.
           let state = 0
           let settled: (() => void) | undefined
-          const done = (exit: Exit.Exit<ReadonlyArray<TapeEvent>, AppendError>) => {
-            try {
-              if (Exit.isSuccess(exit)) hubs.publish(sessionId, exit.value)
-            } finally {
+          const ticket = write(
+            sessionId,
+            events,
+            effects,
+            (exit) => {
               state = 2
-              release(sessionId)
               resume(exit)
               settled?.()
+            },
+            () => {
+              state = 1
             }
-          }
-          const ticket = locks.acquire(sessionId, () => {
-            state = 1
-            try {
-              appendNow(sessionId, events, effects, done)
-            } catch (defect) {
-              if (state === 1) done(Exit.die(defect))
-            }
-          })
+          )
           if (!interruptible) return
           return Effect.suspend(() => {
             if (state === 0 && ticket.cancel()) return Effect.void
@@ -158,10 +196,14 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
             })
           })
         })
-      return (sessionId, events, effects) =>
+      const append: Tape["append"] = (sessionId, events, effects) =>
         Effect.withFiberRuntime((_, status) =>
           start(RuntimeFlags.interruptible(status.runtimeFlags), sessionId, events, effects)
         )
+      const appendWith: AppendWith = (sessionId, events, effects, done) => {
+        write(sessionId, events, effects, done)
+      }
+      return { append, appendWith }
     }
 
     /** The seq of the first event after `last` in a buffer (tapeSeq order), or +∞. */
@@ -328,6 +370,7 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
 
     return {
       append,
+      appendWith: plain?.appendWith,
       subscribe,
       follow,
       attachLive,
