@@ -12,13 +12,13 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Redaction } from "@palyra/core"
 import Database from "better-sqlite3"
-import { Effect, Logger, LogLevel } from "effect"
+import { Effect, Logger, LogLevel, type Scope } from "effect"
 import { SqliteBlobStore, SqliteJournal, SqliteTaskQueue } from "../src/index.js"
 import { isMigrated, LATEST_MIGRATION, MIGRATIONS_TABLE, migrations } from "../src/internal/migrations.js"
 import { makeSqlClient } from "../src/internal/sqlClient.js"
 
 /** Runs `effect` scoped, with debug logging; whether the Migrator ran (its closing debug line). */
-const migratorRan = <A, E>(effect: Effect.Effect<A, E, import("effect").Scope.Scope>) => {
+const migratorRan = <A, E>(effect: Effect.Effect<A, E, Scope.Scope>) => {
   const lines: Array<string> = []
   const capture = Logger.make(({ message }) => {
     for (const m of Array.isArray(message) ? message : [message]) lines.push(String(m))
@@ -64,10 +64,11 @@ describe("migrations run only on a file that needs them", () => {
 
   it.live("a file behind (an older palyrad's) is migrated to the newest, by the journal and by a store", () =>
     Effect.gen(function* () {
-      for (const open of [
-        (filename: string) => SqliteJournal.make({ filename }),
-        (filename: string) => SqliteBlobStore.make({ filename })
-      ]) {
+      const opens: ReadonlyArray<(filename: string) => Effect.Effect<unknown, unknown, Scope.Scope>> = [
+        (filename) => SqliteJournal.make({ filename }),
+        (filename) => SqliteBlobStore.make({ filename })
+      ]
+      for (const open of opens) {
         const filename = freshFile()
         // The file as a palyrad without the newest migration left it.
         const older = Object.fromEntries(
