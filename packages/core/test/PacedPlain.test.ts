@@ -8,7 +8,7 @@
  * write ending the run with its end event last; a cancellation between paced deltas.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Deferred, Effect, Exit, Fiber, Layer } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer } from "effect"
 import {
   Caller,
   Errors,
@@ -86,6 +86,22 @@ describe("ScriptedModel's paced streamToNow on the live clock", () => {
       assert.isTrue(Exit.isFailure(exit) && Cause.isDie(exit.cause))
       if (Exit.isFailure(exit)) assert.strictEqual(Cause.squash(exit.cause), boom)
     })
+  )
+  it.live(
+    "a delay no timer can hold (infinite, or past 2^31-1 ms) never delivers the delta, as the clock's sleep",
+    () =>
+      Effect.gen(function* () {
+        for (const delayPerDelta of [Duration.infinity, Duration.days(30)]) {
+          const model = ScriptedModel.make([{ text: ["a"], delayPerDelta }])
+          const got: Array<string> = []
+          const done = yield* model.streamToNow!(request, (event) => {
+            got.push(event.type)
+            return undefined
+          }).pipe(Effect.timeout("150 millis"), Effect.option)
+          assert.isTrue(done._tag === "None", "the call completed")
+          assert.deepStrictEqual(got, [])
+        }
+      })
   )
 })
 

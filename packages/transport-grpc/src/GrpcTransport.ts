@@ -44,6 +44,10 @@ import {
 } from "./internal/convert.js"
 import { listen } from "./internal/listen.js"
 import { pairingRoutes } from "./internal/pairing.js"
+
+/** Node's own `setImmediate`, taken at load: a test's fake timers replace the global one. */
+const nodeImmediate = globalThis.setImmediate
+
 import * as RunStreamWire from "./internal/runStreamWire.js"
 
 /** @since 0.1.0 @category Models */
@@ -686,7 +690,7 @@ async function* runStreamItems(
     follower.onReady(undefined)
     // The stream's teardown (its scope's finalizers, then the trailers) waits for the check phase:
     // the frames written in this macrotask (the run's last events, other streams' too) leave first.
-    await new Promise((r) => setImmediate(r))
+    await new Promise((r) => nodeImmediate(r))
     await Runtime.runPromise(runtime)(Scope.close(scope, Exit.void))
     void pump
   }

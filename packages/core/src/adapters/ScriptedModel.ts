@@ -118,7 +118,9 @@ export const make = (
         delay === undefined
           ? drainNow(events, sink)
           : Effect.clockWith((clock) =>
-              clock === liveClock
+              // A delay past what a timer takes (e.g. `Duration.infinity`) never fires on the live
+              // clock's `sleep` either: that one keeps the Effect form.
+              clock === liveClock && Duration.toMillis(delay) <= MAX_TIMER_MILLIS
                 ? pacedNow(events, Duration.toMillis(delay), sink)
                 : Effect.forEach(
                     events,
@@ -136,6 +138,8 @@ export const make = (
 
 /** The clock every fiber has unless a test (or a layer) replaced it. */
 const liveClock = Context.get(DefaultServices.liveServices, Clock.Clock)
+/** The longest delay `setTimeout` honours (Node fires a longer one after 1 ms). */
+const MAX_TIMER_MILLIS = 2 ** 31 - 1
 
 /**
  * Paced events into a plain sink on the live clock, in one `Effect.async` for the whole call: each
@@ -173,12 +177,17 @@ const pacedNow = <E>(events: ReadonlyArray<ModelEvent>, millis: number, sink: Si
           return false
         }
         writing = true
-        now((exit) => {
+        try {
+          now((exit) => {
+            writing = false
+            if (interrupted) return written?.()
+            if (Exit.isFailure(exit)) return resume(exit)
+            step(after)
+          })
+        } catch (defect) {
           writing = false
-          if (interrupted) return written?.()
-          if (Exit.isFailure(exit)) return resume(exit)
-          step(after)
-        })
+          resume(Effect.die(defect))
+        }
         return false
       }
       const step = (start: number): void => {
@@ -203,6 +212,8 @@ const pacedNow = <E>(events: ReadonlyArray<ModelEvent>, millis: number, sink: Si
         if (timer !== undefined) clearTimeout(timer)
         return writing
           ? Effect.async<void>((wake) => {
+              // The write may have completed between the check above and this registration.
+              if (!writing) return wake(Effect.void)
               written = () => wake(Effect.void)
             })
           : Effect.void

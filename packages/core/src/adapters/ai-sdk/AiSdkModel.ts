@@ -397,13 +397,19 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
         const now = writeNowOf(out)
         if (now === undefined) return undefined
         writing = true
-        return new Promise<Exit.Exit<void, unknown>>((resolve) =>
-          now((exit) => {
+        return new Promise<Exit.Exit<void, unknown>>((resolve) => {
+          try {
+            now((exit) => {
+              writing = false
+              resolve(exit)
+              written?.()
+            })
+          } catch (defect) {
+            // A plain write that throws is the kernel's defect, not the provider's failure.
             writing = false
-            resolve(exit)
-            written?.()
-          })
-        )
+            resolve(Exit.die(defect))
+          }
+        })
       }
       const fail = (error: unknown): Effect.Effect<void, unknown> => {
         ended = true
@@ -504,6 +510,8 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
           stopped = true
           return writing
             ? Effect.async<void>((wake) => {
+                // The write may have completed between the check above and this registration.
+                if (!writing) return wake(Effect.void)
                 written = () => wake(Effect.void)
               })
             : Effect.void

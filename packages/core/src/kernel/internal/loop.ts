@@ -31,7 +31,6 @@ import { acceptedWith } from "../Attachments.js"
 import * as Metrics from "../Metrics.js"
 import type { Service as PromptService } from "../PromptAssembler.js"
 import * as RunView from "../RunView.js"
-import { afterSend } from "./afterSend.js"
 import type { HistoryCache } from "./historyCache.js"
 import { policyRequestFor } from "./policyRequest.js"
 import type { StartGate } from "./startGate.js"
@@ -1102,8 +1101,6 @@ export const runLoop = (
             yield* transition(ctx, "Complete", "final answer")
             break
           case "Finished":
-            // The end commit's frames leave before the run's end-of-run work (`afterSend`).
-            yield* afterSend
             return
         }
       }

@@ -7,6 +7,7 @@ import type { TapeEvent } from "../../domain/TapeEvent.js"
 import { isTracing } from "../../ports/internal/traced.js"
 import { type Service as JournalService, requireRun } from "../../ports/Journal.js"
 import { endOf, endState, guarded, none, quickOf as quickCheckOf, RunHooks } from "../RunHooks.js"
+import { afterSend } from "./afterSend.js"
 
 /**
  * Run admission: one run at a time per session, later ones queued in order. Running runs live in a
@@ -203,23 +204,23 @@ export const makeScheduler = (
           )
         )
       })
+    // The session is free as soon as the loop is over (its next message claims it, or the runs queued
+    // behind it start); the run's end — its hooks, its waiters — waits for the check phase after that
+    // (`afterSend`), so the frames its end commit wrote to its streams (and every other run's ending
+    // in the same journal answer) are sent before that work, not behind it.
     const finish = (sessionId: SessionId, runId: RunId) => (exit: Exit.Exit<Driven, unknown>) =>
       Effect.suspend(() => {
         // Its loop is over: a cancel from now on finds it ended, as after the worker's await.
         finishing.add(runId)
         active.delete(sessionId)
-        return Effect.zipRight(
-          ended(runId, eventsOf(exit)),
-          Effect.suspend(() => {
-            finishing.delete(runId)
-            const queue = queues.get(sessionId)
-            if (queue === undefined) return Effect.void
-            if (queue.length === 0) {
-              queues.delete(sessionId)
-              return Effect.void
-            }
-            return startWorker(sessionId)
-          })
+        const queue = queues.get(sessionId)
+        let next: Effect.Effect<void> = Effect.void
+        if (queue !== undefined && queue.length === 0) queues.delete(sessionId)
+        else if (queue !== undefined) next = startWorker(sessionId)
+        return next.pipe(
+          Effect.zipRight(afterSend),
+          Effect.zipRight(ended(runId, eventsOf(exit))),
+          Effect.ensuring(Effect.sync(() => finishing.delete(runId)))
         )
       })
 
