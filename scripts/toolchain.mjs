@@ -94,14 +94,7 @@ const bin = join(root, "packages/daemon/dist/bin", task === "start" ? "palyrad.j
 // The node flags the bin's shebang asks for (`#!/usr/bin/env -S node --flag …`).
 const flags =
   /^#!.*\bnode((?:\s+--\S+)*)/.exec(readFileSync(bin, "utf8").split("\n", 1)[0])?.[1]?.trim().split(/\s+/) ?? []
-// And the environment it sets (`#!/usr/bin/env -S NAME=value … node …`).
-const shebangEnv = Object.fromEntries(
-  (/^#!\S*\benv\s+-S((?:\s+\w+=\S*)*)\s+node\b/.exec(readFileSync(bin, "utf8").split("\n", 1)[0])?.[1] ?? "")
-    .trim()
-    .split(/\s+/)
-    .filter(Boolean)
-    .map((a) => [a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)])
-)
-process.exit(
-  run(process.execPath, [...flags.filter(Boolean), bin, ...process.argv.slice(3)], { ...env, ...shebangEnv })
-)
+// And the environment palyrad runs with (README, "Running palyrad as a service"): glibc's malloc
+// limited to two arenas, unless the caller set it.
+const daemonEnv = task === "start" ? { MALLOC_ARENA_MAX: env.MALLOC_ARENA_MAX ?? "2" } : {}
+process.exit(run(process.execPath, [...flags.filter(Boolean), bin, ...process.argv.slice(3)], { ...env, ...daemonEnv }))

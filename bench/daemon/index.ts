@@ -13,7 +13,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { collectGarbage, gcFlags, quick, result, round, shebangEnv, shebangFlags, table } from "../lib/report.js"
+import { collectGarbage, daemonEnv, gcFlags, quick, result, round, shebangFlags, table } from "../lib/report.js"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
 // BENCH_DAEMON_BIN: another build of palyrad.js (e.g. a copy of the previous dist, for before/after runs).
@@ -50,7 +50,7 @@ const start = async (dir: string, compileCache: string, flags: ReadonlyArray<str
     stdio: ["ignore", "ignore", "pipe"],
     env: {
       ...process.env,
-      ...shebangEnv(bin),
+      ...daemonEnv(),
       PALYRA_LOG_LEVEL: "warning",
       PALYRA_GRPC_PORT: "0",
       NODE_COMPILE_CACHE: compileCache

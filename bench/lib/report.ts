@@ -67,17 +67,12 @@ export const collectGarbage = async (pid: number) => {
   await new Promise((r) => setTimeout(r, 500))
 }
 
-/** The environment a built bin's shebang sets (`#!/usr/bin/env -S NAME=value … node …`), to spawn it the same way. */
-export const shebangEnv = (bin: string): Record<string, string> => {
-  const first = readFileSync(bin, "utf8").split("\n", 1)[0] ?? ""
-  const m = /^#!\S*\benv\s+-S((?:\s+[A-Za-z_][A-Za-z0-9_]*=\S*)*)\s+node\b/.exec(first)
-  return Object.fromEntries(
-    (m?.[1]?.trim().split(/\s+/).filter(Boolean) ?? []).map((a) => [
-      a.slice(0, a.indexOf("=")),
-      a.slice(a.indexOf("=") + 1)
-    ])
-  )
-}
+/**
+ * The environment palyrad is run with, as the README's "Running palyrad as a service" recommends:
+ * glibc's malloc limited to two arenas (each thread that allocates otherwise gets its own, and keeps
+ * what it freed resident). The caller's own value wins.
+ */
+export const daemonEnv = (): Record<string, string> => ({ MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? "2" })
 
 /** The node flags a built bin's shebang asks for (`#!/usr/bin/env -S node --flag …`), to spawn it the same way. */
 export const shebangFlags = (bin: string): Array<string> => {

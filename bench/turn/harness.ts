@@ -9,7 +9,7 @@ import { readFileSync, writeFileSync } from "node:fs"
 import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { join } from "node:path"
-import { gcFlags, shebangEnv, shebangFlags } from "../lib/report.js"
+import { daemonEnv, gcFlags, shebangFlags } from "../lib/report.js"
 
 /** One chat-completions stream chunk, as an SSE frame. */
 export const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
@@ -97,7 +97,7 @@ export const startPalyrad = async (options: {
     {
       cwd: dir,
       stdio: ["ignore", "ignore", "pipe"],
-      env: { ...process.env, ...shebangEnv(bin), PALYRA_LOG_LEVEL: "warning", PALYRA_GRPC_PORT: "0" }
+      env: { ...process.env, ...daemonEnv(), PALYRA_LOG_LEVEL: "warning", PALYRA_GRPC_PORT: "0" }
     }
   )
   const url = await listening(daemon, "palyrad")
