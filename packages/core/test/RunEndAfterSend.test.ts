@@ -1,14 +1,16 @@
 /**
  * A run's end-of-run work waits for the event loop's check phase after its end commit: the commit's
  * publication writes the run's last events to its streams (an HTTP/2 session sends them from a
- * native immediate at the start of that phase), and the loop's tail, the scheduler's end and the
- * after-run hooks run after that, not in the same macrotask ahead of the send (`afterSend`).
+ * native immediate at the start of that phase), and the run's end — its record read for waiters,
+ * its after-run hooks' fiber — runs after that, not in the same macrotask ahead of the send
+ * (`afterSend`), for a run claimed at its admission and for runs queued behind another alike.
+ * (The hooks' quick verdict is not deferred: it runs before the session's next run starts.)
  * The signal is deterministic: a `setImmediate` queued when the end was committed has run (or not)
- * by the time the hook's quick verdict runs.
+ * by the time the hook's `onRunEnd` runs.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schedule } from "effect"
-import { Caller, Gateway, Journal, MemoryJournal, RunHooks, ScriptedModel, TapeEvent } from "../src/index.js"
+import { Caller, Gateway, Journal, MemoryJournal, type RunHooks, ScriptedModel, TapeEvent } from "../src/index.js"
 import { gatewayLayer } from "../src/testing.js"
 
 const alice = Caller.user("alice")
@@ -21,56 +23,59 @@ const until = (read: () => number, n: number) =>
   )
 
 describe("a run's end-of-run work", () => {
-  it.live("runs after the check phase that follows its end commit (the end's frames are sent first)", () =>
-    Effect.gen(function* () {
-      const inner = yield* MemoryJournal.make()
-      // Per run id: whether the check phase after its end commit had come when its hook ran.
-      let checkPassed: Map<string, boolean> = new Map()
-      const journal: Journal.Service = {
-        ...inner,
-        append: (sessionId, events, effects) =>
-          Effect.tap(inner.append(sessionId, events, effects), (stored) =>
-            Effect.sync(() => {
-              for (const e of stored)
-                if (e.runId !== null && TapeEvent.isRunEnd(e)) {
-                  const runId = e.runId
-                  checkPassed.set(runId, false)
-                  setImmediate(() => checkPassed.set(runId, true))
-                }
-            })
-          )
-      }
-      const seen: Array<[string, boolean | undefined]> = []
-      const hook = RunHooks.withQuick({ onRunEnd: () => Effect.void }, (_state, events) => {
-        const runId = events.at(-1)?.runId ?? ""
-        seen.push([runId, checkPassed.get(runId)])
-        return Effect.void
-      })
-      yield* Effect.gen(function* () {
-        const gateway = yield* Gateway.Gateway
-        const runs: Array<string> = []
-        for (const key of ["a", "b", "c"]) {
-          const { run } = yield* gateway.sendMessage(alice, { key, text: "hello" })
-          runs.push(run.id)
+  it.live(
+    "runs after the check phase that follows its end commit (the end's frames are sent first), claimed or queued",
+    () =>
+      Effect.gen(function* () {
+        const inner = yield* MemoryJournal.make()
+        // Per run id: whether the check phase after its end commit had come when its hook ran.
+        let checkPassed: Map<string, boolean> = new Map()
+        const journal: Journal.Service = {
+          ...inner,
+          append: (sessionId, events, effects) =>
+            Effect.tap(inner.append(sessionId, events, effects), (stored) =>
+              Effect.sync(() => {
+                for (const e of stored)
+                  if (e.runId !== null && TapeEvent.isRunEnd(e)) {
+                    const runId = e.runId
+                    checkPassed.set(runId, false)
+                    setImmediate(() => checkPassed.set(runId, true))
+                  }
+              })
+            )
         }
-        yield* until(() => seen.length, 3)
-        assert.sameMembers(
-          seen.map(([id]) => id),
-          runs
+        const seen: Array<[string, boolean | undefined]> = []
+        const hook: RunHooks.Service = {
+          onRunEnd: (end) => Effect.sync(() => seen.push([end.run.id, checkPassed.get(end.run.id)]))
+        }
+        yield* Effect.gen(function* () {
+          const gateway = yield* Gateway.Gateway
+          const runs: Array<string> = []
+          // Three sessions (each run claimed at its admission), then three runs on one session (the
+          // second and third queued behind the first, run by its worker).
+          for (const key of ["a", "b", "c", "d", "d", "d"]) {
+            const { run } = yield* gateway.sendMessage(alice, { key, text: "hello" })
+            runs.push(run.id)
+          }
+          yield* until(() => seen.length, 6)
+          assert.sameMembers(
+            seen.map(([id]) => id),
+            runs
+          )
+          for (const [id, passed] of seen)
+            assert.strictEqual(passed, true, `run ${id}'s hook ran before the check phase`)
+        }).pipe(
+          Effect.provide(
+            gatewayLayer({
+              model: ScriptedModel.make(() => ({ text: ["one ", "two"] })),
+              tools: [],
+              runHooks: hook,
+              journal: Layer.succeed(Journal.Journal, journal)
+            })
+          ),
+          Effect.scoped
         )
-        for (const [id, passed] of seen) assert.strictEqual(passed, true, `run ${id}'s hook ran before the check phase`)
-      }).pipe(
-        Effect.provide(
-          gatewayLayer({
-            model: ScriptedModel.make(() => ({ text: ["one ", "two"] })),
-            tools: [],
-            runHooks: hook,
-            journal: Layer.succeed(Journal.Journal, journal)
-          })
-        ),
-        Effect.scoped
-      )
-      checkPassed = new Map()
-    })
+        checkPassed = new Map()
+      })
   )
 })

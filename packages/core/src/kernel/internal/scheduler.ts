@@ -112,22 +112,39 @@ export const makeScheduler = (
           )
     }
 
+    // A run's end in two parts. `endNow` is what must happen before the session's next run starts:
+    // its cancel forgotten, its end hooks (the approvers' hold released — a next run's "is anyone
+    // there to approve?" must not count it), the hooks' quick verdict (`RunHooks.Quick`: before the
+    // next run). `endLater` is the rest — the record read for its waiters, the hooks' own fiber —
+    // which may wait for the check phase (`afterSend`). `true` when `endLater` has anything to do.
+    const endNow = (
+      runId: RunId,
+      events: ReadonlyArray<TapeEvent> | undefined,
+      tracer: Tracer.Tracer
+    ): Effect.Effect<boolean> => {
+      cancels.delete(runId)
+      const hooks = endHooks.get(runId)
+      if (hooks !== undefined) {
+        endHooks.delete(runId)
+        for (const f of hooks) f()
+      }
+      // No after-run hook is configured: only a waiter needs the run's record.
+      if (runHooks === none) return Effect.succeed(true)
+      // The hooks' quick verdict from the loop's events (a plain turn's learning check): then nobody
+      // but a waiter needs the run's record, and the hooks need no fiber of their own.
+      const quick = quickOf(runId, events, tracer)
+      if (quick === undefined) return Effect.succeed(true)
+      quickDone.add(runId)
+      return Effect.as(quick, true)
+    }
+    // Runs whose hooks had their quick verdict (`endNow`): `endLater` forks no `onRunEnd` for them.
+    const quickDone = new Set<RunId>()
     // Plain steps, once per run (no generator): the record's read is the only await.
-    const ended = (runId: RunId, events?: ReadonlyArray<TapeEvent> | undefined): Effect.Effect<void> =>
-      Effect.withFiberRuntime((fiber) => {
-        cancels.delete(runId)
-        const hooks = endHooks.get(runId)
-        if (hooks !== undefined) {
-          endHooks.delete(runId)
-          for (const f of hooks) f()
-        }
-        // Nobody waits for this run and no after-run hook is configured: nothing needs its record.
-        const waited = endWaiters.has(runId)
-        if (!waited && runHooks === none) return Effect.void
-        // The hooks' quick verdict from the loop's events (a plain turn's learning check): then nobody
-        // but a waiter needs the run's record, and the hooks need no fiber of their own.
-        const quick = quickOf(runId, events, fiber.currentTracer)
-        if (!waited && quick !== undefined) return quick
+    const endLater = (runId: RunId, events: ReadonlyArray<TapeEvent> | undefined): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const quick = quickDone.delete(runId)
+        // Nobody waits for this run and its hooks are done (or none is configured): nothing needs its record.
+        if (!endWaiters.has(runId) && (quick || runHooks === none)) return Effect.void
         return Effect.matchEffect(journal.getRun(runId), {
           onFailure: () => Effect.void,
           onSuccess: (run) => {
@@ -138,12 +155,18 @@ export const makeScheduler = (
               for (const f of waiters) f(run.value)
             }
             // After-run hooks: in their own fiber, so they never delay the run's end.
-            return runHooks === none
+            return runHooks === none || quick
               ? Effect.void
-              : (quick ?? Effect.asVoid(Effect.forkIn(guarded(runHooks, endOf(run.value, events)), scope)))
+              : Effect.asVoid(Effect.forkIn(guarded(runHooks, endOf(run.value, events)), scope))
           }
         })
       })
+    const ended = (runId: RunId, events?: ReadonlyArray<TapeEvent> | undefined): Effect.Effect<void> =>
+      Effect.withFiberRuntime((fiber) =>
+        Effect.flatMap(endNow(runId, events, fiber.currentTracer), (later) =>
+          later ? endLater(runId, events) : Effect.void
+        )
+      )
 
     type Driven = ReadonlyArray<TapeEvent> | undefined | void
     const eventsOf = (exit: Exit.Exit<Driven, unknown>) =>
@@ -177,8 +200,15 @@ export const makeScheduler = (
           )
           if (fiber === undefined) continue
           const exit = yield* Fiber.await(fiber)
+          const events = eventsOf(exit)
+          // As `finish`: the end's urgent part, then the session's next run may start; the rest
+          // after the check phase (this worker starts its next run after it).
+          const later = yield* Effect.withFiberRuntime<boolean>((self) => endNow(next, events, self.currentTracer))
           active.delete(sessionId)
-          yield* ended(next, eventsOf(exit))
+          if (later) {
+            yield* afterSend
+            yield* endLater(next, events)
+          }
         }
       })
 
@@ -204,22 +234,28 @@ export const makeScheduler = (
           )
         )
       })
-    // The session is free as soon as the loop is over (its next message claims it, or the runs queued
-    // behind it start); the run's end — its hooks, its waiters — waits for the check phase after that
+    // The session is free as soon as the loop is over and the end's urgent part ran (`endNow`): its
+    // next message claims it, or the runs queued behind it start. The rest of the run's end — the
+    // record read for its waiters, the hooks' own fiber — waits for the check phase after that
     // (`afterSend`), so the frames its end commit wrote to its streams (and every other run's ending
     // in the same journal answer) are sent before that work, not behind it.
     const finish = (sessionId: SessionId, runId: RunId) => (exit: Exit.Exit<Driven, unknown>) =>
-      Effect.suspend(() => {
+      Effect.withFiberRuntime<void>((self) => {
         // Its loop is over: a cancel from now on finds it ended, as after the worker's await.
         finishing.add(runId)
-        active.delete(sessionId)
-        const queue = queues.get(sessionId)
-        let next: Effect.Effect<void> = Effect.void
-        if (queue !== undefined && queue.length === 0) queues.delete(sessionId)
-        else if (queue !== undefined) next = startWorker(sessionId)
-        return next.pipe(
-          Effect.zipRight(afterSend),
-          Effect.zipRight(ended(runId, eventsOf(exit))),
+        const events = eventsOf(exit)
+        return endNow(runId, events, self.currentTracer).pipe(
+          Effect.flatMap((later) => {
+            active.delete(sessionId)
+            const queue = queues.get(sessionId)
+            const next =
+              queue === undefined
+                ? Effect.void
+                : queue.length === 0
+                  ? Effect.sync(() => queues.delete(sessionId))
+                  : startWorker(sessionId)
+            return later ? Effect.zipRight(next, Effect.zipRight(afterSend, endLater(runId, events))) : next
+          }),
           Effect.ensuring(Effect.sync(() => finishing.delete(runId)))
         )
       })
