@@ -116,12 +116,12 @@ export const makeScheduler = (
     // its cancel forgotten, its end hooks (the approvers' hold released — a next run's "is anyone
     // there to approve?" must not count it), the hooks' quick verdict (`RunHooks.Quick`: before the
     // next run). `endLater` is the rest — the record read for its waiters, the hooks' own fiber —
-    // which may wait for the check phase (`afterSend`). `true` when `endLater` has anything to do.
+    // which may wait for the check phase (`afterSend`).
     const endNow = (
       runId: RunId,
       events: ReadonlyArray<TapeEvent> | undefined,
       tracer: Tracer.Tracer
-    ): Effect.Effect<boolean> => {
+    ): Effect.Effect<void> => {
       cancels.delete(runId)
       const hooks = endHooks.get(runId)
       if (hooks !== undefined) {
@@ -129,13 +129,13 @@ export const makeScheduler = (
         for (const f of hooks) f()
       }
       // No after-run hook is configured: only a waiter needs the run's record.
-      if (runHooks === none) return Effect.succeed(true)
+      if (runHooks === none) return Effect.void
       // The hooks' quick verdict from the loop's events (a plain turn's learning check): then nobody
       // but a waiter needs the run's record, and the hooks need no fiber of their own.
       const quick = quickOf(runId, events, tracer)
-      if (quick === undefined) return Effect.succeed(true)
+      if (quick === undefined) return Effect.void
       quickDone.add(runId)
-      return Effect.as(quick, true)
+      return quick
     }
     // Runs whose hooks had their quick verdict (`endNow`): `endLater` forks no `onRunEnd` for them.
     const quickDone = new Set<RunId>()
@@ -163,9 +163,7 @@ export const makeScheduler = (
       })
     const ended = (runId: RunId, events?: ReadonlyArray<TapeEvent> | undefined): Effect.Effect<void> =>
       Effect.withFiberRuntime((fiber) =>
-        Effect.flatMap(endNow(runId, events, fiber.currentTracer), (later) =>
-          later ? endLater(runId, events) : Effect.void
-        )
+        Effect.zipRight(endNow(runId, events, fiber.currentTracer), endLater(runId, events))
       )
 
     type Driven = ReadonlyArray<TapeEvent> | undefined | void
@@ -201,14 +199,17 @@ export const makeScheduler = (
           if (fiber === undefined) continue
           const exit = yield* Fiber.await(fiber)
           const events = eventsOf(exit)
-          // As `finish`: the end's urgent part, then the session's next run may start; the rest
-          // after the check phase (this worker starts its next run after it).
-          const later = yield* Effect.withFiberRuntime<boolean>((self) => endNow(next, events, self.currentTracer))
-          active.delete(sessionId)
-          if (later) {
-            yield* afterSend
-            yield* endLater(next, events)
-          }
+          // As `finish` (and, as its finalizer is, uninterruptible: a shutdown meanwhile still
+          // answers the run's waiters): the end's urgent part, then the session's next run may
+          // start; the rest after the check phase (this worker starts its next run after it).
+          yield* Effect.uninterruptible(
+            Effect.withFiberRuntime<void>((self) =>
+              Effect.flatMap(endNow(next, events, self.currentTracer), () => {
+                active.delete(sessionId)
+                return Effect.zipRight(afterSend, endLater(next, events))
+              })
+            )
+          )
         }
       })
 
@@ -245,16 +246,15 @@ export const makeScheduler = (
         finishing.add(runId)
         const events = eventsOf(exit)
         return endNow(runId, events, self.currentTracer).pipe(
-          Effect.flatMap((later) => {
+          Effect.flatMap(() => {
+            // One synchronous step: the session freed and its empty queue dropped together (an
+            // admission in between would enqueue into a queue no worker will ever drain).
             active.delete(sessionId)
             const queue = queues.get(sessionId)
-            const next =
-              queue === undefined
-                ? Effect.void
-                : queue.length === 0
-                  ? Effect.sync(() => queues.delete(sessionId))
-                  : startWorker(sessionId)
-            return later ? Effect.zipRight(next, Effect.zipRight(afterSend, endLater(runId, events))) : next
+            let next: Effect.Effect<void> = Effect.void
+            if (queue !== undefined && queue.length === 0) queues.delete(sessionId)
+            else if (queue !== undefined) next = startWorker(sessionId)
+            return Effect.zipRight(next, Effect.zipRight(afterSend, endLater(runId, events)))
           }),
           Effect.ensuring(Effect.sync(() => finishing.delete(runId)))
         )

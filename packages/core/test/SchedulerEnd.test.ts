@@ -1,0 +1,97 @@
+/**
+ * The scheduler's end of a run, driven directly (`makeScheduler` with a loop that ends at once):
+ * the session is freed and its empty queue dropped in one step, so a message admitted the moment
+ * the session is free — whenever the ending fiber yields — is always driven; and a shutdown while a
+ * run's end waits for the check phase still answers that run's waiters, claimed or queued.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Fiber, Option, Scope } from "effect"
+import type { RunId, SessionId } from "../src/domain/Ids.js"
+import type { Run } from "../src/domain/Records.js"
+import type { RunState } from "../src/domain/RunState.js"
+import { MemoryJournal } from "../src/index.js"
+import { makeScheduler } from "../src/kernel/internal/scheduler.js"
+
+const S = "s1" as SessionId
+const r1 = "r1" as RunId
+const r2 = "r2" as RunId
+
+/** A journal whose `getRun` answers a run `r1` in the state `state()`. */
+const journalWith = (state: () => RunState) =>
+  Effect.map(MemoryJournal.make(), (inner) => ({
+    ...inner,
+    getRun: (id: RunId) =>
+      Effect.succeed(
+        Option.some<Run>({
+          id,
+          sessionId: S,
+          principal: "alice",
+          state: state(),
+          input: "hi",
+          startSeq: 1,
+          error: null,
+          createdAt: 0,
+          updatedAt: 0
+        })
+      )
+  }))
+
+describe("the scheduler's end of a run", () => {
+  // Each budget makes the claimed run's ending fiber yield at another of its steps; at some of them
+  // (10, 11, 17 among them when the queue was dropped a step after the session was freed) an
+  // admission ran between the two and its run was queued where no worker would take it.
+  for (const maxOps of [10, 11, 12, 13, 17, 18, 2048]) {
+    it.live(`a message admitted as the claimed run frees the session is driven (yield every ${maxOps} ops)`, () =>
+      Effect.gen(function* () {
+        const driven: Array<RunId> = []
+        const scheduler = yield* makeScheduler(yield* journalWith(() => "Done"), (runId) =>
+          Effect.sync(() => void driven.push(runId))
+        )
+        assert.isTrue(scheduler.claim(S, r1))
+        // The second message's admission: once the first run was driven and its session is free,
+        // what admission does — claim it, else queue behind.
+        const admission = Effect.gen(function* () {
+          for (let n = 0; !driven.includes(r1) || scheduler.lastOf(S) !== undefined; n++) {
+            if (n > 100_000) return yield* Effect.die("the session was never freed")
+            yield* Effect.yieldNow()
+          }
+          if (scheduler.claim(S, r2)) yield* scheduler.startClaimed(S)
+          else yield* scheduler.enqueue(S, r2)
+        })
+        const fiber = yield* Effect.fork(admission)
+        yield* Effect.withMaxOpsBeforeYield(scheduler.startClaimed(S), maxOps)
+        yield* Fiber.join(fiber)
+        yield* scheduler.awaitEnd(r2).pipe(Effect.timeout("1 second"))
+        for (let n = 0; driven.length < 2 && n < 200; n++) yield* Effect.sleep("5 millis")
+        assert.deepStrictEqual(driven, [r1, r2])
+      }).pipe(Effect.scoped)
+    )
+  }
+
+  for (const path of ["claimed", "queued"] as const)
+    it.live(`a shutdown while a ${path} run's end waits for the check phase still answers its waiter`, () =>
+      Effect.gen(function* () {
+        let state = "Accepted" as RunState
+        const scope = yield* Scope.make()
+        const scheduler = yield* Scope.extend(
+          makeScheduler(yield* journalWith(() => state), () =>
+            Effect.sync(() => {
+              state = "Done"
+            })
+          ),
+          scope
+        )
+        const waiter = yield* Effect.fork(scheduler.awaitEnd(r1))
+        yield* Effect.yieldNow()
+        if (path === "claimed") {
+          assert.isTrue(scheduler.claim(S, r1))
+          yield* scheduler.startClaimed(S)
+        } else yield* scheduler.enqueue(S, r1)
+        // The run ended and freed its session; the rest of its end waits for the check phase. Shut down now.
+        while (state !== "Done" || scheduler.lastOf(S) !== undefined) yield* Effect.yieldNow()
+        yield* Scope.close(scope, Exit.void)
+        const answered = yield* Fiber.join(waiter).pipe(Effect.timeout("1 second"), Effect.option)
+        assert.isTrue(Option.isSome(answered), "the waiter was never answered")
+      })
+    )
+})
