@@ -1,8 +1,9 @@
 /**
  * The scheduler's end of a run, driven directly (`makeScheduler` with a loop that ends at once):
  * the session is freed and its empty queue dropped in one step, so a message admitted the moment
- * the session is free — whenever the ending fiber yields — is always driven; and a shutdown while a
- * run's end waits for the check phase still answers that run's waiters, claimed or queued.
+ * the session is free — whenever the ending fiber yields — is always driven; a shutdown while a
+ * run runs, or while its end waits for the check phase, still ends it (waiters answered, end hooks
+ * run), claimed or queued; a cancel racing a run's own end leaves no cancel behind.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Option, Scope } from "effect"
@@ -93,5 +94,86 @@ describe("the scheduler's end of a run", () => {
         const answered = yield* Fiber.join(waiter).pipe(Effect.timeout("1 second"), Effect.option)
         assert.isTrue(Option.isSome(answered), "the waiter was never answered")
       })
+    )
+  for (const path of ["claimed", "queued"] as const)
+    it.live(`a shutdown while a ${path} run is running still ends it: its waiter answered, its end hooks run`, () =>
+      Effect.gen(function* () {
+        const states = new Map<RunId, RunState>()
+        const scope = yield* Scope.make()
+        let started = false
+        const scheduler = yield* Scope.extend(
+          makeScheduler(
+            yield* journalWith(() => states.get(r1) ?? "Accepted"),
+            // A loop that runs until interrupted, then records the run's end (as the real loop
+            // parks or cancels it).
+            (runId) =>
+              Effect.sync(() => {
+                started = true
+              }).pipe(
+                Effect.zipRight(Effect.never),
+                Effect.onInterrupt(() => Effect.sync(() => states.set(runId, "Cancelled")))
+              )
+          ),
+          scope
+        )
+        let hookRan = false
+        scheduler.onEnd(r1, () => {
+          hookRan = true
+        })
+        const waiter = yield* Effect.fork(scheduler.awaitEnd(r1))
+        yield* Effect.yieldNow()
+        if (path === "claimed") {
+          assert.isTrue(scheduler.claim(S, r1))
+          yield* scheduler.startClaimed(S)
+        } else yield* scheduler.enqueue(S, r1)
+        while (!started) yield* Effect.yieldNow()
+        yield* Scope.close(scope, Exit.void)
+        const answered = yield* Fiber.join(waiter).pipe(Effect.timeout("1 second"), Effect.option)
+        assert.isTrue(hookRan, "the run's end hooks never ran")
+        assert.isTrue(Option.isSome(answered), "the waiter was never answered")
+      })
+    )
+
+  // A canceller polling `interrupt` while the claimed run ends by itself, with yields moved through
+  // both fibers: an `interrupt` that read the run as not finishing must not leave its cancel behind.
+  for (const [a, b] of [
+    [10, 10],
+    [12, 13],
+    [12, 14],
+    [12, 15],
+    [11, 12],
+    [13, 16],
+    [2048, 2048]
+  ] as const)
+    it.live(`a cancel racing the claimed run's own end leaves no cancel behind (yields ${a}/${b})`, () =>
+      Effect.gen(function* () {
+        let state = "InProgress" as RunState
+        let over = false
+        const scheduler = yield* makeScheduler(yield* journalWith(() => state), () =>
+          Effect.sync(() => {
+            state = "Done"
+          })
+        )
+        assert.isTrue(scheduler.claim(S, r1))
+        const canceller = yield* Effect.fork(
+          Effect.withMaxOpsBeforeYield(
+            Effect.gen(function* () {
+              for (let n = 0; n < 2000 && !over; n++) {
+                yield* scheduler.interrupt(r1, "bob")
+                yield* Effect.yieldNow()
+              }
+            }),
+            a
+          )
+        )
+        yield* Effect.withMaxOpsBeforeYield(scheduler.startClaimed(S), b)
+        yield* scheduler.awaitEnd(r1).pipe(Effect.timeout("1 second"))
+        for (let n = 0; n < 50; n++) yield* Effect.yieldNow()
+        yield* Effect.sleep("5 millis")
+        over = true
+        yield* Fiber.join(canceller)
+        assert.isTrue(scheduler.claim(S, r2), "the session was left busy")
+        assert.strictEqual(scheduler.cancelledBy(r1), undefined, "a cancel was left behind")
+      }).pipe(Effect.scoped)
     )
 })

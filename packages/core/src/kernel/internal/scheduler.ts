@@ -197,17 +197,19 @@ export const makeScheduler = (
             Effect.succeed(taken.delete(next) ? undefined : launch(parent, sessionId, next))
           )
           if (fiber === undefined) continue
-          const exit = yield* Fiber.await(fiber)
-          const events = eventsOf(exit)
-          // As `finish` (and, as its finalizer is, uninterruptible: a shutdown meanwhile still
-          // answers the run's waiters): the end's urgent part, then the session's next run may
-          // start; the rest after the check phase (this worker starts its next run after it).
-          yield* Effect.uninterruptible(
-            Effect.withFiberRuntime<void>((self) =>
-              Effect.flatMap(endNow(next, events, self.currentTracer), () => {
-                active.delete(sessionId)
-                return Effect.zipRight(afterSend, endLater(next, events))
-              })
+          // Awaited and ended in one uninterruptible region: a shutdown that interrupts the worker
+          // stops the run (its loop records the cancellation) and still ends it.
+          yield* Effect.uninterruptibleMask((restore) =>
+            Effect.flatMap(
+              Effect.catchAllCause(restore(Fiber.await(fiber)), () => Fiber.interrupt(fiber)),
+              (exit) =>
+                Effect.withFiberRuntime<void>((self) => {
+                  const events = eventsOf(exit)
+                  return Effect.flatMap(endNow(next, events, self.currentTracer), () => {
+                    active.delete(sessionId)
+                    return Effect.zipRight(afterSend, endLater(next, events))
+                  })
+                })
             )
           )
         }
@@ -331,6 +333,7 @@ export const makeScheduler = (
         if (finishing.has(runId) || !(yield* FiberMap.has(fibers, runId))) return false
         cancels.set(runId, by)
         yield* FiberMap.remove(fibers, runId)
+        cancels.delete(runId) // its fiber is over (its loop read it): a run already ending keeps none
         return true
       })
 
