@@ -180,7 +180,22 @@ export const makeScheduler = (
         fiberRefs: parent.getFiberRefs(),
         runtimeFlags: Runtime.defaultRuntime.runtimeFlags
       })
-      const forked = Runtime.runFork(runtime)(drive(next, () => cancels.get(next)))
+      // The run's end runs in its own fiber's exit (uninterruptible, whatever ended the loop — its
+      // end, a cancel, a shutdown), as a claimed run's `finish` does; its worker awaits it.
+      const forked = Runtime.runFork(runtime)(
+        Effect.onExit(
+          drive(next, () => cancels.get(next)),
+          (exit) =>
+            Effect.withFiberRuntime<void>((self) => {
+              const events = eventsOf(exit)
+              return Effect.flatMap(endNow(next, events, self.currentTracer), () => {
+                // The session's next queued run is this worker's to start, after this end.
+                active.delete(sessionId)
+                return Effect.zipRight(afterSend, endLater(next, events))
+              })
+            })
+        )
+      )
       FiberMap.unsafeSet(fibers, next, forked, { interruptAs: parent.id() })
       return forked
     }
@@ -197,21 +212,10 @@ export const makeScheduler = (
             Effect.succeed(taken.delete(next) ? undefined : launch(parent, sessionId, next))
           )
           if (fiber === undefined) continue
-          // Awaited and ended in one uninterruptible region: a shutdown that interrupts the worker
-          // stops the run (its loop records the cancellation) and still ends it.
-          yield* Effect.uninterruptibleMask((restore) =>
-            Effect.flatMap(
-              Effect.catchAllCause(restore(Fiber.await(fiber)), () => Fiber.interrupt(fiber)),
-              (exit) =>
-                Effect.withFiberRuntime<void>((self) => {
-                  const events = eventsOf(exit)
-                  return Effect.flatMap(endNow(next, events, self.currentTracer), () => {
-                    active.delete(sessionId)
-                    return Effect.zipRight(afterSend, endLater(next, events))
-                  })
-                })
-            )
-          )
+          // The run's end is part of its fiber (`launch`): awaited, the next queued run may start.
+          // At shutdown this await is interrupted first; the run's fiber is stopped with the other
+          // runs (the claimed scope's finalizer, in parallel) and still ends.
+          yield* Fiber.await(fiber)
         }
       })
 
