@@ -41,7 +41,7 @@ const builtinsByRequire: Plugin = {
 const asciiComments: TsupPlugin = {
   name: "ascii-comments",
   renderChunk(code, chunk) {
-    if (!/[^\x00-\x7f]/.test(code)) return undefined
+    if (!/[\u0080-\uffff]/.test(code)) return undefined
     const comments: Array<readonly [number, number]> = []
     parse(code, {
       ecmaVersion: "latest",
@@ -54,11 +54,11 @@ const asciiComments: TsupPlugin = {
     let out = ""
     let at = 0
     for (const [start, end] of comments) {
-      out += code.slice(at, start) + code.slice(start, end).replace(/[^\x00-\x7f]/g, "?")
+      out += code.slice(at, start) + code.slice(start, end).replace(/[\u0080-\uffff]/g, "?")
       at = end
     }
     out += code.slice(at)
-    if (/[^\x00-\x7f]/.test(out)) console.warn(`ascii-comments: ${chunk.path} keeps non-ASCII code (held two-byte)`)
+    if (/[\u0080-\uffff]/.test(out)) console.warn(`ascii-comments: ${chunk.path} keeps non-ASCII code (held two-byte)`)
     return { code: out }
   }
 }

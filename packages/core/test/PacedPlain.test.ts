@@ -105,6 +105,32 @@ describe("ScriptedModel's paced streamToNow on the live clock", () => {
   )
 })
 
+/**
+ * An in-memory journal with a plain append whose `nth` delta commit is answered only on `release()`
+ * (`held` completes when it is being held): a cancellation can be asked for while that write is in flight.
+ */
+const holdingDelta = (nth: number) =>
+  Effect.map(Deferred.make<void>(), (held) => {
+    let deltasSeen = 0
+    let heldDone: (() => void) | undefined
+    const layer = Layer.effect(
+      Journal.Journal,
+      Effect.map(MemoryJournal.make(), (inner) => {
+        const appendNow: Journal.AppendNow = (sessionId, events, effects, done) =>
+          Effect.runCallback(inner.append(sessionId, events, effects), {
+            onExit: (exit) => {
+              if (events.some((e) => e._tag === "AssistantDelta") && ++deltasSeen === nth) {
+                heldDone = () => done(exit)
+                Deferred.unsafeDone(held, Exit.void)
+              } else done(exit)
+            }
+          })
+        return { ...inner, append: Journal.withAppendNow(inner.append, appendNow) }
+      })
+    )
+    return { layer, held, release: () => heldDone?.() }
+  })
+
 /** An in-memory journal with a plain append (as the SQLite journal has), counting plain writes; `fail` fails matching writes. */
 const plainJournal = (fail: (events: ReadonlyArray<TapeEvent.NewTapeEvent>) => boolean = () => false) => {
   const counts = { plain: 0, failed: 0 }
@@ -210,24 +236,7 @@ describe("the loop's paced deltas over a journal's plain append", () => {
   it.live("a cancellation while a delta's plain write is in flight waits for it: the delta, then the end", () =>
     Effect.gen(function* () {
       // The third delta's commit is held until the cancellation has been asked for.
-      let deltasSeen = 0
-      let heldDone: (() => void) | undefined
-      const held = yield* Deferred.make<void>()
-      const layer = Layer.effect(
-        Journal.Journal,
-        Effect.map(MemoryJournal.make(), (inner) => {
-          const appendNow: Journal.AppendNow = (sessionId, events, effects, done) =>
-            Effect.runCallback(inner.append(sessionId, events, effects), {
-              onExit: (exit) => {
-                if (events.some((e) => e._tag === "AssistantDelta") && ++deltasSeen === 3) {
-                  heldDone = () => done(exit)
-                  Deferred.unsafeDone(held, Exit.void)
-                } else done(exit)
-              }
-            })
-          return { ...inner, append: Journal.withAppendNow(inner.append, appendNow) }
-        })
-      )
+      const { layer, held, release } = yield* holdingDelta(3)
       const result = yield* Effect.gen(function* () {
         const gateway = yield* Gateway.Gateway
         const caller = Caller.user("alice")
@@ -235,7 +244,7 @@ describe("the loop's paced deltas over a journal's plain append", () => {
         yield* Deferred.await(held)
         const cancelling = yield* Effect.fork(gateway.cancelRun(caller, started.run.id))
         yield* Effect.sleep("20 millis")
-        heldDone?.()
+        release()
         yield* Fiber.join(cancelling)
         const run = yield* gateway.awaitRun(caller, started.run.id)
         const tape = yield* gateway.readTape(caller, started.session.id, { afterSeq: 0 })
@@ -311,24 +320,7 @@ describe("the AI SDK adapter's paced deltas over a journal's plain append (the d
 
   it.live("a cancellation while a streamed delta's write is held stores that delta, then the run's end", () =>
     Effect.gen(function* () {
-      let deltasSeen = 0
-      let heldDone: (() => void) | undefined
-      const held = yield* Deferred.make<void>()
-      const layer = Layer.effect(
-        Journal.Journal,
-        Effect.map(MemoryJournal.make(), (inner) => {
-          const appendNow: Journal.AppendNow = (sessionId, events, effects, done) =>
-            Effect.runCallback(inner.append(sessionId, events, effects), {
-              onExit: (exit) => {
-                if (events.some((e) => e._tag === "AssistantDelta") && ++deltasSeen === 2) {
-                  heldDone = () => done(exit)
-                  Deferred.unsafeDone(held, Exit.void)
-                } else done(exit)
-              }
-            })
-          return { ...inner, append: Journal.withAppendNow(inner.append, appendNow) }
-        })
-      )
+      const { layer, held, release } = yield* holdingDelta(2)
       const parts = Array.from({ length: 50 }, (_, i) => `w${i} `)
       const { run, tape } = yield* pacedServer(parts, 5, (local) =>
         Effect.gen(function* () {
@@ -338,7 +330,7 @@ describe("the AI SDK adapter's paced deltas over a journal's plain append (the d
           yield* Deferred.await(held)
           const cancelling = yield* Effect.fork(gateway.cancelRun(caller, started.run.id))
           yield* Effect.sleep("20 millis")
-          heldDone?.()
+          release()
           yield* Fiber.join(cancelling)
           const run = yield* gateway.awaitRun(caller, started.run.id)
           const tape = yield* gateway.readTape(caller, started.session.id, { afterSeq: 0 })
