@@ -6,7 +6,7 @@
  * run), claimed or queued; a cancel racing a run's own end leaves no cancel behind.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Option, Scope } from "effect"
+import { Deferred, Effect, Exit, Fiber, Option, Scope } from "effect"
 import type { RunId, SessionId } from "../src/domain/Ids.js"
 import type { Run } from "../src/domain/Records.js"
 import type { RunState } from "../src/domain/RunState.js"
@@ -174,6 +174,33 @@ describe("the scheduler's end of a run", () => {
         yield* Fiber.join(canceller)
         assert.isTrue(scheduler.claim(S, r2), "the session was left busy")
         assert.strictEqual(scheduler.cancelledBy(r1), undefined, "a cancel was left behind")
+      }).pipe(Effect.scoped)
+    )
+  for (const path of ["claimed", "queued"] as const)
+    it.live(`a cancel while a ${path} run's end runs finds it ended and leaves no cancel behind`, () =>
+      Effect.gen(function* () {
+        let state = "InProgress" as RunState
+        const scheduler = yield* makeScheduler(yield* journalWith(() => state), () =>
+          Effect.sync(() => {
+            state = "Done"
+          })
+        )
+        const target = path === "claimed" ? r1 : r2
+        const ending = yield* Deferred.make<void>()
+        scheduler.onEnd(target, () => Deferred.unsafeDone(ending, Effect.void))
+        assert.isTrue(scheduler.claim(S, r1))
+        if (path === "queued") yield* scheduler.enqueue(S, r2)
+        yield* scheduler.startClaimed(S)
+        // Its end hooks ran: the loop is over and the end waits for the check phase. A client's cancel
+        // arrives now, and is dropped while it waits (the client gone, a timeout).
+        yield* Deferred.await(ending)
+        const cancel = yield* Effect.fork(scheduler.interrupt(target, "bob"))
+        yield* Effect.yieldNow()
+        const answered = cancel.unsafePoll()
+        yield* Fiber.interrupt(cancel)
+        yield* scheduler.awaitEnd(target).pipe(Effect.timeout("1 second"))
+        assert.isFalse(answered !== null && Exit.isSuccess(answered) && answered.value, "a cancel took an ended run")
+        assert.isUndefined(scheduler.cancelledBy(target), "a cancel was left behind for an ended run")
       }).pipe(Effect.scoped)
     )
 })

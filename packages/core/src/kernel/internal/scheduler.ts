@@ -187,12 +187,13 @@ export const makeScheduler = (
           drive(next, () => cancels.get(next)),
           (exit) =>
             Effect.withFiberRuntime<void>((self) => {
+              finishing.add(next)
               const events = eventsOf(exit)
               return Effect.flatMap(endNow(next, events, self.currentTracer), () => {
                 // The session's next queued run is this worker's to start, after this end.
                 active.delete(sessionId)
                 return Effect.zipRight(afterSend, endLater(next, events))
-              })
+              }).pipe(Effect.ensuring(Effect.sync(() => finishing.delete(next))))
             })
         )
       )
