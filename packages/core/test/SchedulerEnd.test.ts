@@ -203,4 +203,27 @@ describe("the scheduler's end of a run", () => {
         assert.isUndefined(scheduler.cancelledBy(target), "a cancel was left behind for an ended run")
       }).pipe(Effect.scoped)
     )
+  it.live("onEnd for a run already ended calls back at once; for a running one, at its end", () =>
+    Effect.gen(function* () {
+      const gate = yield* Deferred.make<void>()
+      const scheduler = yield* makeScheduler(yield* journalWith(() => "Done"), (runId) =>
+        runId === r2 ? Deferred.await(gate) : Effect.void
+      )
+      assert.isTrue(scheduler.claim(S, r1))
+      yield* scheduler.startClaimed(S)
+      yield* scheduler.awaitEnd(r1).pipe(Effect.timeout("1 second"))
+      const calls: Array<RunId> = []
+      // r1 ended before anyone registered: its callback (an approval hold's release) runs now.
+      scheduler.onEnd(r1, () => calls.push(r1))
+      assert.deepStrictEqual(calls, [r1])
+      // r2 is running: its callback waits for its end.
+      assert.isTrue(scheduler.claim(S, r2))
+      yield* scheduler.startClaimed(S)
+      scheduler.onEnd(r2, () => calls.push(r2))
+      assert.deepStrictEqual(calls, [r1])
+      yield* Deferred.succeed(gate, undefined)
+      yield* scheduler.awaitEnd(r2).pipe(Effect.timeout("1 second"))
+      assert.deepStrictEqual(calls, [r1, r2])
+    }).pipe(Effect.scoped)
+  )
 })

@@ -342,6 +342,14 @@ export const makeScheduler = (
         return true
       })
 
+    /** Whether the run is claimed, queued or running here (its end not begun). */
+    const holds = (runId: RunId): boolean => {
+      if (claimed.has(runId) || taken.has(runId)) return true
+      for (const running of active.values()) if (running === runId) return true
+      for (const queue of queues.values()) if (queue.includes(runId)) return true
+      return false
+    }
+
     // Register first, then read: a run that ends in between is seen by one or the other.
     const awaitEnd: Scheduler["awaitEnd"] = (runId) =>
       Effect.acquireUseRelease(
@@ -375,6 +383,10 @@ export const makeScheduler = (
       lastOf: (sessionId) => queues.get(sessionId)?.at(-1) ?? active.get(sessionId),
       cancelledBy: (runId) => cancels.get(runId),
       onEnd: (runId, f) => {
+        // A run whose end has begun (`finishing`: its end hooks ran or are running) or that the
+        // scheduler does not hold (ended, dropped, never admitted): at once — a hook stored for it
+        // would never run (an approval hold counted for the session's next run) and never be freed.
+        if (finishing.has(runId) || !holds(runId)) return f()
         const hooks = endHooks.get(runId) ?? []
         hooks.push(f)
         endHooks.set(runId, hooks)
