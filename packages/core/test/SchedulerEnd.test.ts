@@ -226,4 +226,36 @@ describe("the scheduler's end of a run", () => {
       assert.deepStrictEqual(calls, [r1, r2])
     }).pipe(Effect.scoped)
   )
+  it.live("onEnd for a run a cancel took and its worker skipped waits: the run may be given back and driven", () =>
+    Effect.gen(function* () {
+      const gate = yield* Deferred.make<void>()
+      const driven: Array<RunId> = []
+      const scheduler = yield* makeScheduler(yield* journalWith(() => "Done"), (runId) =>
+        Effect.zipRight(
+          Effect.sync(() => void driven.push(runId)),
+          Deferred.await(gate)
+        )
+      )
+      assert.isTrue(scheduler.claim(S, r1))
+      // Admission forked the run's fiber; a cancel takes the run before that fiber's first step.
+      yield* scheduler.startClaimed(S)
+      assert.isTrue(scheduler.takeClaimed(r1))
+      for (let n = 0; scheduler.lastOf(S) !== undefined; n++) {
+        if (n > 10_000) return yield* Effect.die("the worker never skipped the taken run")
+        yield* Effect.yieldNow()
+      }
+      const calls: Array<RunId> = []
+      scheduler.onEnd(r1, () => calls.push(r1))
+      // The cancel's commit failed: the run is given back, and driven.
+      yield* scheduler.untake(S, r1)
+      for (let n = 0; !driven.includes(r1); n++) {
+        if (n > 10_000) return yield* Effect.die("the run was never driven")
+        yield* Effect.yieldNow()
+      }
+      assert.deepStrictEqual(calls, [], "the callback ran while the run was live")
+      yield* Deferred.succeed(gate, undefined)
+      yield* scheduler.awaitEnd(r1).pipe(Effect.timeout("1 second"))
+      assert.deepStrictEqual(calls, [r1])
+    }).pipe(Effect.scoped)
+  )
 })

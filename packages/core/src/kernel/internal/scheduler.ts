@@ -45,11 +45,16 @@ export interface Scheduler {
   readonly dequeue: (sessionId: SessionId, runId: RunId) => Effect.Effect<void>
   /** Who asked to cancel this run, if anyone (read by the loop when it is interrupted). */
   readonly cancelledBy: (runId: RunId) => string | undefined
-  /** Call `f` when the run's loop has ended (or at once if it is not known to the scheduler). */
+  /**
+   * Call `f` when the run's loop has ended — at once if its end hooks already ran (the run ended
+   * in the last few thousand ends); otherwise it waits for the run's end.
+   */
   readonly onEnd: (runId: RunId, f: () => void) => void
   /** Wait until the run is terminal. */
   readonly awaitEnd: (runId: RunId) => Effect.Effect<Run, JournalError | NotFound>
 }
+
+const HOOKS_RAN_KEPT = 4096
 
 /** @internal */
 export const makeScheduler = (
@@ -83,6 +88,10 @@ export const makeScheduler = (
     // Runs whose own fiber is ending their turn (`finish`): not cancellable any more.
     const finishing = new Set<RunId>()
     const endHooks = new Map<RunId, Array<() => void>>()
+    // The runs whose end hooks ran most recently (oldest first, at most HOOKS_RAN_KEPT): `onEnd`
+    // for one of them calls back at once. The Gateway registers a run's right after its admission,
+    // so only a run that ended within that moment is looked for here.
+    const hooksRan = new Set<RunId>()
     const endWaiters = new Map<RunId, Array<(run: Run) => void>>()
 
     const quickCheck = quickCheckOf(runHooks)
@@ -123,6 +132,8 @@ export const makeScheduler = (
       tracer: Tracer.Tracer
     ): Effect.Effect<void> => {
       cancels.delete(runId)
+      hooksRan.add(runId)
+      if (hooksRan.size > HOOKS_RAN_KEPT) hooksRan.delete(hooksRan.values().next().value!)
       const hooks = endHooks.get(runId)
       if (hooks !== undefined) {
         endHooks.delete(runId)
@@ -342,14 +353,6 @@ export const makeScheduler = (
         return true
       })
 
-    /** Whether the run is claimed, queued or running here (its end not begun). */
-    const holds = (runId: RunId): boolean => {
-      if (claimed.has(runId) || taken.has(runId)) return true
-      for (const running of active.values()) if (running === runId) return true
-      for (const queue of queues.values()) if (queue.includes(runId)) return true
-      return false
-    }
-
     // Register first, then read: a run that ends in between is seen by one or the other.
     const awaitEnd: Scheduler["awaitEnd"] = (runId) =>
       Effect.acquireUseRelease(
@@ -383,10 +386,11 @@ export const makeScheduler = (
       lastOf: (sessionId) => queues.get(sessionId)?.at(-1) ?? active.get(sessionId),
       cancelledBy: (runId) => cancels.get(runId),
       onEnd: (runId, f) => {
-        // A run whose end has begun (`finishing`: its end hooks ran or are running) or that the
-        // scheduler does not hold (ended, dropped, never admitted): at once — a hook stored for it
-        // would never run (an approval hold counted for the session's next run) and never be freed.
-        if (finishing.has(runId) || !holds(runId)) return f()
+        // A run whose end hooks already ran (its end begun or recently over): at once — a hook
+        // stored for it would never run (an approval hold counted for the session's next run) and
+        // never be freed. (Only runs seen ending count: a run a cancel took and its worker skipped
+        // is still live until that cancel settles, and may be driven again.)
+        if (hooksRan.has(runId)) return f()
         const hooks = endHooks.get(runId) ?? []
         hooks.push(f)
         endHooks.set(runId, hooks)
