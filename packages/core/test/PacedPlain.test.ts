@@ -105,6 +105,22 @@ describe("ScriptedModel's paced streamToNow on the live clock", () => {
   )
 })
 
+/** A run started, cancelled while `held` (its delta's commit in flight), then `release`d: its end and tape. */
+const cancelWhileHeld = (held: Deferred.Deferred<void>, release: () => void) =>
+  Effect.gen(function* () {
+    const gateway = yield* Gateway.Gateway
+    const caller = Caller.user("alice")
+    const started = yield* gateway.sendMessage(caller, { text: "go" })
+    yield* Deferred.await(held)
+    const cancelling = yield* Effect.fork(gateway.cancelRun(caller, started.run.id))
+    yield* Effect.sleep("20 millis")
+    release()
+    yield* Fiber.join(cancelling)
+    const run = yield* gateway.awaitRun(caller, started.run.id)
+    const tape = yield* gateway.readTape(caller, started.session.id, { afterSeq: 0 })
+    return { run, tape }
+  })
+
 /**
  * An in-memory journal with a plain append whose `nth` delta commit is answered only on `release()`
  * (`held` completes when it is being held): a cancellation can be asked for while that write is in flight.
@@ -237,19 +253,7 @@ describe("the loop's paced deltas over a journal's plain append", () => {
     Effect.gen(function* () {
       // The third delta's commit is held until the cancellation has been asked for.
       const { layer, held, release } = yield* holdingDelta(3)
-      const result = yield* Effect.gen(function* () {
-        const gateway = yield* Gateway.Gateway
-        const caller = Caller.user("alice")
-        const started = yield* gateway.sendMessage(caller, { text: "go" })
-        yield* Deferred.await(held)
-        const cancelling = yield* Effect.fork(gateway.cancelRun(caller, started.run.id))
-        yield* Effect.sleep("20 millis")
-        release()
-        yield* Fiber.join(cancelling)
-        const run = yield* gateway.awaitRun(caller, started.run.id)
-        const tape = yield* gateway.readTape(caller, started.session.id, { afterSeq: 0 })
-        return { run, tape }
-      }).pipe(
+      const result = yield* cancelWhileHeld(held, release).pipe(
         Effect.provide(
           gatewayLayer({
             model: ScriptedModel.layer([{ text: ["a ", "b ", "c ", "d ", "e "], delayPerDelta: "2 millis" }]),
@@ -323,19 +327,7 @@ describe("the AI SDK adapter's paced deltas over a journal's plain append (the d
       const { layer, held, release } = yield* holdingDelta(2)
       const parts = Array.from({ length: 50 }, (_, i) => `w${i} `)
       const { run, tape } = yield* pacedServer(parts, 5, (local) =>
-        Effect.gen(function* () {
-          const gateway = yield* Gateway.Gateway
-          const caller = Caller.user("alice")
-          const started = yield* gateway.sendMessage(caller, { text: "go" })
-          yield* Deferred.await(held)
-          const cancelling = yield* Effect.fork(gateway.cancelRun(caller, started.run.id))
-          yield* Effect.sleep("20 millis")
-          release()
-          yield* Fiber.join(cancelling)
-          const run = yield* gateway.awaitRun(caller, started.run.id)
-          const tape = yield* gateway.readTape(caller, started.session.id, { afterSeq: 0 })
-          return { run, tape }
-        }).pipe(
+        cancelWhileHeld(held, release).pipe(
           Effect.provide(
             gatewayLayer({
               model: Layer.succeed(ModelProvider.ModelProvider, local.model()),

@@ -37,6 +37,13 @@ const journalWith = (state: () => RunState) =>
       )
   }))
 
+/** `r1` admitted as admission does: claimed and started on its own fiber, or queued for a worker. */
+const admit = (scheduler: Effect.Effect.Success<ReturnType<typeof makeScheduler>>, path: "claimed" | "queued") => {
+  if (path === "queued") return scheduler.enqueue(S, r1)
+  assert.isTrue(scheduler.claim(S, r1))
+  return scheduler.startClaimed(S)
+}
+
 describe("the scheduler's end of a run", () => {
   // Each budget makes the claimed run's ending fiber yield at another of its steps; at some of them
   // (10, 11, 17 among them when the queue was dropped a step after the session was freed) an
@@ -84,10 +91,7 @@ describe("the scheduler's end of a run", () => {
         )
         const waiter = yield* Effect.fork(scheduler.awaitEnd(r1))
         yield* Effect.yieldNow()
-        if (path === "claimed") {
-          assert.isTrue(scheduler.claim(S, r1))
-          yield* scheduler.startClaimed(S)
-        } else yield* scheduler.enqueue(S, r1)
+        yield* admit(scheduler, path)
         // The run ended and freed its session; the rest of its end waits for the check phase. Shut down now.
         while (state !== "Done" || scheduler.lastOf(S) !== undefined) yield* Effect.yieldNow()
         yield* Scope.close(scope, Exit.void)
@@ -122,10 +126,7 @@ describe("the scheduler's end of a run", () => {
         })
         const waiter = yield* Effect.fork(scheduler.awaitEnd(r1))
         yield* Effect.yieldNow()
-        if (path === "claimed") {
-          assert.isTrue(scheduler.claim(S, r1))
-          yield* scheduler.startClaimed(S)
-        } else yield* scheduler.enqueue(S, r1)
+        yield* admit(scheduler, path)
         while (!started) yield* Effect.yieldNow()
         yield* Scope.close(scope, Exit.void)
         const answered = yield* Fiber.join(waiter).pipe(Effect.timeout("1 second"), Effect.option)

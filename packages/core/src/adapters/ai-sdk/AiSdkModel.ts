@@ -411,6 +411,15 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
           }
         })
       }
+      // `out` written: its plain form awaited here (`undefined`: done, read on), else what the
+      // stretch returns instead — `out` itself for the fiber to run, the interruption, the failure.
+      const writeOut = async (out: Effect.Effect<void, unknown>): Promise<Effect.Effect<void, unknown> | undefined> => {
+        const wrote = writePlain(out)
+        if (wrote === undefined) return out
+        const exit = await wrote
+        if (stopped) return Effect.interrupt
+        return Exit.isFailure(exit) ? exit : undefined
+      }
       const fail = (error: unknown): Effect.Effect<void, unknown> => {
         ended = true
         const last = held
@@ -437,13 +446,8 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
                 const event = held
                 held = undefined
                 const out = call(event, false)
-                if (out !== undefined) {
-                  const wrote = writePlain(out)
-                  if (wrote === undefined) return out
-                  const exit = await wrote
-                  if (stopped) return Effect.interrupt
-                  if (Exit.isFailure(exit)) return exit
-                }
+                const stop = out === undefined ? undefined : await writeOut(out)
+                if (stop !== undefined) return stop
                 if (++plain === yieldEvery) return Effect.void
                 continue
               }
@@ -488,13 +492,8 @@ export const make = (model: LanguageModel, options: Options = {}): Service => {
           if (before === undefined) continue
           // The next event is at hand: `more`, unless the stretch yields after this one.
           const out = call(before, plain + 1 < yieldEvery)
-          if (out !== undefined) {
-            const wrote = writePlain(out)
-            if (wrote === undefined) return out
-            const exit = await wrote
-            if (stopped) return Effect.interrupt
-            if (Exit.isFailure(exit)) return exit
-          }
+          const stop = out === undefined ? undefined : await writeOut(out)
+          if (stop !== undefined) return stop
           if (++plain === yieldEvery) return Effect.void
         }
       }
