@@ -18,7 +18,9 @@ const TTL: ReadonlyArray<readonly [string, string]> = [
 ]
 
 const MintForm = ({ channels, onMinted }: { channels: ReadonlyArray<string>; onMinted: () => Promise<void> }) => {
-  const channel = useSignal(channels[0] ?? "")
+  // Empty, not the first known channel: the known ones are offered by the datalist, and what the
+  // field starts with must not depend on which list answered first.
+  const channel = useSignal("")
   const principal = useSignal("")
   const ttl = useSignal("600")
   const minted = useSignal<Minted | null>(null)
@@ -133,7 +135,9 @@ export const Pairing = () => {
       <Failure error={codes.error} />
       {!unavailable && (
         <>
-          <MintForm channels={channels} onMinted={codes.reload} />
+          {/* Only once the codes answered: without channels that answer is an error, and a form
+              shown meanwhile would vanish under the user's hands. */}
+          {codes.rows.value !== null && <MintForm channels={channels} onMinted={codes.reload} />}
           <h2>Codes</h2>
           {codes.rows.value === null ? (
             <p>Loading…</p>
