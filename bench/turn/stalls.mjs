@@ -5,6 +5,7 @@
 // with little CPU is the thread not running (the machine's other work), one with as much CPU is ours }.
 // Costs ~1,000 timer wake-ups a second while idle: trace runs only. `stop()` ends it and gives the list.
 import { performance } from "node:perf_hooks"
+import { promisify } from "node:util"
 
 export const watchStalls = (overMs = 2) => {
   const stalls = []
@@ -44,8 +45,8 @@ export const watchTimers = (overMs = 0.5) => {
   const slow = []
   const origin = performance.timeOrigin
   const nameOf = (fn) => fn.name || String(fn).replace(/\s+/g, " ").slice(0, 120)
-  const wrap = (kind, original) =>
-    function (fn, ...rest) {
+  const wrap = (kind, original) => {
+    const wrapped = function (fn, ...rest) {
       if (typeof fn !== "function") return original.call(this, fn, ...rest)
       const timed = function (...args) {
         const start = performance.now()
@@ -58,6 +59,10 @@ export const watchTimers = (overMs = 0.5) => {
       }
       return original.call(this, timed, ...rest)
     }
+    // `util.promisify(setTimeout)` etc. keep their promise forms.
+    wrapped[promisify.custom] = original[promisify.custom]
+    return wrapped
+  }
   globalThis.setTimeout = wrap("timeout", globalThis.setTimeout)
   globalThis.setInterval = wrap("interval", globalThis.setInterval)
   globalThis.setImmediate = wrap("immediate", globalThis.setImmediate)

@@ -60,7 +60,12 @@ const { daemon, url, token } = await startPalyrad({
   bin,
   dir,
   modelUrl,
-  nodeFlags: ["--import", new URL("./trace-preload.mjs", import.meta.url).href]
+  // BENCH_TAIL_FLAGS: more node flags for the daemon (e.g. V8's GC flags, to see what they do to the tail).
+  nodeFlags: [
+    ...(process.env.BENCH_TAIL_FLAGS ?? "").split(" ").filter(Boolean),
+    "--import",
+    new URL("./trace-preload.mjs", import.meta.url).href
+  ]
 })
 const clientOut = join(traceDir, "tail-client.json")
 await new Promise<void>((resolve, reject) => {
@@ -156,6 +161,10 @@ for (const s of d.slowTimers) {
 console.log("daemon timer callbacks ≥ 0.5 ms over the run (count, total ms, max ms):")
 for (const [k, v] of [...timerNames].sort((a, b) => b[1].ms - a[1].ms).slice(0, 8))
   console.log(`  ${v.n}× ${r2(v.ms)} (max ${r2(v.max)})  ${k}`)
+// The daemon's scavenges while the turns ran.
+const from = client.turns[0]?.t0 ?? 0
+const to = client.turns.at(-1)?.t1 ?? 0
+const minor = d.gcs.filter((g) => g.kind === "minor" && g.at >= from && g.at <= to).map((g) => g.ms)
 const summary = {
   bench: "turn-tail-stages",
   turns: turns.length,
@@ -186,6 +195,12 @@ const summary = {
       (t) => overlapMs(t, d.stalls) > 2 && overlapMs(t, client.stalls) > 2 && overlapMs(t, mine) > 2
     ),
     modelServerStallOver2Ms: share((t) => overlapMs(t, mine) > 2)
+  },
+  daemonMinorGcs: minor.length,
+  daemonMinorGcMs: {
+    p50: r2(median(minor)),
+    p99: r2([...minor].sort((a, b) => a - b)[Math.floor(0.99 * (minor.length - 1))] ?? 0),
+    total: r2(minor.reduce((a, b) => a + b, 0))
   },
   daemonEventLoopStalls: d.stalls.length,
   daemonStallMsTotal: r2(d.stalls.reduce((s, x) => s + x.ms, 0)),
