@@ -9,6 +9,7 @@
  * read). Beside them, what overlapped each slow turn: the daemon's GCs, its event-loop stalls and
  * slow timer callbacks (named: `trace-preload.mjs` with `BENCH_TURN_STALLS=1`), the journal writer's
  * commits and idle checkpoints (`PALYRA_JOURNAL_TRACE`), and this process's and the client's own stalls.
+ * `BENCH_TAIL_SERVER=raw|provider` drives one of `floor.ts`'s servers instead, traced the same way.
  * `node --import tsx bench/turn/tail-stages.ts [turns=1000] [dir]`; last line JSON.
  * Not in `pnpm bench --all` (no `index.ts`).
  */
@@ -17,7 +18,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { benchModel, listenModel, startPalyrad, streamTurn } from "./harness.js"
+import { benchModel, listening, listenModel, startPalyrad, streamTurn } from "./harness.js"
 // @ts-expect-error: a plain .mjs helper shared with the daemon's preload
 import { watchStalls } from "./stalls.mjs"
 
@@ -47,8 +48,10 @@ const traceDir = process.argv[3] ?? mkdtempSync(join(tmpdir(), "palyra-tail-"))
 mkdirSync(traceDir, { recursive: true })
 
 const calls: Array<{ arrived: number; answered: number }> = []
-const model = benchModel((c) =>
-  calls.push({ arrived: performance.timeOrigin + c.arrived, answered: performance.timeOrigin + c.answered })
+// BENCH_TAIL_MODEL_DELAY_MS: the model's time to its answer (0: at once), to see the in stage with a model that takes time.
+const model = benchModel(
+  (c) => calls.push({ arrived: performance.timeOrigin + c.arrived, answered: performance.timeOrigin + c.answered }),
+  Number(process.env.BENCH_TAIL_MODEL_DELAY_MS ?? 0)
 )
 const modelUrl = await listenModel(model)
 const modelStalls = watchStalls()
@@ -56,17 +59,31 @@ process.env.BENCH_TURN_TRACE = traceDir
 process.env.BENCH_TURN_STALLS = "1"
 process.env.PALYRA_JOURNAL_TRACE = traceDir
 const dir = mkdtempSync(join(tmpdir(), "palyra-bench-tail-"))
-const { daemon, url, token } = await startPalyrad({
-  bin,
-  dir,
-  modelUrl,
-  // BENCH_TAIL_FLAGS: more node flags for the daemon (e.g. V8's GC flags, to see what they do to the tail).
-  nodeFlags: [
-    ...(process.env.BENCH_TAIL_FLAGS ?? "").split(" ").filter(Boolean),
-    "--import",
-    new URL("./trace-preload.mjs", import.meta.url).href
-  ]
-})
+// BENCH_TAIL_SERVER=raw|provider: one of `floor.ts`'s servers instead of palyrad (the same client,
+// model server, stages and stall monitors; no journal): the machine's own tail in the same minutes.
+const floor = process.env.BENCH_TAIL_SERVER
+const traced = ["--import", new URL("./trace-preload.mjs", import.meta.url).href]
+const started =
+  floor === "raw" || floor === "provider"
+    ? await (async () => {
+        const server = spawn(
+          process.execPath,
+          ["--import", "tsx", ...traced, join(here, "floor.ts"), modelUrl, floor],
+          {
+            cwd: here,
+            stdio: ["ignore", "ignore", "pipe"]
+          }
+        )
+        return { daemon: server, url: await listening(server, `floor ${floor}`), token: "floor" }
+      })()
+    : await startPalyrad({
+        bin,
+        dir,
+        modelUrl,
+        // BENCH_TAIL_FLAGS: more node flags for the daemon (e.g. V8's GC flags, to see what they do to the tail).
+        nodeFlags: [...(process.env.BENCH_TAIL_FLAGS ?? "").split(" ").filter(Boolean), ...traced]
+      })
+const { daemon, url, token } = started
 const clientOut = join(traceDir, "tail-client.json")
 await new Promise<void>((resolve, reject) => {
   const child = spawn(
@@ -167,6 +184,7 @@ const to = client.turns.at(-1)?.t1 ?? 0
 const minor = d.gcs.filter((g) => g.kind === "minor" && g.at >= from && g.at <= to).map((g) => g.ms)
 const summary = {
   bench: "turn-tail-stages",
+  server: floor === "raw" || floor === "provider" ? `floor ${floor}` : "palyrad",
   turns: turns.length,
   p50Ms: r2(med.ms),
   p99Ms: r2(p99),
