@@ -24,12 +24,17 @@ export const usage = (completionTokens = 5) =>
  * "what time", and a `time.*` tool is offered — one call of that tool. `onCall` hears each request's
  * arrival, answer and size.
  */
-export const benchModel = (onCall?: (call: { arrived: number; answered: number; bytes: number }) => void): Server =>
+export const benchModel = (
+  onCall?: (call: { arrived: number; answered: number; bytes: number }) => void,
+  /** Milliseconds before the answer's head (a model's time to first token); 0: at once. */
+  delayMs = 0
+): Server =>
   createServer((req, res) => {
     let body = ""
     const arrived = performance.now()
     req.on("data", (d) => (body += d))
-    req.on("end", () => {
+    req.on("end", () => (delayMs > 0 ? setTimeout(answer, delayMs) : answer()))
+    const answer = () => {
       if (onCall) res.on("finish", () => onCall({ arrived, answered: performance.now(), bytes: body.length }))
       const request = JSON.parse(body || "{}") as {
         messages?: Array<{ role: string; content?: unknown }>
@@ -54,7 +59,7 @@ export const benchModel = (onCall?: (call: { arrived: number; answered: number; 
         res.write(chunk({}, "stop"))
       }
       res.end(`${usage()}data: [DONE]\n\n`)
-    })
+    }
   })
 
 /** Listen on 127.0.0.1 (a free port); the server's base URL for an OpenAI client (`…/v1`). */

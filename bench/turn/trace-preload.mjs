@@ -6,6 +6,7 @@
 import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { constants, monitorEventLoopDelay, PerformanceObserver, performance } from "node:perf_hooks"
+import { watchStalls, watchTimers } from "./stalls.mjs"
 
 const dir = process.env.BENCH_TURN_TRACE
 if (dir) {
@@ -23,6 +24,9 @@ if (dir) {
   }).observe({ entryTypes: ["gc"] })
   const delay = monitorEventLoopDelay({ resolution: 1 })
   delay.enable()
+  // BENCH_TURN_STALLS=1 (bench/turn/tail-stages.ts): when the loop was held, and the slow timer callbacks.
+  const stalls = process.env.BENCH_TURN_STALLS === "1" ? watchStalls() : undefined
+  const timers = process.env.BENCH_TURN_STALLS === "1" ? watchTimers() : undefined
   process.once("SIGUSR2", () => {
     delay.disable()
     const ms = (ns) => Math.round(ns / 1e4) / 100
@@ -32,7 +36,8 @@ if (dir) {
         // The monotonic clock V8's CPU profiles use (µs) beside the wall clock, to place profile samples.
         clock: { wall: performance.timeOrigin + performance.now(), monoUs: Number(process.hrtime.bigint() / 1000n) },
         eventLoopDelay: { p50: ms(delay.percentile(50)), p99: ms(delay.percentile(99)), max: ms(delay.max) },
-        gcs
+        gcs,
+        ...(stalls ? { stalls: stalls.stop(), slowTimers: timers.slow } : {})
       })
     )
   })
