@@ -10,6 +10,7 @@ import { parentPort, receiveMessageOnPort, workerData } from "node:worker_thread
 import Database from "better-sqlite3"
 import { makeCommitTrace, tracedPolicy } from "./commitTrace.js"
 import { decodeBatch, encodeAnswer, type ToWorker } from "./protocol.js"
+import { lowerThisThread, writerNiceOffset } from "./threadPriority.js"
 import {
   type CheckpointPolicy,
   configureConnection,
@@ -30,6 +31,8 @@ export interface WorkerOptions {
 }
 
 const options = workerData as WorkerOptions
+// Optionally below the main thread, so waking it for a batch does not take the main thread's core (threadPriority.ts).
+lowerThisThread(writerNiceOffset())
 const policy = tracedPolicy(options.checkpoint)
 const port = parentPort!
 const db = new Database(options.filename, { fileMustExist: true })

@@ -142,6 +142,7 @@ const workerSources = [
   "./chain.ts",
   "./walCheckpoint.ts",
   "./commitTrace.ts",
+  "./threadPriority.ts",
   "../../build/core-canonical.ts",
   "../../../core/src/domain/Canonical.ts"
 ]
