@@ -717,7 +717,9 @@ export const make = (
           options?.attached?.(follower, run)
         }
         return restore(admit(caller, request, startGate, admitting)).pipe(
-          Effect.onError(() => Effect.sync(() => follower?.close())),
+          // Sees every failure (this region is uninterruptible once `restore` is over), without
+          // `onError`'s mask and exit steps on the success path.
+          Effect.tapErrorCause(() => Effect.sync(() => follower?.close())),
           Effect.flatMap((admitted) => {
             const attached = follower!
             const release = approvers.hold(caller, admitted.session.id)
