@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Duration, Effect, Layer, Option, type Scope, Stream, type Tracer } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Layer, Option, type Scope, Stream, type Tracer } from "effect"
 import { type AgentInfo, DEFAULT_AGENT } from "../domain/Agent.js"
 import * as Caller from "../domain/Caller.js"
 import {
@@ -58,6 +58,7 @@ import { makeHistoryCache } from "./internal/historyCache.js"
 import { loadHistory, runLoop } from "./internal/loop.js"
 import { recover } from "./internal/recovery.js"
 import { makeScheduler } from "./internal/scheduler.js"
+import { annotateSpan, currentSpanOrUndefined } from "./internal/spanOf.js"
 import { makeStartGate, type StartGate } from "./internal/startGate.js"
 import { recordAdmittedStart } from "./internal/startNow.js"
 import { makeTape } from "./internal/tape.js"
@@ -571,7 +572,7 @@ export const make = (
       const { target, created } = yield* Effect.uninterruptibleMask((restore) =>
         gate(
           Effect.gen(function* () {
-            const { target, isNew, attachments, runId, at, head } = yield* restore(
+            const { target, isNew, attachments, runId, at, head, span } = yield* restore(
               Effect.gen(function* () {
                 const { session: target, isNew } = yield* findOrDescribe(caller, request)
                 if (Option.isNone(agents.get(target.agentId))) {
@@ -579,12 +580,19 @@ export const make = (
                     message: `session ${target.id} is bound to agent ${target.agentId}, which is no longer configured`
                   })
                 }
-                const attachments = yield* admitAttachments(request, target.agentId)
+                // A message without attachments (most) skips the generator's steps.
+                const attachments =
+                  request.attachments === undefined || request.attachments.length === 0
+                    ? {}
+                    : yield* admitAttachments(request, target.agentId)
                 const runId = yield* makeRunId
-                yield* Effect.annotateCurrentSpan({ sessionId: target.id, runId })
+                // The span read once, annotated and kept for the run's parent (`spanOf.ts`: no failure built).
+                const span = yield* currentSpanOrUndefined
+                const annotating = annotateSpan(span, { sessionId: target.id, runId })
+                if (annotating !== undefined) yield* annotating
                 const at = yield* Clock.currentTimeMillis
                 const head = isNew ? 0 : yield* journal.headSeq(target.id)
-                return { target, isNew, attachments, runId, at, head }
+                return { target, isNew, attachments, runId, at, head, span }
               })
             )
             const created: Run = {
@@ -608,14 +616,13 @@ export const make = (
               queuedBehind,
               ...attachments
             }
-            const span = yield* Effect.option(Effect.currentSpan)
             admitting?.(created)
             // An idle session's run is claimed (synchronously: later runs queue behind it) and
             // admitted with its start in one commit; a cancel before its worker picks it up takes
             // the claim (`cancelRun`). A failed commit stores nothing and gives the claim up.
             if (queuedBehind === null && scheduler.claim(target.id, runId)) {
               admitted.set(runId, { ...created, state: "InProgress" })
-              if (Option.isSome(span)) parents.set(runId, span.value)
+              if (span !== undefined) parents.set(runId, span)
               const stored = yield* recordAdmittedStart(
                 tape,
                 created,
@@ -623,14 +630,14 @@ export const make = (
                 attachments,
                 isNew ? target : undefined
               ).pipe(
-                Effect.tapErrorTag("Conflict", () =>
-                  Effect.sync(() => {
-                    // A session with this key was created meanwhile: the caller re-admits into it.
-                    lost.keyRace = isNew && request.key !== undefined
-                  })
-                ),
-                Effect.onError(() =>
+                // One handler for both (this region is uninterruptible: it sees every failure, as
+                // `onError` would, without `onError`'s mask and exit steps on the success path).
+                Effect.tapErrorCause((cause) =>
                   Effect.suspend(() => {
+                    // A session with this key was created meanwhile: the caller re-admits into it.
+                    const failure = Cause.failureOption(cause)
+                    if (Option.isSome(failure) && failure.value._tag === "Conflict")
+                      lost.keyRace = isNew && request.key !== undefined
                     admitted.delete(runId)
                     parents.delete(runId)
                     return scheduler.unclaim(target.id, runId)
@@ -647,7 +654,7 @@ export const make = (
             })
             // Queued: its start commit joins the history cache when the running run's events do.
             deps.history.started(target, stored)
-            if (Option.isSome(span)) parents.set(runId, span.value)
+            if (span !== undefined) parents.set(runId, span)
             return { target, created, claimed: false }
           })
         ).pipe(
@@ -710,7 +717,9 @@ export const make = (
           options?.attached?.(follower, run)
         }
         return restore(admit(caller, request, startGate, admitting)).pipe(
-          Effect.onError(() => Effect.sync(() => follower?.close())),
+          // Sees every failure (this region is uninterruptible once `restore` is over), without
+          // `onError`'s mask and exit steps on the success path.
+          Effect.tapErrorCause(() => Effect.sync(() => follower?.close())),
           Effect.flatMap((admitted) => {
             const attached = follower!
             const release = approvers.hold(caller, admitted.session.id)

@@ -263,18 +263,30 @@ export const makeScheduler = (
         // Its loop is over: a cancel from now on finds it ended, as after the worker's await.
         finishing.add(runId)
         const events = eventsOf(exit)
+        const done = () => finishing.delete(runId)
         return endNow(runId, events, self.currentTracer).pipe(
           Effect.flatMap(() => {
             // One synchronous step: the session freed and its empty queue dropped together (an
             // admission in between would enqueue into a queue no worker will ever drain).
             active.delete(sessionId)
             const queue = queues.get(sessionId)
-            let next: Effect.Effect<void> = Effect.void
+            const later = Effect.zipRight(afterSend, endLater(runId, events))
             if (queue !== undefined && queue.length === 0) queues.delete(sessionId)
-            else if (queue !== undefined) next = startWorker(sessionId)
-            return Effect.zipRight(next, Effect.zipRight(afterSend, endLater(runId, events)))
+            else if (queue !== undefined) return Effect.zipRight(startWorker(sessionId), later)
+            return later
           }),
-          Effect.ensuring(Effect.sync(() => finishing.delete(runId)))
+          // `ensuring` without its mask: this runs as the loop's exit finalizer (`onExit`), already
+          // uninterruptible, so both handlers always run.
+          Effect.matchCauseEffect({
+            onFailure: (cause) => {
+              done()
+              return Effect.failCause(cause)
+            },
+            onSuccess: () => {
+              done()
+              return Effect.void
+            }
+          })
         )
       })
 

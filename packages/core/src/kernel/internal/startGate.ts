@@ -12,7 +12,7 @@
  *
  * @internal
  */
-import { Effect, Scheduler } from "effect"
+import { Effect, RuntimeFlags, Scheduler } from "effect"
 
 /** Run `effect` through the gate. @internal */
 export type StartGate = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
@@ -58,10 +58,22 @@ export const makeStartGate = (permits: number): StartGate => {
     active--
   })
   return (effect) =>
-    Effect.suspend(() => {
+    Effect.withFiberRuntime((_, status) => {
       active++
       // Beyond the limit: `yieldNow` first, so even the start's first step waits its turn.
       const run = active <= limit ? effect : Effect.withScheduler(Effect.zipRight(Effect.yieldNow(), effect), scheduler)
-      return Effect.ensuring(run, leave)
+      if (RuntimeFlags.interruptible(status.runtimeFlags)) return Effect.ensuring(run, leave)
+      // Already uninterruptible (admission gates its commit so): both handlers always run, and
+      // `ensuring`'s mask and finalizer steps are not needed.
+      return Effect.matchCauseEffect(run, {
+        onFailure: (cause) => {
+          active--
+          return Effect.failCause(cause)
+        },
+        onSuccess: (a) => {
+          active--
+          return Effect.succeed(a)
+        }
+      })
     })
 }
