@@ -1,6 +1,7 @@
 import { builtinModules } from "node:module"
 import { parse } from "acorn"
 import { defineConfig, type Options } from "tsup"
+import { writeCompileCache } from "./scripts/compile-cache.js"
 
 type Plugin = NonNullable<Options["esbuildPlugins"]>[number]
 type TsupPlugin = NonNullable<Options["plugins"]>[number]
@@ -84,6 +85,8 @@ export default defineConfig({
   // line, would otherwise strip the prefix and mark them external).
   removeNodeProtocol: false,
   esbuildPlugins: [builtinsByRequire],
+  // Last: the compile cache palyrad ships (`dist/compile-cache`, read by bin/palyrad.ts).
+  onSuccess: () => writeCompileCache(new URL("./dist", import.meta.url).pathname),
   plugins: [asciiComments],
   esbuildOptions(options) {
     options.alias = { ...options.alias, punycode: "punycode/" }
