@@ -20,7 +20,9 @@ export const writeCompileCache = async (dist: string): Promise<void> => {
   mkdirSync(cache)
   const data = mkdtempSync(join(tmpdir(), "palyrad-compile-cache-"))
   // The shebang's node flags: V8 rejects a code cache written under flags that change code generation.
-  const flags = (/^#!.*?\bnode((?: +--\S+)*) *$/.exec(readFileSync(bin, "utf8").split("\n", 1)[0]!)?.[1] ?? "").split(" ").filter(Boolean)
+  const flags = (/^#!.*?\bnode((?: +--\S+)*) *$/.exec(readFileSync(bin, "utf8").split("\n", 1)[0]!)?.[1] ?? "")
+    .split(" ")
+    .filter(Boolean)
   const env: Record<string, string | undefined> = {
     ...process.env,
     PALYRA_LOG_LEVEL: "warning",
@@ -44,7 +46,12 @@ export const writeCompileCache = async (dist: string): Promise<void> => {
       })
       void exited.then((code) => reject(new Error(`palyrad exited ${code} before it listened: ${err}`)))
     })
-    while (!(await fetch(`${url}/readyz`).then((r) => r.ok, () => false)))
+    while (
+      !(await fetch(`${url}/readyz`).then(
+        (r) => r.ok,
+        () => false
+      ))
+    )
       await new Promise((r) => setTimeout(r, 10))
     child.kill("SIGTERM")
     const code = await exited
