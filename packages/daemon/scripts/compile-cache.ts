@@ -12,9 +12,21 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 
-/** Fill `<dist>/compile-cache` by starting `<dist>/bin/palyrad.js` once; rejects if it cannot. */
+/**
+ * Fill `<dist>/compile-cache` by starting `<dist>/bin/palyrad.js` once; rejects if it cannot, and
+ * then leaves no `compile-cache` directory (palyrad uses Node's default cache without one).
+ */
 export const writeCompileCache = async (dist: string): Promise<void> => {
   const cache = join(dist, "compile-cache")
+  try {
+    await fill(dist, cache)
+  } catch (error) {
+    rmSync(cache, { recursive: true, force: true })
+    throw error
+  }
+}
+
+const fill = async (dist: string, cache: string): Promise<void> => {
   const bin = join(dist, "bin", "palyrad.js")
   rmSync(cache, { recursive: true, force: true })
   mkdirSync(cache)
