@@ -35,8 +35,10 @@ const fill = async (dist: string, cache: string): Promise<void> => {
   const flags = (/^#!.*?\bnode((?: +--\S+)*) *$/.exec(readFileSync(bin, "utf8").split("\n", 1)[0]!)?.[1] ?? "")
     .split(" ")
     .filter(Boolean)
+  // The builder's own PALYRA_* settings (a config file, ports, a model) are not this start's.
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("PALYRA_")))
   const env: Record<string, string | undefined> = {
-    ...process.env,
+    ...inherited,
     PALYRA_LOG_LEVEL: "warning",
     PALYRA_GRPC_PORT: "0",
     NODE_COMPILE_CACHE: undefined,

@@ -10,7 +10,7 @@
 // benches set it, and the README's "Running palyrad as a service" says how.
 // palyrad's entry: turn on Node's on-disk compile cache before loading the daemon, so every start
 // after the first skips most parsing and compiling. The daemon itself is in palyrad-main.
-// The build writes a cache beside the bundle (`dist/compile-cache`, by scripts/compile-cache.mjs, in
+// The build writes a cache beside the bundle (`dist/compile-cache`, by scripts/compile-cache.ts, in
 // Node's portable form: entries keyed by paths relative to it, so they hold wherever the package is
 // installed): then even the first start after an install reads compiled code. It is used only when
 // nobody chose a cache (`NODE_COMPILE_CACHE`) or turned it off (`NODE_DISABLE_COMPILE_CACHE`), and
@@ -26,7 +26,7 @@ const useShipped =
   process.env.NODE_DISABLE_COMPILE_CACHE === undefined &&
   existsSync(shipped)
 try {
-  // The options form (`portable`) is Node 22.13+ / 24; an older Node throws on it: its default then.
+  // The options form (`portable`) is a newer Node's (24 has it); an older one throws on it: its default then.
   if (useShipped) module.enableCompileCache?.({ directory: shipped, portable: true })
   else module.enableCompileCache?.()
 } catch {
