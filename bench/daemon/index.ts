@@ -6,14 +6,18 @@
  * Each RSS figure is read once the daemon has been quiet for `settleMs` (its memory reducer returns
  * the pages a burst of requests left pooled once the event loop goes quiet: `rss…Mb`), and also
  * right after the burst, as before that mechanism existed (`rss…BurstMb`).
+ * `firstStartShippedCache…`: a first start with no `NODE_COMPILE_CACHE`, so palyrad reads the compile
+ * cache its build ships (`dist/compile-cache`; null for a build without one). `firstTurnMs`: a cold
+ * start's first turn (the AI SDK provider against a local chat-completions server), timed from ready.
  * Uses the built binary (packages/daemon/dist), building it first if it is missing.
  */
 import { spawn, spawnSync } from "node:child_process"
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { collectGarbage, daemonEnv, gcFlags, quick, result, round, shebangFlags, table } from "../lib/report.js"
+import { benchModel, listenModel, streamTurn } from "../turn/harness.js"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
 // BENCH_DAEMON_BIN: another build of palyrad.js (e.g. a copy of the previous dist, for before/after runs).
@@ -43,17 +47,19 @@ const cpuMs = (pid: number) => {
 // `NODE_COMPILE_CACHE` (else os.tmpdir()): every start after the first reads its code from there. Each
 // start here gets its own cache directory — empty for a first start (`coldStart…`), or one an earlier
 // start has filled (`warmStart…`) — so neither figure depends on what ran on this machine before.
-const start = async (dir: string, compileCache: string, flags: ReadonlyArray<string> = []) => {
+const start = async (dir: string, compileCache: string | undefined, flags: ReadonlyArray<string> = []) => {
+  const { NODE_COMPILE_CACHE: _unset, ...inherited } = process.env
   const t0 = performance.now()
   const proc = spawn(process.execPath, [...shebangFlags(bin), ...flags, bin, "--port", "0", "--log-format", "json"], {
     cwd: dir,
     stdio: ["ignore", "ignore", "pipe"],
     env: {
-      ...process.env,
+      ...inherited,
       ...daemonEnv(),
       PALYRA_LOG_LEVEL: "warning",
       PALYRA_GRPC_PORT: "0",
-      NODE_COMPILE_CACHE: compileCache
+      // None: palyrad's own choice (the cache its build ships, else Node's default).
+      ...(compileCache === undefined ? {} : { NODE_COMPILE_CACHE: compileCache })
     }
   })
   let err = ""
@@ -95,6 +101,8 @@ const main = async () => {
   type Start = { ms: number; cpu: { total: number; main: number } }
   const cold: Array<Start> = []
   const warm: Array<Start> = []
+  const shipped: Array<Start> = []
+  const hasShipped = existsSync(join(dirname(bin), "..", "compile-cache"))
   const runs = quick ? 3 : 7
   for (let i = 0; i < runs; i++) {
     // Alternating, so a change of load on this shared machine falls on both figures alike.
@@ -104,6 +112,11 @@ const main = async () => {
     const w = await start(dir, warmCache)
     warm.push(w)
     await stop(w.proc)
+    if (hasShipped) {
+      const f = await start(dir, undefined)
+      shipped.push(f)
+      await stop(f.proc)
+    }
   }
   const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
   const starts = cold.map((s) => s.ms)
@@ -117,6 +130,30 @@ const main = async () => {
   const warmStartMs = median(warm.map((s) => s.ms))
   const warmStartCpuMs = median(warm.map((s) => s.cpu.total))
   const warmStartMainCpuMs = median(warm.map((s) => s.cpu.main))
+  // The first start after an install of a build that ships its compile cache.
+  const firstStartShippedCacheMs = hasShipped ? median(shipped.map((s) => s.ms)) : null
+  const firstStartShippedCacheCpuMs = hasShipped ? median(shipped.map((s) => s.cpu.total)) : null
+  const firstStartShippedCacheMainCpuMs = hasShipped ? median(shipped.map((s) => s.cpu.main)) : null
+
+  // A cold start's first turn and the turn after it, from ready (its own data dir: a configured
+  // model, so the AI SDK provider, which palyrad loads on a model's first call, is part of it).
+  const model = benchModel()
+  const modelUrl = await listenModel(model)
+  const turnDir = mkdtempSync(join(tmpdir(), "palyra-bench-daemon-turn-"))
+  writeFileSync(join(turnDir, "palyra.toml"), `model = "openai-compatible:${modelUrl}#bench"\n`)
+  await stop((await start(turnDir, join(caches, "turn-init"))).proc)
+  const firstTurns: Array<number> = []
+  const secondTurns: Array<number> = []
+  for (let i = 0; i < runs; i++) {
+    const t = await start(turnDir, join(caches, `turn-${i}`))
+    firstTurns.push(await streamTurn(t.url, t.token, "hello", `first-${i}`))
+    secondTurns.push(await streamTurn(t.url, t.token, "hello", `second-${i}`))
+    await stop(t.proc)
+  }
+  model.close()
+  rmSync(turnDir, { recursive: true, force: true })
+  const firstTurnMs = median(firstTurns)
+  const secondTurnMs = median(secondTurns)
 
   // Two of the daemon's 2 s utilization windows and a margin (packages/daemon/src/internal/memoryReducer.ts).
   const settleMs = 5000
@@ -173,6 +210,19 @@ const main = async () => {
       value: `${Math.round(warmStartCpuMs)} / ${Math.round(warmStartMainCpuMs)} ms`,
       goal: "–"
     },
+    {
+      measure: `first start, the build's shipped compile cache (median of ${runs})`,
+      value:
+        firstStartShippedCacheMs === null
+          ? "no dist/compile-cache"
+          : `${Math.round(firstStartShippedCacheMs)} ms (CPU ${firstStartShippedCacheCpuMs} / ${firstStartShippedCacheMainCpuMs} ms)`,
+      goal: "–"
+    },
+    {
+      measure: `a cold start's first turn / its second turn, from ready (median of ${runs})`,
+      value: `${round(firstTurnMs, 1)} / ${round(secondTurnMs, 1)} ms`,
+      goal: "–"
+    },
     { measure: "RSS, idle", value: `${round(idle.settled, 1)} MB`, goal: "≤ 150 MB" },
     { measure: `RSS, ${few} idle sessions`, value: `${round(loaded.settled, 1)} MB`, goal: "≤ 150 MB" },
     { measure: `RSS, ${many} idle sessions`, value: `${round(loadedMany.settled, 1)} MB`, goal: "≤ 200 MB" },
@@ -191,6 +241,15 @@ const main = async () => {
     warmStartMs: Math.round(warmStartMs),
     warmStartCpuMs: Math.round(warmStartCpuMs),
     warmStartMainCpuMs: Math.round(warmStartMainCpuMs),
+    ...(firstStartShippedCacheMs === null
+      ? {}
+      : {
+          firstStartShippedCacheMs: Math.round(firstStartShippedCacheMs),
+          firstStartShippedCacheCpuMs: Math.round(firstStartShippedCacheCpuMs ?? 0),
+          firstStartShippedCacheMainCpuMs: Math.round(firstStartShippedCacheMainCpuMs ?? 0)
+        }),
+    firstTurnMs: round(firstTurnMs, 1),
+    secondTurnMs: round(secondTurnMs, 1),
     rssIdleMb: round(idle.settled, 1),
     rss1000Mb: round(loaded.settled, 1),
     rss10000Mb: round(loadedMany.settled, 1),
