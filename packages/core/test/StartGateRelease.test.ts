@@ -5,7 +5,7 @@
  * (`Effect.runSync` completes), one beyond it is deferred to the gate's scheduler (`runSync` cannot).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit } from "effect"
+import { Deferred, Effect, Exit, Fiber } from "effect"
 import { makeStartGate } from "../src/kernel/internal/startGate.js"
 
 const runsAtOnce = (gate: ReturnType<typeof makeStartGate>) =>
@@ -43,4 +43,38 @@ describe("start gate permits", () => {
     assert.isTrue(Exit.isInterrupted(await Effect.runPromise(Effect.exit(Effect.fromFiber(fiber)))))
     assert.isTrue(runsAtOnce(gate))
   })
+  // Admission's own shape: gated inside `uninterruptibleMask`, its body made interruptible again by
+  // `restore`, and interrupted there — within the limit, and beyond it (on the gate's scheduler).
+  for (const beyond of [false, true]) {
+    it.live(
+      `admission's shape interrupted in its restored body${beyond ? ", beyond the limit" : ""}: the permit comes back`,
+      () =>
+        Effect.gen(function* () {
+          const gate = makeStartGate(1)
+          const entered = yield* Deferred.make<void>()
+          const release = yield* Deferred.make<void>()
+          const held = beyond
+            ? yield* Effect.fork(
+                Effect.uninterruptible(
+                  gate(Deferred.succeed(entered, undefined).pipe(Effect.zipRight(Deferred.await(release))))
+                )
+              )
+            : undefined
+          if (held) yield* Deferred.await(entered)
+          const reached = yield* Deferred.make<void>()
+          const start = yield* Effect.fork(
+            Effect.uninterruptibleMask((restore) =>
+              gate(restore(Deferred.succeed(reached, undefined).pipe(Effect.zipRight(Effect.never))))
+            )
+          )
+          yield* Deferred.await(reached)
+          assert.isTrue(Exit.isInterrupted(yield* Fiber.interrupt(start)))
+          if (held) {
+            yield* Deferred.succeed(release, undefined)
+            yield* Fiber.join(held)
+          }
+          assert.isTrue(runsAtOnce(gate))
+        })
+    )
+  }
 })
