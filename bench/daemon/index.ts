@@ -6,9 +6,8 @@
  * Each RSS figure is read once the daemon has been quiet for `settleMs` (its memory reducer returns
  * the pages a burst of requests left pooled once the event loop goes quiet: `rss…Mb`), and also
  * right after the burst, as before that mechanism existed (`rss…BurstMb`).
- * `firstStartShippedCache…`: a first start with no `NODE_COMPILE_CACHE`, so palyrad reads the compile
- * cache its build ships (`dist/compile-cache`; null for a build without one). `firstTurnMs`: a cold
- * start's first turn (the AI SDK provider against a local chat-completions server), timed from ready.
+ * `firstTurnMs`: a cold start's first turn (the AI SDK provider against a local chat-completions
+ * server), timed from ready; `secondTurnMs` the turn after it.
  * Uses the built binary (packages/daemon/dist), building it first if it is missing.
  */
 import { spawn, spawnSync } from "node:child_process"
@@ -47,19 +46,17 @@ const cpuMs = (pid: number) => {
 // `NODE_COMPILE_CACHE` (else os.tmpdir()): every start after the first reads its code from there. Each
 // start here gets its own cache directory — empty for a first start (`coldStart…`), or one an earlier
 // start has filled (`warmStart…`) — so neither figure depends on what ran on this machine before.
-const start = async (dir: string, compileCache: string | undefined, flags: ReadonlyArray<string> = []) => {
-  const { NODE_COMPILE_CACHE: _unset, ...inherited } = process.env
+const start = async (dir: string, compileCache: string, flags: ReadonlyArray<string> = []) => {
   const t0 = performance.now()
   const proc = spawn(process.execPath, [...shebangFlags(bin), ...flags, bin, "--port", "0", "--log-format", "json"], {
     cwd: dir,
     stdio: ["ignore", "ignore", "pipe"],
     env: {
-      ...inherited,
+      ...process.env,
       ...daemonEnv(),
       PALYRA_LOG_LEVEL: "warning",
       PALYRA_GRPC_PORT: "0",
-      // None: palyrad's own choice (the cache its build ships, else Node's default).
-      ...(compileCache === undefined ? {} : { NODE_COMPILE_CACHE: compileCache })
+      NODE_COMPILE_CACHE: compileCache
     }
   })
   let err = ""
@@ -101,8 +98,6 @@ const main = async () => {
   type Start = { ms: number; cpu: { total: number; main: number } }
   const cold: Array<Start> = []
   const warm: Array<Start> = []
-  const shipped: Array<Start> = []
-  const hasShipped = existsSync(join(dirname(bin), "..", "compile-cache"))
   const runs = quick ? 3 : 7
   for (let i = 0; i < runs; i++) {
     // Alternating, so a change of load on this shared machine falls on both figures alike.
@@ -112,11 +107,6 @@ const main = async () => {
     const w = await start(dir, warmCache)
     warm.push(w)
     await stop(w.proc)
-    if (hasShipped) {
-      const f = await start(dir, undefined)
-      shipped.push(f)
-      await stop(f.proc)
-    }
   }
   const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
   const starts = cold.map((s) => s.ms)
@@ -130,10 +120,6 @@ const main = async () => {
   const warmStartMs = median(warm.map((s) => s.ms))
   const warmStartCpuMs = median(warm.map((s) => s.cpu.total))
   const warmStartMainCpuMs = median(warm.map((s) => s.cpu.main))
-  // The first start after an install of a build that ships its compile cache.
-  const firstStartShippedCacheMs = hasShipped ? median(shipped.map((s) => s.ms)) : null
-  const firstStartShippedCacheCpuMs = hasShipped ? median(shipped.map((s) => s.cpu.total)) : null
-  const firstStartShippedCacheMainCpuMs = hasShipped ? median(shipped.map((s) => s.cpu.main)) : null
 
   // A cold start's first turn and the turn after it, from ready (its own data dir: a configured
   // model, so the AI SDK provider, which palyrad loads on a model's first call, is part of it).
@@ -211,14 +197,6 @@ const main = async () => {
       goal: "–"
     },
     {
-      measure: `first start, the build's shipped compile cache (median of ${runs})`,
-      value:
-        firstStartShippedCacheMs === null
-          ? "no dist/compile-cache"
-          : `${Math.round(firstStartShippedCacheMs)} ms (CPU ${firstStartShippedCacheCpuMs} / ${firstStartShippedCacheMainCpuMs} ms)`,
-      goal: "–"
-    },
-    {
       measure: `a cold start's first turn / its second turn, from ready (median of ${runs})`,
       value: `${round(firstTurnMs, 1)} / ${round(secondTurnMs, 1)} ms`,
       goal: "–"
@@ -241,13 +219,6 @@ const main = async () => {
     warmStartMs: Math.round(warmStartMs),
     warmStartCpuMs: Math.round(warmStartCpuMs),
     warmStartMainCpuMs: Math.round(warmStartMainCpuMs),
-    ...(firstStartShippedCacheMs === null
-      ? {}
-      : {
-          firstStartShippedCacheMs: Math.round(firstStartShippedCacheMs),
-          firstStartShippedCacheCpuMs: Math.round(firstStartShippedCacheCpuMs ?? 0),
-          firstStartShippedCacheMainCpuMs: Math.round(firstStartShippedCacheMainCpuMs ?? 0)
-        }),
     firstTurnMs: round(firstTurnMs, 1),
     secondTurnMs: round(secondTurnMs, 1),
     rssIdleMb: round(idle.settled, 1),

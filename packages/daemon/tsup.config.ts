@@ -1,7 +1,6 @@
 import { builtinModules } from "node:module"
 import { parse } from "acorn"
 import { defineConfig, type Options } from "tsup"
-import { writeCompileCache } from "./scripts/compile-cache.js"
 
 type Plugin = NonNullable<Options["esbuildPlugins"]>[number]
 type TsupPlugin = NonNullable<Options["plugins"]>[number]
@@ -85,13 +84,6 @@ export default defineConfig({
   // line, would otherwise strip the prefix and mark them external).
   removeNodeProtocol: false,
   esbuildPlugins: [builtinsByRequire],
-  // Last: the compile cache palyrad ships (`dist/compile-cache`, read by bin/palyrad.ts).
-  // A build where palyrad cannot start here still succeeds, without the cache (palyrad then uses
-  // Node's default one); the daemon's compile-cache test fails on such a build, so it is seen.
-  onSuccess: () =>
-    writeCompileCache(new URL("./dist", import.meta.url).pathname).catch((error: unknown) =>
-      console.warn(`compile cache not written: ${error instanceof Error ? error.message : String(error)}`)
-    ),
   plugins: [asciiComments],
   esbuildOptions(options) {
     options.alias = { ...options.alias, punycode: "punycode/" }
