@@ -158,16 +158,14 @@ export const makeWriter = (db: Database.Database, maxBatch: number): Writer => {
 
   // Each session's head in memory: read once from the tape's index, then advanced by commits only.
   // The sessions row is touched only when tokens change or at most once a second per session (for
-  // `updated_at` ordering). Both bounded: a dropped head is read again
-  // from the index, a dropped touch time only means one more row update. Dropped oldest first by
-  // insertion, not by last use: a known session's entry is updated in place (no delete + re-insert
-  // per session per batch).
+  // `updated_at` ordering). Both bounded (least recently used dropped): a dropped head is read again
+  // from the index, a dropped touch time only means one more row update.
   const heads = new Map<string, number>()
   const touched = new Map<string, number>()
   const remember = (map: Map<string, number>, sessionId: string, value: number) => {
-    const size = map.size
+    map.delete(sessionId)
     map.set(sessionId, value)
-    if (map.size > size && map.size > SESSION_CACHE) map.delete(map.keys().next().value!)
+    if (map.size > SESSION_CACHE) map.delete(map.keys().next().value!)
   }
   const readHead = (sessionId: string): number | null => {
     const cached = heads.get(sessionId)

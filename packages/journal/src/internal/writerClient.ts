@@ -234,17 +234,11 @@ export const workerBackend = (
     // Only keep the process alive while writes are outstanding.
     worker.unref()
 
-    // Bounded by insertion order (the oldest entry goes first), not by last use: a known session's
-    // head is updated in place, without the delete + re-insert that reordering would cost on every
-    // answered append. A dropped head is read again from the index.
     const heads = new Map<string, number>()
     const advance = (sessionId: string, seq: number) => {
       const current = heads.get(sessionId)
-      if (current !== undefined) {
-        if (seq > current) heads.set(sessionId, seq)
-        return
-      }
-      heads.set(sessionId, seq)
+      heads.delete(sessionId)
+      heads.set(sessionId, current === undefined ? seq : Math.max(current, seq))
       if (heads.size > 4096) heads.delete(heads.keys().next().value!)
     }
     const readHead = (sessionId: string): number | null => {
