@@ -4,9 +4,17 @@ import { join } from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { Canonical, Errors, Records, type TapeEvent } from "@palyra/core"
 import { Effect, Either } from "effect"
+import fc from "fast-check"
 import { SqliteJournal } from "../src/index.js"
 import { rowHash } from "../src/internal/chain.js"
-import { encodeAnswer, type OpResult } from "../src/internal/protocol.js"
+import {
+  type AppendOp,
+  decodeBatch,
+  encodeAnswer,
+  encodeBatch,
+  type Op,
+  type OpResult
+} from "../src/internal/protocol.js"
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-protocol-"))
 const sid = (i: number) => `01KA${String(i).padStart(22, "0")}` as TapeEvent.TapeEvent["sessionId"]
@@ -16,6 +24,80 @@ const message = (session: TapeEvent.TapeEvent["sessionId"], i: number): TapeEven
   runId: null,
   at: 1_700_000_000_000 + i,
   text: `message ${i}`
+})
+
+describe("the batch's two strings", () => {
+  const wireEvent = fc.record({
+    tag: fc.constantFrom("UserMessage", "ToolResult", "RunEnded"),
+    runId: fc.option(fc.string({ maxLength: 30 }), { nil: null }),
+    at: fc.integer({ min: 0, max: 2 ** 48 }),
+    payload: fc.string({ unit: "binary", maxLength: 200 })
+  })
+  const effects = fc.oneof(
+    fc.constant({}),
+    fc.record({ addTokens: fc.integer({ min: 1, max: 100_000 }) }),
+    fc.record({ addTokens: fc.constant(0) }),
+    fc.record({
+      createRun: fc.constant(["r1", "s", "p", "running", "{}", 1, null, null, 5, 5]),
+      runTransition: fc.option(
+        fc.record({
+          runId: fc.constant("r1"),
+          from: fc.constant("running"),
+          to: fc.constant("succeeded"),
+          errorCode: fc.constant(null),
+          errorMessage: fc.constant(null),
+          ends: fc.constant(true)
+        }),
+        { nil: undefined }
+      )
+    })
+  )
+  const append = fc.record({
+    op: fc.constant("append" as const),
+    sessionId: fc.string({ minLength: 1, maxLength: 30 }),
+    events: fc.array(wireEvent, { minLength: 1, maxLength: 4 }),
+    effects
+  })
+  const other = fc.record({
+    op: fc.constantFrom("resolveApproval" as const, "useGrant" as const, "revokeGrant" as const),
+    id: fc.string({ maxLength: 20 }),
+    params: fc.array(fc.oneof(fc.string(), fc.integer(), fc.constant(null)), { maxLength: 5 })
+  })
+  // What the writer reads of an append: `addTokens` 0 or absent both add nothing.
+  const tokens = (op: Op) => (op.op === "append" ? (op.effects.addTokens ?? 0) : undefined)
+  const shape = (op: Op) => (op.op === "append" ? { ...op, effects: { ...op.effects, addTokens: tokens(op) } } : op)
+
+  it("decode(encode(ops)) is the ops: every session, event, payload (any UTF-16), effect and other op, in order", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.oneof({ arbitrary: append, weight: 4 }, { arbitrary: other, weight: 1 }), { maxLength: 40 }),
+        (ops) => {
+          const wire = encodeBatch(ops as ReadonlyArray<Op>)
+          expect(decodeBatch(wire).map(shape)).toEqual((ops as ReadonlyArray<Op>).map(shape))
+        }
+      ),
+      { numRuns: 300 }
+    )
+  })
+
+  it("an append with no effect but its tokens crosses as one flat array; one with effects as an object", () => {
+    const plain: AppendOp = {
+      op: "append",
+      sessionId: "s1",
+      effects: { addTokens: 12 },
+      events: [
+        { tag: "UserMessage", runId: null, at: 5, payload: '{"text":"hi"}' },
+        { tag: "ToolResult", runId: "r1", at: 6, payload: '{"é":1}' }
+      ]
+    }
+    const withRun: AppendOp = { ...plain, effects: { createRun: ["r1"] } }
+    const { header, payloads } = encodeBatch([plain, withRun])
+    const parsed = JSON.parse(header) as Array<unknown>
+    expect(parsed[0]).toEqual(["s1", 12, "UserMessage", null, 5, 13, "ToolResult", "r1", 6, 7])
+    expect(parsed[1]).toMatchObject({ op: "append", sessionId: "s1", effects: { createRun: ["r1"] } })
+    expect(payloads).toBe('{"text":"hi"}{"é":1}{"text":"hi"}{"é":1}')
+    expect(decodeBatch({ header, payloads })).toEqual([plain, withRun])
+  })
 })
 
 describe("the writer thread's answers", () => {

@@ -118,20 +118,50 @@ export const encodeAnswer = (
   return { reply: { id, ms, seqs }, transfer: [seqs.buffer as ArrayBuffer] }
 }
 
-type HeaderOp = Exclude<Op, AppendOp> | (Omit<AppendOp, "events"> & { readonly events: ReadonlyArray<HeaderEvent> })
+type HeaderOp =
+  | Exclude<Op, AppendOp>
+  | (Omit<AppendOp, "events"> & { readonly events: ReadonlyArray<HeaderEvent> })
+  | PlainAppend
 type HeaderEvent = readonly [tag: string, runId: string | null, at: number, payloadLength: number]
+/**
+ * An append with no effect but its tokens (the hot path: almost every append) as one flat array —
+ * `[sessionId, addTokens, tag, runId, at, payloadLength, tag, …]` — instead of an object with an
+ * `effects` object and an array of tuples: a third of the header's text, and `JSON.parse` builds one
+ * array per append instead of four objects (measured ~0.2 µs less an append to decode, ~0.1 to encode).
+ */
+type PlainAppend = ReadonlyArray<string | number | null>
+
+/** Effects the writer has nothing to do for but count tokens (see `PlainAppend`). */
+const isPlain = (e: WireEffects) =>
+  e.createRun === undefined &&
+  e.runTransition === undefined &&
+  e.createApproval === undefined &&
+  e.createCheckpoint === undefined &&
+  e.createSession === undefined
+
+/** The effects of a plain append without tokens: one shared object, never mutated. */
+const NO_EFFECTS: WireEffects = Object.freeze({})
 
 /**
- * One batch of ops as two strings: the header (JSON of the ops minus their payloads) and the
- * payloads concatenated. Posted as they are: a string is copied flat by the structured clone, which
- * measured ~2× cheaper than UTF-8 encoding the text into a transferable buffer (event text with any
- * non-Latin-1 character is a two-byte string, slow to transcode) and saves the worker a decode.
+ * One batch of ops as two strings: the header (JSON of the ops minus their payloads, a plain append
+ * as a flat array: `PlainAppend`) and the payloads concatenated. Posted as they are: a string is
+ * copied flat by the structured clone, which measured ~2× cheaper than UTF-8 encoding the text into
+ * a transferable buffer (event text with any non-Latin-1 character is a two-byte string, slow to
+ * transcode) and saves the worker a decode.
  * @internal
  */
 export const encodeBatch = (ops: ReadonlyArray<Op>): { readonly header: string; readonly payloads: string } => {
   let payloads = ""
   const header: Array<HeaderOp> = ops.map((op) => {
     if (op.op !== "append") return op
+    if (isPlain(op.effects)) {
+      const row: Array<string | number | null> = [op.sessionId, op.effects.addTokens ?? 0]
+      for (const e of op.events) {
+        payloads += e.payload
+        row.push(e.tag, e.runId, e.at, e.payload.length)
+      }
+      return row
+    }
     return {
       op: "append",
       sessionId: op.sessionId,
@@ -150,17 +180,42 @@ export const decodeBatch = (encoded: { readonly header: string; readonly payload
   const header = JSON.parse(encoded.header) as Array<HeaderOp>
   const text = encoded.payloads
   let offset = 0
-  return header.map((op): Op => {
-    if (op.op !== "append") return op
-    return {
+  const ops = new Array<Op>(header.length)
+  for (let k = 0; k < header.length; k++) {
+    const op = header[k]!
+    if (Array.isArray(op)) {
+      const row = op as PlainAppend
+      const events: Array<WireEvent> = []
+      for (let i = 2; i < row.length; i += 4) {
+        const length = row[i + 3] as number
+        const payload = text.slice(offset, offset + length)
+        offset += length
+        events.push({ tag: row[i] as string, runId: row[i + 1] as string | null, at: row[i + 2] as number, payload })
+      }
+      const addTokens = row[1] as number
+      ops[k] = {
+        op: "append",
+        sessionId: row[0] as string,
+        effects: addTokens === 0 ? NO_EFFECTS : { addTokens },
+        events
+      }
+      continue
+    }
+    const o = op as Exclude<HeaderOp, PlainAppend>
+    if (o.op !== "append") {
+      ops[k] = o
+      continue
+    }
+    ops[k] = {
       op: "append",
-      sessionId: op.sessionId,
-      effects: op.effects,
-      events: op.events.map(([tag, runId, at, length]) => {
+      sessionId: o.sessionId,
+      effects: o.effects,
+      events: o.events.map(([tag, runId, at, length]) => {
         const payload = text.slice(offset, offset + length)
         offset += length
         return { tag, runId, at, payload }
       })
     }
-  })
+  }
+  return ops
 }
