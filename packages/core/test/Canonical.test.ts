@@ -97,6 +97,17 @@ describe("Canonical.canonicalJson", () => {
     assert.strictEqual(Canonical.canonicalJson({ a: 1, toJSON: () => "x" }), '{"a":1}')
     assert.strictEqual(Canonical.canonicalJson(new String("ab")), '{"0":"a","1":"b"}')
     assert.strictEqual(Canonical.canonicalJson({ at: new Date(0), b: "\u2028é" }), '{"at":{},"b":"\u2028é"}')
+    // A `toJSON` JSON.stringify would call though the walk never sees it: non-enumerable, or inherited.
+    assert.strictEqual(
+      Canonical.canonicalJson(Object.defineProperty({ a: 1 }, "toJSON", { value: () => "X", enumerable: false })),
+      '{"a":1}'
+    )
+    Object.defineProperty(Object.prototype, "toJSON", { value: () => "P", configurable: true })
+    try {
+      assert.strictEqual(Canonical.canonicalJson({ a: 1 }), '{"a":1}')
+    } finally {
+      delete (Object.prototype as { toJSON?: unknown }).toJSON
+    }
   })
 
   it("digests are the hex SHA-256 of the canonical form (stored digests stay valid)", () => {

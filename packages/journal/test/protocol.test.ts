@@ -67,6 +67,16 @@ describe("the batch's two strings", () => {
   const tokens = (op: Op) => (op.op === "append" ? (op.effects.addTokens ?? 0) : undefined)
   const shape = (op: Op) => (op.op === "append" ? { ...op, effects: { ...op.effects, addTokens: tokens(op) } } : op)
 
+  it("an effect it does not know crosses in the object form, not dropped as a plain append", () => {
+    const op = {
+      op: "append" as const,
+      sessionId: "s",
+      events: [{ tag: "UserMessage", runId: null, at: 1, payload: "{}" }],
+      effects: { addTokens: 3, futureEffect: { id: "x" } } as AppendOp["effects"]
+    }
+    expect(decodeBatch(encodeBatch([op]))).toEqual([op])
+  })
+
   it("decode(encode(ops)) is the ops: every session, event, payload (any UTF-16), effect and other op, in order", () => {
     fc.assert(
       fc.property(

@@ -33,11 +33,13 @@ const isSorted = (keys: ReadonlyArray<string>) => {
  * already in order, `JSON.stringify` writes exactly the canonical bytes (the same key order, the same
  * string escaping, `undefined` fields dropped, non-finite numbers `null`), in one native pass and as
  * one flat string — a tape event's body is such an object (~0.2 µs less an event than the walk below).
- * Anything else (nested values, functions, a `toJSON`, bigints, symbols, another prototype) takes the walk.
+ * Anything else (nested values, functions, bigints, symbols, another prototype, a `toJSON` anywhere
+ * `JSON.stringify` would find one — own, non-enumerable or inherited) takes the walk. An enumerable
+ * getter is read twice (here and by `JSON.stringify`): the bodies written here are plain data.
  */
 const isFlat = (obj: Record<string, unknown>, keys: ReadonlyArray<string>) => {
   const proto = Object.getPrototypeOf(obj)
-  if (proto !== Object.prototype && proto !== null) return false
+  if ((proto !== Object.prototype && proto !== null) || obj.toJSON !== undefined) return false
   for (let i = 0; i < keys.length; i++) {
     const v = obj[keys[i]!]
     const t = typeof v

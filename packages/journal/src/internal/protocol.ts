@@ -131,13 +131,15 @@ type HeaderEvent = readonly [tag: string, runId: string | null, at: number, payl
  */
 type PlainAppend = ReadonlyArray<string | number | null>
 
-/** Effects the writer has nothing to do for but count tokens (see `PlainAppend`). */
-const isPlain = (e: WireEffects) =>
-  e.createRun === undefined &&
-  e.runTransition === undefined &&
-  e.createApproval === undefined &&
-  e.createCheckpoint === undefined &&
-  e.createSession === undefined
+/**
+ * Effects the writer has nothing to do for but count tokens (see `PlainAppend`): no field set but
+ * `addTokens`. Checked by what is there, not by a list of known effects, so an effect added to
+ * `WireEffects` later crosses in the object form rather than being dropped here.
+ */
+const isPlain = (e: WireEffects) => {
+  for (const k in e) if (k !== "addTokens" && e[k as keyof WireEffects] !== undefined) return false
+  return true
+}
 
 /** The effects of a plain append without tokens: one shared object, never mutated. */
 const NO_EFFECTS: WireEffects = Object.freeze({})
