@@ -2,7 +2,7 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, expect, it } from "@effect/vitest"
-import { Canonical, Errors, Records, type TapeEvent } from "@palyra/core"
+import { Canonical, Errors, Records } from "@palyra/core"
 import { Effect, Either } from "effect"
 import fc from "fast-check"
 import { SqliteJournal } from "../src/index.js"
@@ -15,16 +15,11 @@ import {
   type Op,
   type OpResult
 } from "../src/internal/protocol.js"
+import { sessionIdOf, userMessage } from "./fixtures/tape.js"
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-protocol-"))
-const sid = (i: number) => `01KA${String(i).padStart(22, "0")}` as TapeEvent.TapeEvent["sessionId"]
-const message = (session: TapeEvent.TapeEvent["sessionId"], i: number): TapeEvent.NewTapeEvent => ({
-  _tag: "UserMessage",
-  sessionId: session,
-  runId: null,
-  at: 1_700_000_000_000 + i,
-  text: `message ${i}`
-})
+const sid = (i: number) => sessionIdOf(i)
+const message = userMessage
 
 describe("the batch's two strings", () => {
   const wireEvent = fc.record({

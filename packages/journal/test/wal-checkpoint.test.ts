@@ -2,21 +2,15 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, expect, it } from "@effect/vitest"
-import { Records, type TapeEvent } from "@palyra/core"
+import { Records } from "@palyra/core"
 import { Duration, Effect, Schedule } from "effect"
 import { SqliteJournal } from "../src/index.js"
+import { sessionIdOf, sessionNote } from "./fixtures/tape.js"
 import { walFrames } from "./fixtures/wal.js"
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-walcheckpoint-"))
-const sid = (i: number) => `01KA${String(i).padStart(22, "0")}` as TapeEvent.TapeEvent["sessionId"]
-const note = (session: TapeEvent.TapeEvent["sessionId"], i: number): TapeEvent.NewTapeEvent => ({
-  _tag: "SessionNote",
-  sessionId: session,
-  runId: null,
-  at: 1_700_000_000_000 + i,
-  author: "t",
-  text: `note ${i} ${"x".repeat(300)}`
-})
+const sid = (i: number) => sessionIdOf(i)
+const note = (session: ReturnType<typeof sid>, i: number) => sessionNote(session, i)
 
 /** Poll (10 ms apart, up to 5 s) until `done` holds. */
 const eventually = (done: () => boolean) =>

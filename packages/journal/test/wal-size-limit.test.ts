@@ -2,11 +2,12 @@ import { mkdtempSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, expect, it } from "@effect/vitest"
-import { Records, type TapeEvent } from "@palyra/core"
+import { Records } from "@palyra/core"
 import Database from "better-sqlite3"
 import { Duration, Effect, Schedule } from "effect"
 import { SqliteJournal } from "../src/index.js"
 import { walSizeLimit } from "../src/internal/walCheckpoint.js"
+import { sessionIdOf, sessionNote } from "./fixtures/tape.js"
 import { walFrames } from "./fixtures/wal.js"
 
 // The WAL's size limit (`journal_size_limit`) is applied by the first commit after the WAL restarts,
@@ -16,15 +17,8 @@ import { walFrames } from "./fixtures/wal.js"
 // bound, so the writer's normal cycle never truncates, and a WAL a reader held past it is given back.
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-walsize-"))
-const sid = (i: number) => `01KA${String(i).padStart(22, "0")}` as TapeEvent.TapeEvent["sessionId"]
-const note = (session: TapeEvent.TapeEvent["sessionId"], i: number, size = 3000): TapeEvent.NewTapeEvent => ({
-  _tag: "SessionNote",
-  sessionId: session,
-  runId: null,
-  at: 1_700_000_000_000 + i,
-  author: "t",
-  text: `note ${i} ${"x".repeat(size)}`
-})
+const sid = (i: number) => sessionIdOf(i)
+const note = (session: ReturnType<typeof sid>, i: number, size = 3000) => sessionNote(session, i, size)
 
 /** Poll (10 ms apart, up to 10 s) until `done` holds. */
 const eventually = (done: () => boolean) =>

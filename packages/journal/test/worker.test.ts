@@ -4,19 +4,14 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { Worker } from "node:worker_threads"
 import { describe, expect, it } from "@effect/vitest"
-import { Errors, Records, type TapeEvent } from "@palyra/core"
+import { Errors, Records } from "@palyra/core"
 import { Deferred, Effect, Either, Exit, Scope } from "effect"
 import { SqliteJournal, SqliteTaskQueue } from "../src/index.js"
+import { sessionIdOf, userMessage } from "./fixtures/tape.js"
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-worker-"))
-const sid = (i: number) => `01KA${String(i).padStart(22, "0")}` as TapeEvent.TapeEvent["sessionId"]
-const delta = (session: TapeEvent.TapeEvent["sessionId"], i: number): TapeEvent.NewTapeEvent => ({
-  _tag: "UserMessage",
-  sessionId: session,
-  runId: null,
-  at: 1_700_000_000_000 + i,
-  text: `message ${i}`
-})
+const sid = (i: number) => sessionIdOf(i)
+const delta = userMessage
 
 /** Another process holds the file's write lock for `ms`; resolves once it holds it. */
 const holdLock = (filename: string, ms: number) =>

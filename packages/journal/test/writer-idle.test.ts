@@ -3,19 +3,14 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { Worker } from "node:worker_threads"
 import { describe, expect, it } from "@effect/vitest"
-import { Records, type TapeEvent } from "@palyra/core"
+import { Records } from "@palyra/core"
 import { Effect } from "effect"
 import { SqliteJournal } from "../src/index.js"
+import { sessionIdOf, userMessage } from "./fixtures/tape.js"
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-writer-idle-"))
-const sid = (i: number) => `01KB${String(i).padStart(22, "0")}` as TapeEvent.TapeEvent["sessionId"]
-const message = (session: TapeEvent.TapeEvent["sessionId"], i: number): TapeEvent.NewTapeEvent => ({
-  _tag: "UserMessage",
-  sessionId: session,
-  runId: null,
-  at: 1_700_000_000_000 + i,
-  text: `message ${i}`
-})
+const sid = (i: number) => sessionIdOf(i, "01KB")
+const message = userMessage
 
 /** The writer thread's CPU (user + system) in ms, as the thread's own clock counts it. */
 const threadCpuMs = (worker: Worker) =>

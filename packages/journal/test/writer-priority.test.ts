@@ -2,13 +2,14 @@ import { mkdtempSync, readdirSync, readFileSync } from "node:fs"
 import { getPriority, tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, expect, it } from "@effect/vitest"
-import { Records, type TapeEvent } from "@palyra/core"
+import { Records } from "@palyra/core"
 import { Effect } from "effect"
 import { SqliteJournal } from "../src/index.js"
 import { lowerThisThread, WRITER_NICE_OFFSET, writerNiceOffset } from "../src/internal/threadPriority.js"
+import { sessionIdOf } from "./fixtures/tape.js"
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-writer-priority-"))
-const sid = (i: number) => `01KC${String(i).padStart(22, "0")}` as TapeEvent.TapeEvent["sessionId"]
+const sid = (i: number) => sessionIdOf(i, "01KC")
 
 /** This process's threads, as the kernel lists them: id → name and nice value (`/proc/…/stat`). */
 const threads = (): Map<string, { readonly name: string; readonly nice: number }> => {

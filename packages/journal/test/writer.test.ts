@@ -5,16 +5,11 @@ import { describe, expect, it } from "@effect/vitest"
 import { Errors, Records, type TapeEvent } from "@palyra/core"
 import { Effect, Exit, Fiber, Scope } from "effect"
 import { SqliteJournal } from "../src/index.js"
+import { sessionIdOf, userMessage } from "./fixtures/tape.js"
 
 const dir = mkdtempSync(join(tmpdir(), "palyra-writer-"))
-const sid = (i: number) => `01KA${String(i).padStart(22, "0")}` as TapeEvent.TapeEvent["sessionId"]
-const delta = (session: TapeEvent.TapeEvent["sessionId"], i: number): TapeEvent.NewTapeEvent => ({
-  _tag: "UserMessage",
-  sessionId: session,
-  runId: null,
-  at: 1_700_000_000_000 + i,
-  text: `message ${i}`
-})
+const sid = (i: number) => sessionIdOf(i)
+const delta = userMessage
 
 describe("group-commit writer (a callback, not a fiber)", () => {
   it.effect("appends from many fibers, more than one batch holds, commit gap-free in each session and verify", () =>
