@@ -19,6 +19,7 @@
 import { pipeline, Readable, type Transform } from "node:stream"
 import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib"
 import { Agent, type Dispatcher, interceptors, request } from "undici"
+import { webBody } from "./internal/webBody.js"
 
 const NULL_BODY = new Set([101, 204, 205, 304])
 
@@ -126,7 +127,12 @@ export const make = (env: Record<string, string | undefined> = process.env): typ
       return new Response(null, { status: answer.statusCode, headers: responseHeaders })
     }
     const encoding = responseHeaders.get("content-encoding") ?? undefined
-    const stream = Readable.toWeb(decoded(answer.body, encoding)) as ReadableStream<Uint8Array>
+    // An uncompressed body (what we ask for) with the chunks of one socket read enqueued together
+    // (`webBody`); a decoded one as `Readable.toWeb` gives it (its zlib failures mapped as it maps them).
+    const stream =
+      encoding === undefined
+        ? webBody(answer.body)
+        : (Readable.toWeb(decoded(answer.body, encoding)) as ReadableStream<Uint8Array>)
     if (encoding !== undefined) {
       responseHeaders.delete("content-encoding")
       responseHeaders.delete("content-length")
