@@ -23,7 +23,7 @@ import { finished, type Readable } from "node:stream"
 const abortError = (cause: unknown): Error =>
   Object.assign(new Error("The operation was aborted", { cause }), { name: "AbortError", code: "ABORT_ERR" })
 
-/** @internal */
+/** The answer body `body` as a web stream, a socket read's chunks as one (see above). @internal */
 export const webBody = (body: Readable): ReadableStream<Uint8Array> => {
   let controller: ReadableStreamDefaultController<Uint8Array> | undefined
   let settled = false
@@ -66,20 +66,23 @@ export const webBody = (body: Readable): ReadableStream<Uint8Array> => {
     new ByteLengthQueuingStrategy({ highWaterMark: body.readableHighWaterMark })
   )
 
-  const cleanup = finished(body, { writable: false }, (error) => {
+  // `let`, as in `toWeb`: safe even were the callback ever called before `finished` returns.
+  let cleanup: () => void = () => {}
+  cleanup = finished(body, { writable: false }, (error) => {
     cleanup()
     // A legacy stream may emit `error` again after it finished (as `toWeb` guards against).
     body.on("error", () => {})
     if (settled) return
+    // What arrived before the end or the failure is enqueued first (as `toWeb` had already enqueued
+    // it): the end is announced on `nextTick`, before the microtask that would enqueue the last burst;
+    // a failure then discards what no read took, as it does there.
+    flush()
     if (error) {
       settled = true
-      pending = []
       return controller!.error(
         (error as { code?: unknown }).code === "ERR_STREAM_PREMATURE_CLOSE" ? abortError(error) : error
       )
     }
-    // The end is announced on `nextTick`, before the microtask that would enqueue the last burst.
-    flush()
     settled = true
     controller!.close()
   })
