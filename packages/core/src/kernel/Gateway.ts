@@ -692,7 +692,8 @@ export const make = (
         .pipe(Stream.ensuring(Effect.sync(release))),
       follow: Effect.zipLeft(
         tape.follow(admitted.session.id, admitted.run.startSeq - 1, { runId: admitted.run.id }),
-        Effect.addFinalizer(() => Effect.sync(release))
+        // On the scope itself: no fiber-ref diff and patch at the close (as in `startRunFollowing`).
+        Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, Effect.sync(release)))
       )
     })
 
