@@ -16,7 +16,7 @@ const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
   `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
 const answer = `${chunk({ role: "assistant", content: "" })}${chunk({ content: "zipped " })}${chunk({ content: "answer" })}${chunk({}, "stop")}data: [DONE]\n\n`
 
-const seen: Array<{ url: string; headers: IncomingHttpHeaders; body: string }> = []
+const seen: Array<{ url: string; headers: IncomingHttpHeaders; raw: Array<string>; body: string }> = []
 let server: Server
 let base = ""
 
@@ -25,7 +25,7 @@ beforeAll(async () => {
     let body = ""
     req.on("data", (d) => (body += d))
     req.on("end", () => {
-      seen.push({ url: req.url ?? "", headers: req.headers, body })
+      seen.push({ url: req.url ?? "", headers: req.headers, raw: req.rawHeaders, body })
       if (req.url === "/moved/chat/completions") {
         res.writeHead(307, { location: "/gz/chat/completions" }).end()
       } else if (req.url === "/gz/chat/completions") {
@@ -88,6 +88,32 @@ describe("Fetch.make", () => {
         seen.map((s) => s.url),
         ["/moved/chat/completions", "/gz/chat/completions"]
       )
+    })
+  )
+
+  it.live("sends a header record as a `Headers` would: names, values and their order on the wire", () =>
+    Effect.promise(async () => {
+      const fetch = Fetch.make({})!
+      const records: Array<Record<string, string | undefined>> = [
+        // The provider's usual record (already canonical: copied without a `Headers`).
+        { authorization: "Bearer k-123", "content-type": "application/json", "user-agent": "ai-sdk/x 1.0" },
+        // Unsorted names, an absent one, inner spaces.
+        { "x-b": "two words", "content-type": "application/json", "x-a": "1", "x-skip": undefined },
+        // What `Headers` changes (upper-case names, a value to trim, names equal but for case).
+        { "X-Upper": "  padded\t", "x-upper": "second", Authorization: "Bearer k" }
+      ]
+      for (const headers of records) {
+        seen.length = 0
+        const response = await fetch(`${base}/v1/chat/completions`, { method: "POST", headers, body: "{}" })
+        await response.text()
+        const defined = Object.entries(headers).filter((e): e is [string, string] => e[1] !== undefined)
+        const expected = [...new Headers(defined)].flat()
+        const names = new Set(expected.filter((_, i) => i % 2 === 0))
+        const raw = seen[0]!.raw
+        const sent = raw.flatMap((v, i) => (i % 2 === 0 && names.has(v) ? [v, raw[i + 1]!] : []))
+        assert.deepStrictEqual(sent, expected)
+        assert.strictEqual(seen[0]!.body, "{}")
+      }
     })
   )
 

@@ -1,4 +1,4 @@
-import { Cause, Chunk, Effect, Exit, Option, RuntimeFlags, type Scope, Stream } from "effect"
+import { Cause, Chunk, Effect, Exit, Option, RuntimeFlags, Scope, Stream } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import { type JournalError, StreamLagged } from "../../domain/Errors.js"
 import type { RunId, SessionId } from "../../domain/Ids.js"
@@ -336,10 +336,15 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
       return { take, onReady, close }
     }
 
+    // The close on the scope itself (`Scope.addFinalizer`), opened and registered in one
+    // uninterruptible region: `acquireRelease`'s `addFinalizer` would diff and patch the fiber's refs
+    // twice at every close, for a plain call that reads none (PERF-NOTES round 16b).
     const follow: Tape["follow"] = (sessionId, afterSeq, options) =>
-      Effect.acquireRelease(
-        Effect.sync(() => open(sessionId, afterSeq, options)),
-        (f) => Effect.sync(f.close)
+      Effect.uninterruptible(
+        Effect.flatMap(Effect.scope, (scope) => {
+          const f = open(sessionId, afterSeq, options)
+          return Effect.as(Scope.addFinalizer(scope, Effect.sync(f.close)), f)
+        })
       )
 
     // The Effect form: one stage per subscriber over the same follower. (Composing Stream operators
