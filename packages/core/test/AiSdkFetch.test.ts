@@ -125,6 +125,19 @@ describe("Fetch.make", () => {
     })
   )
 
+  it("refuses a header value with CR, LF or NUL as `Headers` does (nothing sent)", async () => {
+    const fetch = Fetch.make({})!
+    for (const value of ["a\r\nx-injected: 1", "a\nb", "a\rb", "a\u0000b"]) {
+      seen.length = 0
+      const sent = fetch(`${base}/v1/chat/completions`, { method: "POST", headers: { "x-a": value }, body: "{}" })
+      await sent.then(
+        () => assert.fail(`sent ${JSON.stringify(value)}`),
+        (error: unknown) => assert.instanceOf(error, TypeError)
+      )
+      assert.strictEqual(seen.length, 0)
+    }
+  })
+
   it("leaves a process with a proxy configured to the global fetch", () => {
     assert.isUndefined(Fetch.make({ HTTPS_PROXY: "http://proxy:3128" }))
     assert.isUndefined(Fetch.make({ http_proxy: "http://proxy:3128" }))

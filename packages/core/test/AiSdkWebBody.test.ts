@@ -7,8 +7,10 @@
  */
 import { createServer, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
+import { Readable } from "node:stream"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import * as Fetch from "../src/adapters/ai-sdk/Fetch.js"
+import { webBody } from "../src/adapters/ai-sdk/internal/webBody.js"
 
 const frame = (i: number) => `data: {"i":${i},"text":"${"x".repeat(i * 7)}"}\n\n`
 const burst = Array.from({ length: 6 }, (_, i) => frame(i))
@@ -112,6 +114,25 @@ describe("Fetch.make's answer body", () => {
     assert.strictEqual(Buffer.from((await reader.read()).value!).toString("utf8"), frame(1))
     await reader.cancel()
     assert.isTrue(await closedEarly)
+  })
+
+  it("a source that pushes synchronously is read only as far as the queue's bound (not to its end)", async () => {
+    // 8 MB, and every `_read` pushes at once: flowing, Node's loop never yields to a microtask.
+    let produced = 0
+    const source = new Readable({
+      highWaterMark: 16 * 1024,
+      read() {
+        produced += 1024
+        this.push(produced > 8 * 1024 * 1024 ? null : Buffer.alloc(1024, 0x61))
+      }
+    })
+    const reader = webBody(source).getReader()
+    const first = await reader.read()
+    assert.isFalse(first.done)
+    assert.isAtMost(first.value!.byteLength, 16 * 1024)
+    assert.isAtMost(produced, 8 * 16 * 1024)
+    await reader.cancel()
+    assert.isTrue(source.destroyed)
   })
 
   it("a connection dropped mid-body fails the read", async () => {

@@ -1,6 +1,6 @@
 /**
  * A model answer's Node body as the web `ReadableStream` a provider reads, with the chunks that arrive
- * together enqueued as one.
+ * together enqueued as one (up to the body's high-water mark per chunk).
  *
  * `Readable.toWeb` enqueues every `data` event on its own. undici emits one per HTTP chunk, so a
  * streamed answer whose SSE events come in one socket read (the usual case for a short answer, and
@@ -94,6 +94,10 @@ export const webBody = (body: Readable): ReadableStream<Uint8Array> => {
       if (pending.length === 0) queueMicrotask(flush)
       pending.push(chunk)
       pendingBytes += chunk.byteLength
+      // A burst as large as the queue's bound is enqueued now (and the body paused if the queue is
+      // full): a source pushing synchronously while flowing never lets the microtask run, and would
+      // otherwise be read to its end into `pending`.
+      if (pendingBytes >= body.readableHighWaterMark) flush()
     })
   }
   return stream
