@@ -1,6 +1,6 @@
 /**
  * A model answer's Node body as the web `ReadableStream` a provider reads, with the chunks that arrive
- * together enqueued as one (up to the body's high-water mark per chunk).
+ * together enqueued as one (a burst is enqueued as soon as it reaches the body's high-water mark).
  *
  * `Readable.toWeb` enqueues every `data` event on its own. undici emits one per HTTP chunk, so a
  * streamed answer whose SSE events come in one socket read (the usual case for a short answer, and
