@@ -1,4 +1,5 @@
 import { builtinModules } from "node:module"
+import { fileURLToPath } from "node:url"
 import { parse } from "acorn"
 import { defineConfig, type Options } from "tsup"
 
@@ -25,6 +26,29 @@ const builtinsByRequire: Plugin = {
       contents: `module.exports = require(${JSON.stringify(`node:${args.path}`)})`,
       loader: "js"
     }))
+  }
+}
+
+/**
+ * `ws` for `@effect/platform-node` is `src/internal/lazyWs.ts`: constructors that load `ws` on first
+ * use (platform-node imports it at top level but only constructs it on a WebSocket upgrade), so its
+ * CommonJS body does not run at every start. The shim's own `require("ws")` resolves as
+ * platform-node's import would have (the same copy of `ws`).
+ */
+const lazyWs: Plugin = {
+  name: "lazy-ws",
+  setup(build) {
+    const shim = fileURLToPath(new URL("./src/internal/lazyWs.ts", import.meta.url))
+    let platformNodeDir: string | undefined
+    build.onResolve({ filter: /^ws$/ }, (args) => {
+      if (args.importer === shim) {
+        if (platformNodeDir === undefined) throw new Error("lazy-ws: ws resolved from the shim before platform-node")
+        return build.resolve("ws", { kind: args.kind, resolveDir: platformNodeDir, pluginData: "lazy-ws" })
+      }
+      if (args.pluginData === "lazy-ws" || !args.importer.includes("/@effect/platform-node/")) return undefined
+      platformNodeDir = args.resolveDir
+      return { path: shim }
+    })
   }
 }
 
@@ -83,7 +107,7 @@ export default defineConfig({
   // Keep `node:` on built-in imports, so they reach `builtinsByRequire` (tsup's own plugin, first in
   // line, would otherwise strip the prefix and mark them external).
   removeNodeProtocol: false,
-  esbuildPlugins: [builtinsByRequire],
+  esbuildPlugins: [builtinsByRequire, lazyWs],
   plugins: [asciiComments],
   esbuildOptions(options) {
     options.alias = { ...options.alias, punycode: "punycode/" }

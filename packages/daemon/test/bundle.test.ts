@@ -49,6 +49,20 @@ it("every chunk of the bundle is ASCII", () => {
   expect(nonAscii).toEqual([])
 })
 
+it("ws' CommonJS body runs only from the lazy shim's first construction (tsup's lazyWs), never at import", () => {
+  // esbuild wraps a bundled CommonJS module in a function (`require_ws`) whose body runs on its first
+  // call: every call site of it is where `ws` gets evaluated. Without the plugin, platform-node's
+  // top-level `import * as WS from "ws"` calls it (through ws' wrapper.mjs) when its chunk loads.
+  const calls = chunks(dist).flatMap((f) =>
+    readFileSync(f, "utf8")
+      .split("\n")
+      // Any call of `require_ws`; and top-level calls of its parts (ws' wrapper.mjs imports them).
+      .filter((line) => /\brequire_ws\(\)/.test(line) || /^\S.*\brequire_websocket(_server)?\(\)/.test(line))
+      .map((line) => line.trim())
+  )
+  expect(calls).toEqual(["loaded ??= require_ws();"])
+})
+
 let daemon: ChildProcess | undefined
 afterAll(() => {
   if (daemon?.exitCode === null) daemon.kill("SIGKILL")
