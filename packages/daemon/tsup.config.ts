@@ -30,24 +30,30 @@ const builtinsByRequire: Plugin = {
 }
 
 /**
- * `ws` for `@effect/platform-node` is `src/internal/lazyWs.ts`: constructors that load `ws` on first
- * use (platform-node imports it at top level but only constructs it on a WebSocket upgrade), so its
- * CommonJS body does not run at every start. The shim's own `require("ws")` resolves as
- * platform-node's import would have (the same copy of `ws`).
+ * `ws` and `mime` for `@effect/platform-node` are `src/internal/lazyWs.ts` and `lazyMime.ts`: shims
+ * that load the package on first use. platform-node imports both at top level but uses `ws` only on
+ * a WebSocket upgrade and `mime` only to type a file response, so their CommonJS bodies (and
+ * `node:https`, which `ws` requires) need not run at every start. A shim's own `require` of the
+ * package resolves as platform-node's import would have (the same copy).
  */
-const lazyWs: Plugin = {
-  name: "lazy-ws",
+const lazyShims: Plugin = {
+  name: "lazy-shims",
   setup(build) {
-    const shim = fileURLToPath(new URL("./src/internal/lazyWs.ts", import.meta.url))
-    let platformNodeDir: string | undefined
-    build.onResolve({ filter: /^ws$/ }, (args) => {
-      if (args.importer === shim) {
-        if (platformNodeDir === undefined) throw new Error("lazy-ws: ws resolved from the shim before platform-node")
-        return build.resolve("ws", { kind: args.kind, resolveDir: platformNodeDir, pluginData: "lazy-ws" })
+    const shims: Record<string, string> = {
+      ws: fileURLToPath(new URL("./src/internal/lazyWs.ts", import.meta.url)),
+      mime: fileURLToPath(new URL("./src/internal/lazyMime.ts", import.meta.url))
+    }
+    const platformNodeDirs = new Map<string, string>()
+    build.onResolve({ filter: /^(ws|mime)$/ }, (args) => {
+      const name = args.path
+      if (args.importer === shims[name]) {
+        const resolveDir = platformNodeDirs.get(name)
+        if (resolveDir === undefined) throw new Error(`lazy-shims: ${name} resolved from its shim before platform-node`)
+        return build.resolve(name, { kind: args.kind, resolveDir, pluginData: "lazy-shims" })
       }
-      if (args.pluginData === "lazy-ws" || !args.importer.includes("/@effect/platform-node/")) return undefined
-      platformNodeDir = args.resolveDir
-      return { path: shim }
+      if (args.pluginData === "lazy-shims" || !args.importer.includes("/@effect/platform-node/")) return undefined
+      platformNodeDirs.set(name, args.resolveDir)
+      return { path: shims[name]! }
     })
   }
 }
@@ -107,7 +113,7 @@ export default defineConfig({
   // Keep `node:` on built-in imports, so they reach `builtinsByRequire` (tsup's own plugin, first in
   // line, would otherwise strip the prefix and mark them external).
   removeNodeProtocol: false,
-  esbuildPlugins: [builtinsByRequire, lazyWs],
+  esbuildPlugins: [builtinsByRequire, lazyShims],
   plugins: [asciiComments],
   esbuildOptions(options) {
     options.alias = { ...options.alias, punycode: "punycode/" }

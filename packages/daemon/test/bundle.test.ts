@@ -49,18 +49,21 @@ it("every chunk of the bundle is ASCII", () => {
   expect(nonAscii).toEqual([])
 })
 
-it("ws' CommonJS body runs only from the lazy shim's first construction (tsup's lazyWs), never at import", () => {
-  // esbuild wraps a bundled CommonJS module in a function (`require_ws`) whose body runs on its first
-  // call: every call site of it is where `ws` gets evaluated. Without the plugin, platform-node's
-  // top-level `import * as WS from "ws"` calls it (through ws' wrapper.mjs) when its chunk loads.
+it("ws' and mime's CommonJS bodies run only from their lazy shims' first use (tsup's lazyShims), never at import", () => {
+  // esbuild wraps a bundled CommonJS module in a function (`require_ws`, `require_mime`) whose body
+  // runs on its first call: every call site is where the package gets evaluated. Without the plugin,
+  // platform-node's top-level `import * as WS from "ws"` (through ws' wrapper.mjs, which calls
+  // `require_websocket` etc. at its top level) and `import Mime from "mime"` call them when their
+  // chunk loads.
   const calls = chunks(dist).flatMap((f) =>
     readFileSync(f, "utf8")
       .split("\n")
-      // Any call of `require_ws`; and top-level calls of its parts (ws' wrapper.mjs imports them).
-      .filter((line) => /\brequire_ws\(\)/.test(line) || /^\S.*\brequire_websocket(_server)?\(\)/.test(line))
+      .filter((line) => /\brequire_(ws|mime)\(\)/.test(line) || /^\S.*\brequire_websocket(_server)?\(\)/.test(line))
+      .filter((line) => !/^\s*var require_/.test(line))
       .map((line) => line.trim())
   )
-  expect(calls).toEqual(["loaded ??= require_ws();"])
+  expect(calls).toHaveLength(2)
+  expect(calls.map((line) => /^loaded\d* \?\?= require_(ws|mime)\(\);$/.exec(line)?.[1]).sort()).toEqual(["mime", "ws"])
 })
 
 let daemon: ChildProcess | undefined

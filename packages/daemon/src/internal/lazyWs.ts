@@ -1,6 +1,6 @@
 /**
  * What palyrad's bundle gives `@effect/platform-node` for `import * as WS from "ws"` (tsup's
- * `lazyWs` plugin): the two constructors it uses, which load `ws` on their first call. platform-node
+ * `lazyShims` plugin): the two constructors it uses, which load `ws` on their first call. platform-node
  * imports `ws` at the top of its HTTP server and socket modules but constructs a `WebSocketServer`
  * only on an upgrade request that asks for a WebSocket (and a `WebSocket` only as a client): bundled
  * as it is, `ws`' CommonJS body (and `zlib`, which it requires) would run at every start. Here the
