@@ -1,4 +1,5 @@
 import { builtinModules } from "node:module"
+import { fileURLToPath } from "node:url"
 import { parse } from "acorn"
 import { defineConfig, type Options } from "tsup"
 
@@ -25,6 +26,35 @@ const builtinsByRequire: Plugin = {
       contents: `module.exports = require(${JSON.stringify(`node:${args.path}`)})`,
       loader: "js"
     }))
+  }
+}
+
+/**
+ * `ws` and `mime` for `@effect/platform-node` are `src/internal/lazyWs.ts` and `lazyMime.ts`: shims
+ * that load the package on first use. platform-node imports both at top level but uses `ws` only on
+ * a WebSocket upgrade and `mime` only to type a file response, so their CommonJS bodies (and
+ * `node:https`, which `ws` requires) need not run at every start. A shim's own `require` of the
+ * package resolves as platform-node's import would have (the same copy).
+ */
+const lazyShims: Plugin = {
+  name: "lazy-shims",
+  setup(build) {
+    const shims: Record<string, string> = {
+      ws: fileURLToPath(new URL("./src/internal/lazyWs.ts", import.meta.url)),
+      mime: fileURLToPath(new URL("./src/internal/lazyMime.ts", import.meta.url))
+    }
+    const platformNodeDirs = new Map<string, string>()
+    build.onResolve({ filter: /^(ws|mime)$/ }, (args) => {
+      const name = args.path
+      if (args.importer === shims[name]) {
+        const resolveDir = platformNodeDirs.get(name)
+        if (resolveDir === undefined) throw new Error(`lazy-shims: ${name} resolved from its shim before platform-node`)
+        return build.resolve(name, { kind: args.kind, resolveDir, pluginData: "lazy-shims" })
+      }
+      if (args.pluginData === "lazy-shims" || !args.importer.includes("/@effect/platform-node/")) return undefined
+      platformNodeDirs.set(name, args.resolveDir)
+      return { path: shims[name]! }
+    })
   }
 }
 
@@ -83,7 +113,7 @@ export default defineConfig({
   // Keep `node:` on built-in imports, so they reach `builtinsByRequire` (tsup's own plugin, first in
   // line, would otherwise strip the prefix and mark them external).
   removeNodeProtocol: false,
-  esbuildPlugins: [builtinsByRequire],
+  esbuildPlugins: [builtinsByRequire, lazyShims],
   plugins: [asciiComments],
   esbuildOptions(options) {
     options.alias = { ...options.alias, punycode: "punycode/" }

@@ -49,6 +49,23 @@ it("every chunk of the bundle is ASCII", () => {
   expect(nonAscii).toEqual([])
 })
 
+it("ws' and mime's CommonJS bodies run only from their lazy shims' first use (tsup's lazyShims), never at import", () => {
+  // esbuild wraps a bundled CommonJS module in a function (`require_ws`, `require_mime`) whose body
+  // runs on its first call: every call site is where the package gets evaluated. Without the plugin,
+  // platform-node's top-level `import * as WS from "ws"` (through ws' wrapper.mjs, which calls
+  // `require_websocket` etc. at its top level) and `import Mime from "mime"` call them when their
+  // chunk loads.
+  const calls = chunks(dist).flatMap((f) =>
+    readFileSync(f, "utf8")
+      .split("\n")
+      .filter((line) => /\brequire_(ws|mime)\(\)/.test(line) || /^\S.*\brequire_websocket(_server)?\(\)/.test(line))
+      .filter((line) => !/^\s*var require_/.test(line))
+      .map((line) => line.trim())
+  )
+  expect(calls).toHaveLength(2)
+  expect(calls.map((line) => /^loaded\d* \?\?= require_(ws|mime)\(\);$/.exec(line)?.[1]).sort()).toEqual(["mime", "ws"])
+})
+
 let daemon: ChildProcess | undefined
 afterAll(() => {
   if (daemon?.exitCode === null) daemon.kill("SIGKILL")

@@ -102,11 +102,35 @@ export const make = <S extends Schema.Schema.AnyNoContext>(
   name: string,
   options: ToolOptions<Schema.Schema.Type<S>> & { readonly parameters: S }
 ): Tool<Schema.Schema.Type<S>> => {
-  const decode = Schema.decodeUnknown(options.parameters, { errors: "all", onExcessProperty: "error" })
+  const tool = makeLazy(name, options)
+  // Built here, so a schema JSON Schema cannot express throws at definition.
+  void tool.parameters
+  return tool
+}
+
+/**
+ * `make`, with the parameters' JSON Schema built on its first read and the decoder on the first
+ * `decode` (each once, then kept): the same values, without their cost when the tool is defined —
+ * the built-in tools are defined while the daemon starts, and their JSON Schema is first read on the
+ * first model call. A schema JSON Schema cannot express throws at that first read instead of here,
+ * so use it only for schemas known to be expressible (the built-in tools': tested).
+ *
+ * @since 0.1.0
+ * @category Constructors
+ */
+export const makeLazy = <S extends Schema.Schema.AnyNoContext>(
+  name: string,
+  options: ToolOptions<Schema.Schema.Type<S>> & { readonly parameters: S }
+): Tool<Schema.Schema.Type<S>> => {
+  let decoder: ((u: unknown) => Effect.Effect<Schema.Schema.Type<S>, ParseResult.ParseError>) | undefined
+  let jsonSchema: Record<string, unknown> | undefined
   return {
     name,
     description: options.description,
-    parameters: JSONSchema.make(options.parameters) as unknown as Record<string, unknown>,
+    get parameters() {
+      jsonSchema ??= JSONSchema.make(options.parameters) as unknown as Record<string, unknown>
+      return jsonSchema
+    },
     risk: options.risk ?? defaults.risk,
     category: options.category ?? defaults.category,
     timeout: Duration.decode(options.timeout ?? defaults.timeout),
@@ -114,8 +138,9 @@ export const make = <S extends Schema.Schema.AnyNoContext>(
     idempotency: options.idempotency ?? "atMostOnce",
     sandbox: options.sandbox,
     instant: options.instant,
-    decode: (args) =>
-      decode(args).pipe(
+    decode: (args) => {
+      decoder ??= Schema.decodeUnknown(options.parameters, { errors: "all", onExcessProperty: "error" })
+      return decoder(args).pipe(
         Effect.mapError(
           (e) =>
             new ToolError({
@@ -124,7 +149,8 @@ export const make = <S extends Schema.Schema.AnyNoContext>(
               message: ParseResult.TreeFormatter.formatErrorSync(e)
             })
         )
-      ),
+      )
+    },
     execute: options.execute
   }
 }
@@ -213,7 +239,15 @@ export const makeRuntime = (tools: ReadonlyArray<AnyTool>): Service => {
     byName.set(t.name, t)
   }
   return {
-    specs: tools.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters })),
+    // `parameters` read through, not copied: a lazily built JSON Schema (`makeLazy`) stays unbuilt
+    // until the first model call reads the specs.
+    specs: tools.map((t) => ({
+      name: t.name,
+      description: t.description,
+      get parameters() {
+        return t.parameters
+      }
+    })),
     get: (name) => Option.fromNullable(byName.get(name)),
     execute: (tool, args, context) => {
       const call = Effect.flatMap(tool.decode(args), (decoded) => tool.execute(decoded, context))

@@ -30,7 +30,7 @@ export * as Sandbox from "./sandbox/Sandbox.js"
 export { type ShellOptions, shellTool } from "./shell.js"
 
 /** `time.now`. @since 0.1.0 @category Tools */
-export const timeTool: Tool.AnyTool = Tool.make("time.now", {
+export const timeTool: Tool.AnyTool = Tool.makeLazy("time.now", {
   description: "The current date and time (UTC, ISO 8601) and the Unix time in milliseconds.",
   parameters: Schema.Struct({}),
   risk: "low",
@@ -42,7 +42,7 @@ export const timeTool: Tool.AnyTool = Tool.make("time.now", {
 })
 
 /** `session.note`: the agent writes a note onto the session's tape. @since 0.1.0 @category Tools */
-export const noteTool: Tool.AnyTool = Tool.make("session.note", {
+export const noteTool: Tool.AnyTool = Tool.makeLazy("session.note", {
   description: "Write a short note onto this session's permanent record.",
   parameters: Schema.Struct({ text: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(4000)) }),
   risk: "low",

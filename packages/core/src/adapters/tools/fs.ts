@@ -62,7 +62,7 @@ export const confine = (tool: string, root: string, path: string): Effect.Effect
 /** `fs.read`, `fs.list`, `fs.write` over a workspace root. @since 0.1.0 @category Tools */
 export const fsTools = (options: FsOptions): Array<Tool.AnyTool> => {
   const maxBytes = options.maxBytes ?? 1024 * 1024
-  const read = Tool.make("fs.read", {
+  const read = Tool.makeLazy("fs.read", {
     description: "Read a UTF-8 text file from the workspace.",
     parameters: Schema.Struct({ path: Schema.String.pipe(Schema.minLength(1)) }),
     risk: "low",
@@ -84,7 +84,7 @@ export const fsTools = (options: FsOptions): Array<Tool.AnyTool> => {
         return yield* Effect.tryPromise({ try: () => readFile(target, "utf8"), catch: failed("fs.read") })
       })
   })
-  const list = Tool.make("fs.list", {
+  const list = Tool.makeLazy("fs.list", {
     description: "List a directory of the workspace (names, kinds, sizes).",
     parameters: Schema.Struct({ path: Schema.optionalWith(Schema.String, { default: () => "." }) }),
     risk: "low",
@@ -108,7 +108,7 @@ export const fsTools = (options: FsOptions): Array<Tool.AnyTool> => {
         return out.sort((a, b) => a.name.localeCompare(b.name))
       })
   })
-  const write = Tool.make("fs.write", {
+  const write = Tool.makeLazy("fs.write", {
     description: "Write a UTF-8 text file in the workspace (creating parent folders).",
     parameters: Schema.Struct({
       path: Schema.String.pipe(Schema.minLength(1)),

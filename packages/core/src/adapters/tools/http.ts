@@ -34,7 +34,7 @@ const toToolError = (error: FetchRefused | FetchFailed) =>
 /** `http.fetch` with a host allowlist and no private networks by default. @since 0.1.0 @category Tools */
 export const httpTool = (options: HttpOptions): Tool.AnyTool => {
   const timeoutMs = options.timeoutMs ?? 15_000
-  return Tool.make("http.fetch", {
+  return Tool.makeLazy("http.fetch", {
     description: "Fetch a URL from an allowed host (GET or POST); returns status, content type and body text.",
     parameters: Schema.Struct({
       url: Schema.String,

@@ -32,7 +32,7 @@ export const shellTool = (options: ShellOptions): Tool.AnyTool => {
   const maxOutput = options.maxOutputBytes ?? 64 * 1024
   const tier = options.sandbox?.tier ?? "none"
   const env = options.env ?? Sandbox.defaultEnv(tier, options.root)
-  return Tool.make("shell.exec", {
+  return Tool.makeLazy("shell.exec", {
     description: "Run a program with arguments (argv form; no shell features such as pipes or globs) in the workspace.",
     parameters: Schema.Struct({
       argv: Schema.Array(Schema.String).pipe(Schema.minItems(1), Schema.maxItems(256)),
