@@ -51,7 +51,8 @@ const lazyShims: Plugin = {
         if (resolveDir === undefined) throw new Error(`lazy-shims: ${name} resolved from its shim before platform-node`)
         return build.resolve(name, { kind: args.kind, resolveDir, pluginData: "lazy-shims" })
       }
-      if (args.pluginData === "lazy-shims" || !args.importer.includes("/@effect/platform-node/")) return undefined
+      if (args.pluginData === "lazy-shims" || !/[\\/]@effect[\\/]platform-node[\\/]/.test(args.importer))
+        return undefined
       platformNodeDirs.set(name, args.resolveDir)
       return { path: shims[name]! }
     })

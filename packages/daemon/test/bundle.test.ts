@@ -8,6 +8,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs"
+import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { delimiter, dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -69,6 +70,34 @@ it("ws' and mime's CommonJS bodies run only from their lazy shims' first use (ts
 let daemon: ChildProcess | undefined
 afterAll(() => {
   if (daemon?.exitCode === null) daemon.kill("SIGKILL")
+})
+
+// The shims stand in for whole packages: a platform-node that starts using another member of `ws`
+// or `mime` (a static, `WS.Server`, a named import) would get `undefined` on that path only — and
+// esbuild does not warn for an importer inside node_modules. So what it uses is audited here.
+it("the ws and mime shims provide every member @effect/platform-node uses of them", () => {
+  const root = dirname(createRequire(join(pkg, "package.json")).resolve("@effect/platform-node/package.json"))
+  const files = (dir: string): Array<string> =>
+    readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+      e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith(".js") ? [join(dir, e.name)] : []
+    )
+  const shims: Record<string, ReadonlyArray<string>> = {
+    ws: ["WebSocket", "WebSocketServer"],
+    mime: ["getExtension", "getType"]
+  }
+  const used: Record<string, Set<string>> = { ws: new Set(), mime: new Set() }
+  for (const file of files(join(root, "dist", "esm"))) {
+    const text = readFileSync(file, "utf8")
+    for (const [statement, , binding, name] of text.matchAll(/import\s+(\*\s+as\s+)?(\w+)\s+from\s+"(ws|mime)"/g)) {
+      const rest = text.replace(statement, "")
+      for (const [, member] of rest.matchAll(new RegExp(`\\b${binding}\\.(\\w+)`, "g"))) used[name!]!.add(member!)
+      // The binding is only ever read through a member (never passed on, compared or `instanceof`'d).
+      expect(rest.match(new RegExp(`\\b${binding}\\b(?!\\.)`, "g")), `${file}: ${binding}`).toBeNull()
+    }
+    expect(text, file).not.toMatch(/import\s*\{[^}]*\}\s*from\s+"(ws|mime)"|require\("(ws|mime)"\)/)
+  }
+  expect(used.ws!.size + used.mime!.size).toBeGreaterThan(0)
+  for (const name of ["ws", "mime"]) for (const member of used[name]!) expect(shims[name]).toContain(member)
 })
 
 it("the shebang is node and its flags only (what package managers' bin shims run)", () => {

@@ -3,7 +3,7 @@
  * `lazyShims` plugin): the two constructors it uses, which load `ws` on their first call. platform-node
  * imports `ws` at the top of its HTTP server and socket modules but constructs a `WebSocketServer`
  * only on an upgrade request that asks for a WebSocket (and a `WebSocket` only as a client): bundled
- * as it is, `ws`' CommonJS body (and `zlib`, which it requires) would run at every start. Here the
+ * as it is, `ws`' CommonJS body (and `node:https` and `zlib`, which it requires) would run at every start. Here the
  * `require` is the bundle's own (esbuild inlines `ws` and calls its body here, once, on first use).
  *
  * @since 0.1.0
@@ -23,9 +23,6 @@ const load = (): WsModule => {
   loaded ??= require("ws") as WsModule
   return loaded
 }
-
-/** Whether `ws` has been loaded (for the bundle's test). @since 0.1.0 @category Internal */
-export const isLoaded = (): boolean => loaded !== undefined
 
 // Plain functions, not classes: `new` on a function that returns an object yields that object, so
 // callers get `ws`' own instances (its methods, events and `instanceof` unchanged).
