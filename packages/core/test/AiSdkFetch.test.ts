@@ -11,6 +11,7 @@ import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Stream } from "effect"
 import * as Fetch from "../src/adapters/ai-sdk/Fetch.js"
 import { AiSdkModel } from "../src/ai-sdk.js"
+import { closeServer, listenLocal } from "./helpers.js"
 
 const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
   `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
@@ -40,16 +41,9 @@ beforeAll(async () => {
       }
     })
   })
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()))
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  base = await listenLocal(server)
 })
-afterAll(
-  () =>
-    new Promise<void>((r) => {
-      server.closeAllConnections()
-      server.close(() => r())
-    })
-)
+afterAll(() => closeServer(server))
 
 const texts = (baseURL: string, fetch: typeof globalThis.fetch) =>
   Stream.runCollect(

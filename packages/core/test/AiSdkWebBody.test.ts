@@ -6,11 +6,11 @@
  * fails the read.
  */
 import { createServer, type ServerResponse } from "node:http"
-import type { AddressInfo } from "node:net"
 import { Readable } from "node:stream"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import * as Fetch from "../src/adapters/ai-sdk/Fetch.js"
 import { webBody } from "../src/adapters/ai-sdk/internal/webBody.js"
+import { closeServer, listenLocal } from "./helpers.js"
 
 const frame = (i: number) => `data: {"i":${i},"text":"${"x".repeat(i * 7)}"}\n\n`
 const burst = Array.from({ length: 6 }, (_, i) => frame(i))
@@ -57,16 +57,9 @@ const server = createServer((req, res: ServerResponse) => {
 })
 
 beforeAll(async () => {
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()))
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  base = await listenLocal(server)
 })
-afterAll(
-  () =>
-    new Promise<void>((r) => {
-      server.closeAllConnections()
-      server.close(() => r())
-    })
-)
+afterAll(() => closeServer(server))
 
 const fetch = Fetch.make({})!
 const reads = async (path: string, each?: (chunk: Uint8Array) => Promise<void> | void) => {

@@ -1,3 +1,5 @@
+import type { Server } from "node:http"
+import type { AddressInfo } from "node:net"
 import { Effect, Layer, Schema } from "effect"
 import {
   Caller,
@@ -117,4 +119,17 @@ export const drain = (follower: Follower.Follower, until?: (e: TapeEvent.TapeEve
         if (until !== undefined && r.some(until)) return out
       }
     }
+  })
+
+/** Listens on an ephemeral port of 127.0.0.1; resolves with the server's base URL. */
+export const listenLocal = (server: Server) =>
+  new Promise<string>((resolve) =>
+    server.listen(0, "127.0.0.1", () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`))
+  )
+
+/** Closes a server and every connection still open on it. */
+export const closeServer = (server: Server) =>
+  new Promise<void>((resolve) => {
+    server.closeAllConnections()
+    server.close(() => resolve())
   })
