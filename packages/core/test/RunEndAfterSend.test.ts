@@ -10,8 +10,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schedule } from "effect"
-import { Caller, Gateway, Journal, MemoryJournal, type RunHooks, ScriptedModel, TapeEvent } from "../src/index.js"
-import { gatewayLayer } from "../src/testing.js"
+import { Caller, Gateway, Journal, MemoryJournal, type RunHooks, ScriptedModel } from "../src/index.js"
+import { gatewayLayer, markingRunEndCheckPhase } from "../src/testing.js"
 
 const alice = Caller.user("alice")
 
@@ -27,23 +27,8 @@ describe("a run's end-of-run work", () => {
     "runs after the check phase that follows its end commit (the end's frames are sent first), claimed or queued",
     () =>
       Effect.gen(function* () {
-        const inner = yield* MemoryJournal.make()
         // Per run id: whether the check phase after its end commit had come when its hook ran.
-        let checkPassed: Map<string, boolean> = new Map()
-        const journal: Journal.Service = {
-          ...inner,
-          append: (sessionId, events, effects) =>
-            Effect.tap(inner.append(sessionId, events, effects), (stored) =>
-              Effect.sync(() => {
-                for (const e of stored)
-                  if (e.runId !== null && TapeEvent.isRunEnd(e)) {
-                    const runId = e.runId
-                    checkPassed.set(runId, false)
-                    setImmediate(() => checkPassed.set(runId, true))
-                  }
-              })
-            )
-        }
+        const { journal, checkPassed } = markingRunEndCheckPhase(yield* MemoryJournal.make())
         const seen: Array<[string, boolean | undefined]> = []
         const hook: RunHooks.Service = {
           onRunEnd: (end) => Effect.sync(() => seen.push([end.run.id, checkPassed.get(end.run.id)]))
@@ -75,7 +60,6 @@ describe("a run's end-of-run work", () => {
           ),
           Effect.scoped
         )
-        checkPassed = new Map()
       })
   )
 })

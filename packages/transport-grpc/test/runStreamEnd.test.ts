@@ -10,35 +10,17 @@
  */
 import { createClient } from "@connectrpc/connect"
 import { createGrpcTransport } from "@connectrpc/connect-node"
-import { Gateway, Journal, MemoryJournal, ScriptedModel, TapeEvent } from "@palyra/core"
-import { gatewayLayer } from "@palyra/core/testing"
+import { Gateway, Journal, MemoryJournal, ScriptedModel } from "@palyra/core"
+import { gatewayLayer, markingRunEndCheckPhase } from "@palyra/core/testing"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { describe, expect, it } from "vitest"
 import { Proto } from "../src/index.js"
 import { bearer, servedFor } from "./served.js"
 
 // Per run id: whether the check phase after its end commit had come (set when it committed).
-const checkPassed = new Map<string, boolean>()
-const journalLayer = Layer.effect(
-  Journal.Journal,
-  Effect.map(
-    MemoryJournal.make(),
-    (inner): Journal.Service => ({
-      ...inner,
-      append: (sessionId, events, effects) =>
-        Effect.tap(inner.append(sessionId, events, effects), (stored) =>
-          Effect.sync(() => {
-            for (const e of stored)
-              if (e.runId !== null && TapeEvent.isRunEnd(e)) {
-                const runId = e.runId
-                checkPassed.set(runId, false)
-                setImmediate(() => checkPassed.set(runId, true))
-              }
-          })
-        )
-    })
-  )
-)
+const marked = Effect.runSync(Effect.map(MemoryJournal.make(), markingRunEndCheckPhase))
+const checkPassed = marked.checkPassed
+const journalLayer = Layer.succeed(Journal.Journal, marked.journal)
 // The stream's scope closing: a finalizer added after `startRunFollowing`'s own (so it runs first).
 const teardowns: Array<[string, boolean | undefined]> = []
 const decorated = Layer.effect(

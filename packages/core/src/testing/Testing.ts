@@ -17,7 +17,7 @@ import * as ScriptedModel from "../adapters/ScriptedModel.js"
 import * as Caller from "../domain/Caller.js"
 import { InvalidTransition } from "../domain/Errors.js"
 import * as RunState from "../domain/RunState.js"
-import type { NewTapeEvent, TapeEvent } from "../domain/TapeEvent.js"
+import { isRunEnd, type NewTapeEvent, type TapeEvent } from "../domain/TapeEvent.js"
 import { Gateway, type GatewayError, type Service as GatewayService } from "../kernel/Gateway.js"
 import * as Kernel from "../kernel/Kernel.js"
 import * as Metrics from "../kernel/Metrics.js"
@@ -254,4 +254,32 @@ export const holdStartRunFollowing = (): HeldStart => {
     )
   }
   return held
+}
+
+/**
+ * `inner` with a mark per run of whether the event loop's check phase after the run's end commit has
+ * come: `checkPassed.get(runId)` is `false` from that commit until a `setImmediate` queued by it has
+ * run, then `true`. For tests of work that must wait until the end's frames are sent (a deterministic
+ * signal, no timing).
+ * @since 0.1.0 @category Journals
+ */
+export const markingRunEndCheckPhase = (
+  inner: JournalPort.Service
+): { readonly journal: JournalPort.Service; readonly checkPassed: Map<string, boolean> } => {
+  const checkPassed = new Map<string, boolean>()
+  const journal: JournalPort.Service = {
+    ...inner,
+    append: (sessionId, events, effects) =>
+      Effect.tap(inner.append(sessionId, events, effects), (stored) =>
+        Effect.sync(() => {
+          for (const e of stored)
+            if (e.runId !== null && isRunEnd(e)) {
+              const runId = e.runId
+              checkPassed.set(runId, false)
+              setImmediate(() => checkPassed.set(runId, true))
+            }
+        })
+      )
+  }
+  return { journal, checkPassed }
 }
