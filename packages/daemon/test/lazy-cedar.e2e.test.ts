@@ -17,20 +17,31 @@ afterEach(stopDaemons)
 
 const ports = "[server]\nhttp_port = 0\ngrpc_port = 0\n"
 
-/** A data dir whose palyrad records each resolution of cedar-wasm in `seen`. */
-const withHook = (toml: string) => {
+/**
+ * A data dir whose palyrad records each load of the cedar-wasm package in `seen` (a load hook: a
+ * path lookup of the package is not a load); `broken` makes the hook refuse to find it (`resolve`) or
+ * to load it (`load`), as a damaged install would.
+ */
+const withHook = (toml: string, broken?: "resolve" | "load") => {
   const dir = fresh("palyra-lazy-cedar-")
-  const seen = join(dir, "cedar-resolutions.txt")
+  const seen = join(dir, "cedar-loads.txt")
   const hook = join(dir, "hook.mjs")
   writeFileSync(
     hook,
     `import { appendFileSync } from "node:fs"
 import { registerHooks } from "node:module"
+const broken = ${JSON.stringify(broken ?? null)}
 registerHooks({
   resolve(specifier, context, next) {
-    const resolved = next(specifier, context)
-    if (resolved.url.includes("cedar-wasm")) appendFileSync(${JSON.stringify(seen)}, resolved.url + "\\n")
-    return resolved
+    if (broken === "resolve" && specifier.includes("cedar-wasm")) throw new Error("hook: no cedar-wasm here")
+    return next(specifier, context)
+  },
+  load(url, context, next) {
+    if (url.includes("cedar-wasm")) {
+      if (broken === "load") throw new Error("hook: cedar-wasm is damaged")
+      appendFileSync(${JSON.stringify(seen)}, url + "\\n")
+    }
+    return next(url, context)
   }
 })
 `
@@ -90,4 +101,38 @@ it("a policies folder is still installed at start (control), and a bad policy in
     (e: Error) => e
   )
   expect(failed?.message).toMatch(/exited 1[\s\S]*policy set rejected[\s\S]*tool\.explode/)
+}, 60_000)
+
+it("a cedar-wasm that cannot be found fails the start; one that cannot load fails the tool call's run, never allows it", async () => {
+  const missing = withHook(ports, "resolve")
+  const failed = await startDaemon(missing.dir, [], missing.env).then(
+    () => undefined,
+    (e: Error) => e
+  )
+  expect(failed?.message).toMatch(/exited 1[\s\S]*cannot find Cedar/)
+
+  const damaged = withHook(ports, "load")
+  const d = await startDaemon(damaged.dir, [], damaged.env)
+  expect((await fetch(`${d.url}/readyz`)).status).toBe(200)
+  const headers = { authorization: `Bearer ${d.token}`, "content-type": "application/json" }
+  const sent = (await (
+    await fetch(`${d.url}/v1/runs`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ text: "what time is it", sessionKey: "damaged-cedar" })
+    })
+  ).json()) as { runId: string; sessionId: string }
+  let state = ""
+  for (let i = 0; i < 300 && state !== "Done" && state !== "Failed"; i++) {
+    await new Promise((r) => setTimeout(r, 50))
+    state = ((await (await fetch(`${d.url}/v1/runs/${sent.runId}`, { headers })).json()) as { state: string }).state
+  }
+  expect(state).toBe("Failed")
+  const tape = (await (await fetch(`${d.url}/v1/sessions/${sent.sessionId}/tape`, { headers })).json()) as Array<{
+    _tag: string
+    decision?: string
+  }>
+  expect(tape.filter((e) => e._tag === "PolicyDecided" && e.decision === "allow")).toEqual([])
+  expect(tape.map((e) => e._tag)).not.toContain("ToolStarted")
+  expect(tape.map((e) => e._tag)).not.toContain("ToolResult")
 }, 60_000)

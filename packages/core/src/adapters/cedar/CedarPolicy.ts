@@ -100,8 +100,32 @@ type Action = (typeof ACTIONS)[number]
  * decision (see `make`).
  */
 let loaded: typeof cedar | undefined
-const wasm = (): typeof cedar =>
-  (loaded ??= createRequire(import.meta.url)("@cedar-policy/cedar-wasm/nodejs") as typeof cedar)
+// A failed load is kept: every later use rethrows it instead of reading and compiling 4 MB again.
+let loadFailed: unknown
+const CEDAR = "@cedar-policy/cedar-wasm/nodejs"
+const wasm = (): typeof cedar => {
+  if (loaded !== undefined) return loaded
+  if (loadFailed !== undefined) throw loadFailed
+  try {
+    loaded = createRequire(import.meta.url)(CEDAR) as typeof cedar
+    return loaded
+  } catch (e) {
+    loadFailed = new Error(`cannot load Cedar (${CEDAR}): ${e instanceof Error ? e.message : String(e)}`, { cause: e })
+    throw loadFailed
+  }
+}
+/** Whether cedar-wasm resolves from here (a path lookup; nothing is loaded). */
+const resolvable = (): Either.Either<void, InvalidArgument> => {
+  if (loaded !== undefined) return Either.void
+  try {
+    createRequire(import.meta.url).resolve(CEDAR)
+    return Either.void
+  } catch (e) {
+    return Either.left(
+      new InvalidArgument({ message: `cannot find Cedar (${CEDAR}): ${e instanceof Error ? e.message : String(e)}` })
+    )
+  }
+}
 
 /** Policy ids starting with this prefix name standing grants; policy files may not use it. */
 const GRANT_ID_PREFIX = "grant:"
@@ -573,12 +597,13 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
       if (Either.isLeft(installed)) throw new Error(`Cedar rejected the built-in policies: ${installed.left.message}`)
       return installed.right
     }
-    if (initialText !== defaultPolicies) {
-      const first = install(state.base, [], state.base)
-      if (Either.isLeft(first)) {
-        releasePrefix(prefix)
-        return Effect.fail(first.left)
-      }
+    // Deferred or not, a missing cedar-wasm fails the start (a path lookup: nothing is loaded).
+    const first = Either.flatMap(resolvable(), () =>
+      initialText === defaultPolicies ? Either.void : Either.map(install(state.base, [], state.base), () => undefined)
+    )
+    if (Either.isLeft(first)) {
+      releasePrefix(prefix)
+      return Effect.fail(first.left)
     }
     collected.register(state, prefix)
 
@@ -610,7 +635,13 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
         ).pipe(Effect.orDie),
       reload: (policies) =>
         Effect.suspend(() => {
-          current() // the built-ins first, if not yet: versions count from them, as for an eager engine
+          // The built-ins first, if not yet: versions count from them. A Cedar that cannot load is
+          // the reload's failure (a policy watcher logs it and keeps watching), not a defect.
+          try {
+            current()
+          } catch (e) {
+            return Either.left(new InvalidArgument({ message: e instanceof Error ? e.message : String(e) }))
+          }
           return Either.flatMap(parsePolicies(policies), (base) =>
             Either.map(install(base, [...state.grantPolicies.values()], base), (compiled) => {
               state.base = base
