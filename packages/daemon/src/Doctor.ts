@@ -35,7 +35,7 @@ import { Models } from "@palyra/core/models"
 import { Sandbox } from "@palyra/core/tools"
 import { SqliteJournal, SqliteMemoryStore } from "@palyra/journal"
 import { Api } from "@palyra/transport-http"
-import { Duration, Effect, Either, Option, Schema } from "effect"
+import { Cause, Duration, Effect, Either, Option, Schema } from "effect"
 import * as Config from "./Config.js"
 import { CliEnv, CliIo, Failed, json, out } from "./internal/cli/io.js"
 import * as Progress from "./internal/cli/progress.js"
@@ -323,7 +323,18 @@ const policyCheck = (config: Config.Config): Effect.Effect<Check> =>
   Effect.gen(function* () {
     const name = "policies"
     const dir = config.policiesDir
-    if (dir === undefined) return ok(name, "the built-in default policies (no policies_dir)")
+    if (dir === undefined) {
+      // palyrad installs the built-ins on its first tool call: load Cedar here, so a broken install
+      // shows now rather than as failed runs.
+      const loads = yield* Effect.exit(Effect.flatMap(CedarPolicy.make({ cacheSize: 0 }), (engine) => engine.version))
+      if (loads._tag === "Success") return ok(name, "the built-in default policies (no policies_dir); Cedar loads them")
+      const why = Cause.squash(loads.cause)
+      return fail(
+        name,
+        `Cedar cannot load the built-in policies: ${why instanceof Error ? why.message : String(why)}`,
+        "reinstall palyrad (its @cedar-policy/cedar-wasm dependency is missing or damaged)"
+      )
+    }
     if (!existsSync(dir))
       return fail(name, `policies_dir ${dir} does not exist`, `create it with *.cedar files, or remove policies_dir`)
     const text = yield* Effect.either(CedarPolicy.readPolicyDirectory(dir))

@@ -67,6 +67,17 @@ it("ws' and mime's CommonJS bodies run only from their lazy shims' first use (ts
   expect(calls.map((line) => /^loaded\d* \?\?= require_(ws|mime)\(\);$/.exec(line)?.[1]).sort()).toEqual(["mime", "ws"])
 })
 
+it("cedar-wasm, required on first use (createRequire from the chunk), resolves from the chunks that require it", () => {
+  const users = chunks(dist).filter((f) => readFileSync(f, "utf8").includes('"@cedar-policy/cedar-wasm/nodejs"'))
+  expect(users.length).toBeGreaterThan(0)
+  for (const f of users) {
+    expect(readFileSync(f, "utf8")).toMatch(/createRequire\(import\.meta\.url\)/)
+    expect(createRequire(f).resolve("@cedar-policy/cedar-wasm/nodejs")).toMatch(
+      /cedar-wasm[\\/]nodejs[\\/]cedar_wasm\.js$/
+    )
+  }
+})
+
 let daemon: ChildProcess | undefined
 afterAll(() => {
   if (daemon?.exitCode === null) daemon.kill("SIGKILL")

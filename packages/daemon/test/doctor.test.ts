@@ -104,6 +104,9 @@ describe("palyra doctor", () => {
     expect(checks[0]!.detail).toMatch(/approvals\.timeout_seconds/)
     const good = await doctor(setup())
     expect(find(good, "config")).toMatchObject({ status: "ok" })
+    // No policies_dir: palyrad installs the built-ins at its first tool call, so doctor loads Cedar now.
+    expect(find(good, "policies")).toMatchObject({ status: "ok" })
+    expect(find(good, "policies")!.detail).toMatch(/Cedar loads them/)
     expect(good.map((c) => c.name)).toEqual([
       "config",
       "http port",

@@ -23,7 +23,8 @@
  *
  * @since 0.1.0
  */
-import * as cedar from "@cedar-policy/cedar-wasm/nodejs"
+import { createRequire } from "node:module"
+import type * as cedar from "@cedar-policy/cedar-wasm/nodejs"
 import { type Clock, Effect, Either, Layer, Queue, Stream } from "effect"
 import { InvalidArgument } from "../../domain/Errors.js"
 import { type ApprovalRecord, isActiveGrant } from "../../domain/Records.js"
@@ -92,6 +93,39 @@ const flatten = (errors: ReadonlyArray<cedar.DetailedError>, policyId?: string):
 
 const ACTIONS = ["tool.execute", "tool.request_approval"] as const
 type Action = (typeof ACTIONS)[number]
+
+/**
+ * cedar-wasm, loaded on first use: its CommonJS body reads and compiles a 4 MB wasm module (~20 ms
+ * of a cold start's main thread), and an engine on the built-in policies needs it only at its first
+ * decision (see `make`).
+ */
+let loaded: typeof cedar | undefined
+// A failed load is kept: every later use rethrows it instead of reading and compiling 4 MB again.
+let loadFailed: unknown
+const CEDAR = "@cedar-policy/cedar-wasm/nodejs"
+const wasm = (): typeof cedar => {
+  if (loaded !== undefined) return loaded
+  if (loadFailed !== undefined) throw loadFailed
+  try {
+    loaded = createRequire(import.meta.url)(CEDAR) as typeof cedar
+    return loaded
+  } catch (e) {
+    loadFailed = new Error(`cannot load Cedar (${CEDAR}): ${e instanceof Error ? e.message : String(e)}`, { cause: e })
+    throw loadFailed
+  }
+}
+/** Whether cedar-wasm resolves from here (a path lookup; nothing is loaded). */
+const resolvable = (): Either.Either<void, InvalidArgument> => {
+  if (loaded !== undefined) return Either.void
+  try {
+    createRequire(import.meta.url).resolve(CEDAR)
+    return Either.void
+  } catch (e) {
+    return Either.left(
+      new InvalidArgument({ message: `cannot find Cedar (${CEDAR}): ${e instanceof Error ? e.message : String(e)}` })
+    )
+  }
+}
 
 /** Policy ids starting with this prefix name standing grants; policy files may not use it. */
 const GRANT_ID_PREFIX = "grant:"
@@ -185,7 +219,7 @@ const describePolicy = (id: string, json: cedar.PolicyJson, text: string): Polic
  * duplicate ids and ids in the grant namespace.
  */
 const parsePolicies = (text: string): Either.Either<ReadonlyArray<Policy>, InvalidArgument> => {
-  const parts = cedar.policySetTextToParts(text)
+  const parts = wasm().policySetTextToParts(text)
   if (parts.type === "failure") return Either.left(policyError(flatten(parts.errors)))
   const diagnostics: Array<Diagnostic> = parts.policy_templates.map((t) => ({
     message: `templates (policies with ?principal or ?resource slots) are not supported: ${t.split("\n").find((l) => !l.startsWith("@")) ?? t}`
@@ -197,7 +231,7 @@ const parsePolicies = (text: string): Either.Either<ReadonlyArray<Policy>, Inval
   const policies: Array<Policy & { readonly position: number }> = []
   for (const [k, policyText] of parts.policies.entries()) {
     const cedarId = cedarIds[k]!
-    const parsed = cedar.policyToJson(policyText)
+    const parsed = wasm().policyToJson(policyText)
     if (parsed.type === "failure") {
       diagnostics.push(...flatten(parsed.errors, cedarId))
       continue
@@ -284,7 +318,7 @@ const grantJson = (grant: ApprovalRecord): cedar.PolicyJson => {
 
 /** Cedar's text of a JSON policy built by this module (a failure is a defect here). */
 const textOf = (json: cedar.PolicyJson): string => {
-  const text = cedar.policyToText(json)
+  const text = wasm().policyToText(json)
   if (text.type === "failure") throw new Error(`Cedar cannot print a grant policy: ${text.errors[0]?.message}`)
   return text.text
 }
@@ -301,10 +335,10 @@ let schemaChecked = false
 const validate = (policies: ReadonlyArray<Policy>): Either.Either<void, InvalidArgument> => {
   if (policies.length === 0) return Either.void
   if (!schemaChecked) {
-    if (cedar.checkParseSchema(schema).type === "failure") throw new Error("Palyra's Cedar schema is invalid")
+    if (wasm().checkParseSchema(schema).type === "failure") throw new Error("Palyra's Cedar schema is invalid")
     schemaChecked = true
   }
-  const validation = cedar.validate({
+  const validation = wasm().validate({
     schema,
     policies: { staticPolicies: Object.fromEntries(policies.map((p) => [p.id, p.text])) },
     validationSettings: { mode: "strict" }
@@ -325,9 +359,9 @@ const validate = (policies: ReadonlyArray<Policy>): Either.Either<void, InvalidA
  * @category Grants
  */
 export const grantPolicy = (grant: ApprovalRecord): string => {
-  const text = cedar.policyToText(grantJson(grant))
+  const text = wasm().policyToText(grantJson(grant))
   if (text.type === "failure") return JSON.stringify(grantJson(grant))
-  const formatted = cedar.formatPolicies({ policyText: text.text })
+  const formatted = wasm().formatPolicies({ policyText: text.text })
   return formatted.type === "success" ? formatted.formatted_policy.trimEnd() : text.text
 }
 
@@ -345,7 +379,7 @@ type Slot = 0 | 1
 const setId = (prefix: string, slot: Slot, action: Action) => `palyra/${prefix}/${slot}/${action}`
 
 const prepare = (id: string, policies: Record<string, cedar.Policy>): cedar.CheckParseAnswer => {
-  const answer = cedar.preparsePolicySet(id, { staticPolicies: policies })
+  const answer = wasm().preparsePolicySet(id, { staticPolicies: policies })
   if (answer.type === "success") registered.add(id)
   return answer
 }
@@ -418,6 +452,12 @@ interface Answer {
 /**
  * Build the engine. Fails at start-up with Cedar's diagnostics when the policies are invalid.
  *
+ * An engine on the built-in policies (no `policies`, or `defaultPolicies`), which need no
+ * validation, installs them with Cedar on its first use instead (a decision, a non-empty set of
+ * grants, a reload, `version`): building it loads nothing, so a daemon on the built-ins does not
+ * load cedar-wasm before its first tool call. Setting an empty set of grants before that first use
+ * installs nothing (there is nothing to evaluate) and does not bump the version.
+ *
  * @since 0.1.0
  * @category Constructors
  */
@@ -476,7 +516,7 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
     }
 
     const ask = (compiled: Compiled, action: Action, request: PolicyRequest, now: number): Answer => {
-      const answer = cedar.statefulIsAuthorized({
+      const answer = wasm().statefulIsAuthorized({
         principal: { type: "Palyra::Principal", id: request.principal },
         action: { type: "Palyra::Action", id: action },
         resource: { type: "Palyra::Tool", id: request.tool.name },
@@ -534,7 +574,7 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
     // Reads the version in force and asks Cedar in one synchronous step: a reload cannot overwrite
     // the slot in between. The cache is emptied by every install, so its key needs no version.
     const decideNow = (request: PolicyRequest, clock: Clock.Clock): Decision => {
-      const compiled = state.current!
+      const compiled = current()
       if (cacheSize === 0 || compiled.timeSensitive) return evaluate(compiled, request, clock.unsafeCurrentTimeMillis())
       // A context field no policy reads cannot change the decision: it is left out of the key.
       const session = compiled.keySession ? request.sessionId : ""
@@ -548,8 +588,19 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
       return decision
     }
 
-    // The built-in policies are validated by a test, not at every start (see `schemaChecked`).
-    const first = install(state.base, [], initialText === defaultPolicies ? [] : state.base)
+    // The built-in policies are validated by a test, not at every start (see `schemaChecked`), and
+    // installed on the engine's first use (see above); other policies are validated and installed
+    // now, so invalid ones fail the start.
+    const current = (): Compiled => {
+      if (state.current !== undefined) return state.current
+      const installed = install(state.base, [], [])
+      if (Either.isLeft(installed)) throw new Error(`Cedar rejected the built-in policies: ${installed.left.message}`)
+      return installed.right
+    }
+    // Deferred or not, a missing cedar-wasm fails the start (a path lookup: nothing is loaded).
+    const first = Either.flatMap(resolvable(), () =>
+      initialText === defaultPolicies ? Either.void : Either.map(install(state.base, [], state.base), () => undefined)
+    )
     if (Either.isLeft(first)) {
       releasePrefix(prefix)
       return Effect.fail(first.left)
@@ -563,6 +614,9 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
           Effect.suspend(() => {
             const now = clock.unsafeCurrentTimeMillis()
             const active = next.filter((g) => isActiveGrant(g, now))
+            // Not installed yet and nothing to add: the first use installs the base alone anyway.
+            if (state.current === undefined && active.length === 0) return Effect.void
+            current()
             const grantPolicies = new Map<string, Policy>()
             const fresh: Array<Policy> = []
             for (const grant of active) {
@@ -580,16 +634,23 @@ export const make = (options: Options = {}): Effect.Effect<CedarEngine, InvalidA
           })
         ).pipe(Effect.orDie),
       reload: (policies) =>
-        Effect.suspend(() =>
-          Either.flatMap(parsePolicies(policies), (base) =>
+        Effect.suspend(() => {
+          // The built-ins first, if not yet: versions count from them. A Cedar that cannot load is
+          // the reload's failure (a policy watcher logs it and keeps watching), not a defect.
+          try {
+            current()
+          } catch (e) {
+            return Either.left(new InvalidArgument({ message: e instanceof Error ? e.message : String(e) }))
+          }
+          return Either.flatMap(parsePolicies(policies), (base) =>
             Either.map(install(base, [...state.grantPolicies.values()], base), (compiled) => {
               state.base = base
               state.baseText = policies
               return compiled.version
             })
           )
-        ),
-      version: Effect.sync(() => state.current!.version),
+        }),
+      version: Effect.sync(() => current().version),
       policyText: Effect.sync(() => [state.baseText, ...state.grants.map(grantPolicy)].join("\n\n")),
       describeGrant: grantPolicy
     }
