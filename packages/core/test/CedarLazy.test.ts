@@ -8,7 +8,8 @@ import { createRequire } from "node:module"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { CedarPolicy } from "../src/cedar.js"
-import { type Ids, type PolicyEngine, Records } from "../src/index.js"
+import type { Ids, PolicyEngine } from "../src/index.js"
+import { standingGrant } from "./fixtures/grant.js"
 
 const request = (
   tool: string,
@@ -24,26 +25,7 @@ const request = (
   ...extra
 })
 
-const grant = (id: string): Records.ApprovalRecord => ({
-  ...Records.makeApproval({
-    id: id as Ids.ApprovalId,
-    sessionId: "01KA0000000000000000000SES" as Ids.SessionId,
-    runId: "01KA0000000000000000000RUN" as Ids.RunId,
-    toolCallId: "01KA00000000000000000CALL1" as Ids.ToolCallId,
-    principal: "alice",
-    tool: "shell.exec",
-    argsDigest: "d",
-    risk: "sensitive",
-    summary: "shell.exec {}",
-    requestedAt: 0,
-    expiresAt: Number.MAX_SAFE_INTEGER
-  }),
-  status: "approved",
-  scope: "always",
-  resolvedAt: 0,
-  resolver: "bob",
-  grantExpiresAt: null
-})
+const grant = standingGrant
 
 /** Whether cedar-wasm's CommonJS module has been loaded in this process (imported or required). */
 const wasmLoaded = () => Object.keys(createRequire(import.meta.url).cache).some((file) => file.includes("cedar-wasm"))

@@ -11,14 +11,13 @@ import {
   Caller,
   createPalyra,
   defineTool,
-  type Ids,
   PolicyEngine,
-  Records,
   ScriptedModel,
   scriptedModel,
   type TapeEvent
 } from "../src/index.js"
 import { collect } from "../src/testing.js"
+import { standingGrant } from "./fixtures/grant.js"
 import { pendingApproval, recordingTool, withGateway } from "./helpers.js"
 
 const request = (
@@ -324,27 +323,7 @@ describe("standing grants: limits, expiry, revocation, all on the tape", () => {
   )
 })
 
-/** An approved standing grant, as the journal would hold it. */
-const grant = (id: string, fields: Partial<Records.ApprovalRecord> = {}): Records.ApprovalRecord => ({
-  ...Records.makeApproval({
-    id: id as Ids.ApprovalId,
-    sessionId: "01KA0000000000000000000SES" as Ids.SessionId,
-    runId: "01KA0000000000000000000RUN" as Ids.RunId,
-    toolCallId: "01KA00000000000000000CALL1" as Ids.ToolCallId,
-    principal: "alice",
-    tool: "shell.exec",
-    argsDigest: "d",
-    risk: "sensitive",
-    summary: "shell.exec {}",
-    requestedAt: 0,
-    expiresAt: Number.MAX_SAFE_INTEGER
-  }),
-  status: "approved",
-  scope: "always",
-  resolvedAt: 0,
-  resolver: "bob",
-  ...fields
-})
+const grant = standingGrant
 
 describe("Cedar engine: everything from Cedar's parser", () => {
   it.effect("ids, reasons and action scopes come from the JSON form, whatever the text looks like", () =>

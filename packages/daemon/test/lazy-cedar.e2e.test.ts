@@ -50,19 +50,14 @@ registerHooks({
   return { dir, seen, env: { NODE_OPTIONS: `--import ${pathToFileURL(hook).href}` } }
 }
 
-it("on the built-in policies, cedar-wasm loads at the first tool call, not at start, and decides it", async () => {
-  const { dir, seen, env } = withHook(ports)
-  const d = await startDaemon(dir, [], env)
-  const ready = await fetch(`${d.url}/readyz`)
-  expect(ready.status).toBe(200)
-  expect(existsSync(seen)).toBe(false)
+/** Asks palyrad "what time is it" (the demo agent calls time.now), waits for the run's end: its state and tape. */
+const timeRun = async (d: { url: string; token: string }, sessionKey: string) => {
   const headers = { authorization: `Bearer ${d.token}`, "content-type": "application/json" }
-  // The demo agent answers "what time is it" with a call of time.now (low risk: allowed by the built-ins).
   const sent = (await (
     await fetch(`${d.url}/v1/runs`, {
       method: "POST",
       headers,
-      body: JSON.stringify({ text: "what time is it", sessionKey: "lazy-cedar" })
+      body: JSON.stringify({ text: "what time is it", sessionKey })
     })
   ).json()) as { runId: string; sessionId: string }
   let state = ""
@@ -70,12 +65,23 @@ it("on the built-in policies, cedar-wasm loads at the first tool call, not at st
     await new Promise((r) => setTimeout(r, 50))
     state = ((await (await fetch(`${d.url}/v1/runs/${sent.runId}`, { headers })).json()) as { state: string }).state
   }
-  expect(state).toBe("Done")
   const tape = (await (await fetch(`${d.url}/v1/sessions/${sent.sessionId}/tape`, { headers })).json()) as Array<{
     _tag: string
     decision?: string
     policyIds?: ReadonlyArray<string>
   }>
+  return { state, tape }
+}
+
+it("on the built-in policies, cedar-wasm loads at the first tool call, not at start, and decides it", async () => {
+  const { dir, seen, env } = withHook(ports)
+  const d = await startDaemon(dir, [], env)
+  const ready = await fetch(`${d.url}/readyz`)
+  expect(ready.status).toBe(200)
+  expect(existsSync(seen)).toBe(false)
+  // The demo agent answers "what time is it" with a call of time.now (low risk: allowed by the built-ins).
+  const { state, tape } = await timeRun(d, "lazy-cedar")
+  expect(state).toBe("Done")
   const decided = tape.filter((e) => e._tag === "PolicyDecided")
   expect(decided).toHaveLength(1)
   expect(decided[0]).toMatchObject({ decision: "allow", policyIds: ["default.low-risk-allowed"] })
@@ -114,24 +120,8 @@ it("a cedar-wasm that cannot be found fails the start; one that cannot load fail
   const damaged = withHook(ports, "load")
   const d = await startDaemon(damaged.dir, [], damaged.env)
   expect((await fetch(`${d.url}/readyz`)).status).toBe(200)
-  const headers = { authorization: `Bearer ${d.token}`, "content-type": "application/json" }
-  const sent = (await (
-    await fetch(`${d.url}/v1/runs`, {
-      method: "POST",
-      headers,
-      body: JSON.stringify({ text: "what time is it", sessionKey: "damaged-cedar" })
-    })
-  ).json()) as { runId: string; sessionId: string }
-  let state = ""
-  for (let i = 0; i < 300 && state !== "Done" && state !== "Failed"; i++) {
-    await new Promise((r) => setTimeout(r, 50))
-    state = ((await (await fetch(`${d.url}/v1/runs/${sent.runId}`, { headers })).json()) as { state: string }).state
-  }
+  const { state, tape } = await timeRun(d, "damaged-cedar")
   expect(state).toBe("Failed")
-  const tape = (await (await fetch(`${d.url}/v1/sessions/${sent.sessionId}/tape`, { headers })).json()) as Array<{
-    _tag: string
-    decision?: string
-  }>
   expect(tape.filter((e) => e._tag === "PolicyDecided" && e.decision === "allow")).toEqual([])
   expect(tape.map((e) => e._tag)).not.toContain("ToolStarted")
   expect(tape.map((e) => e._tag)).not.toContain("ToolResult")
