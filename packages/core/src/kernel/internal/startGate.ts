@@ -4,31 +4,22 @@
  * streaming (their commits' replies, their deliveries) wait behind all of them.
  *
  * Start work (a message's admission, a run's `Start` transition) beyond `permits` starts at once
- * runs on its own scheduler, at most `permits` fiber steps per event-loop turn (in the timers phase,
- * before the turn's I/O), so journal commit replies, socket writes and the deliveries they trigger
- * get in between — and the immediates those deliveries queue to send what they wrote (the hot SSE
- * route's uncork) run in the same turn's check phase without waiting for the steps. (A 0 ms timer
- * is 1 ms in Node: a deferred step waits at least that; in a burst the turns are longer anyway.)
- * The starts stay concurrent, so their appends still share the journal's commits (a semaphore
- * instead, tried, made each start commit alone: ~3× the CPU per start in a burst). Up to `permits`
- * starts at once (a lone turn) run as before, at no cost.
+ * runs on its own scheduler, at most `permits` fiber steps per event-loop turn (`setImmediate`, the
+ * check phase after the turn's I/O), so journal commit replies, socket writes and the deliveries
+ * they trigger get in between. The starts stay concurrent, so their appends still share the
+ * journal's commits (a semaphore instead, tried, made each start commit alone: ~3× the CPU per
+ * start in a burst). Up to `permits` starts at once (a lone turn) run as before, at no cost.
  *
  * @internal
  */
 import { Effect, RuntimeFlags, Scheduler } from "effect"
 
-/** Node's own `setTimeout`, taken when this module loads: a test's fake timers replace the global one. */
-const timer = globalThis.setTimeout
-
 /** Run `effect` through the gate. @internal */
 export type StartGate = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 
 /**
- * A scheduler running at most `perTurn` tasks per event-loop turn, from a 0 ms timer: the timers
- * phase, not the check phase — an immediate (a `setImmediate`) re-armed from the check phase would
- * run at the head of the next check phase, ahead of the immediates that the turn's I/O callbacks
- * queued to send what they wrote (PERF-NOTES round 17). Plain code on purpose: it runs every
- * deferred start step. @internal
+ * A scheduler running at most `perTurn` tasks per event-loop turn (in `setImmediate`). Plain code
+ * on purpose: it runs every deferred start step. @internal
  */
 export const turnScheduler = (perTurn: number): Scheduler.Scheduler => {
   let queue: Array<Scheduler.Task> = []
@@ -41,7 +32,7 @@ export const turnScheduler = (perTurn: number): Scheduler.Scheduler => {
       queue[i]!()
     }
     if (head < queue.length) {
-      timer(turn, 0)
+      setImmediate(turn)
     } else {
       scheduled = false
       queue = []
@@ -52,7 +43,7 @@ export const turnScheduler = (perTurn: number): Scheduler.Scheduler => {
     queue.push(task)
     if (!scheduled) {
       scheduled = true
-      timer(turn, 0)
+      setImmediate(turn)
     }
   })
 }
