@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Clock, Context, Duration, Effect, Layer, Option, Scope, Stream, type Tracer } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Layer, Option, type Scope, Stream, type Tracer } from "effect"
 import { type AgentInfo, DEFAULT_AGENT } from "../domain/Agent.js"
 import * as Caller from "../domain/Caller.js"
 import {
@@ -56,6 +56,7 @@ import type { Follower } from "./Follower.js"
 import { makeApprovers } from "./internal/approvers.js"
 import { makeHistoryCache } from "./internal/historyCache.js"
 import { loadHistory, runLoop } from "./internal/loop.js"
+import { onScopeClose } from "./internal/onScopeClose.js"
 import { recover } from "./internal/recovery.js"
 import { makeScheduler } from "./internal/scheduler.js"
 import { annotateSpan, currentSpanOrUndefined } from "./internal/spanOf.js"
@@ -692,8 +693,7 @@ export const make = (
         .pipe(Stream.ensuring(Effect.sync(release))),
       follow: Effect.zipLeft(
         tape.follow(admitted.session.id, admitted.run.startSeq - 1, { runId: admitted.run.id }),
-        // On the scope itself: no fiber-ref diff and patch at the close (as in `startRunFollowing`).
-        Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, Effect.sync(release)))
+        onScopeClose(Effect.sync(release))
       )
     })
 
@@ -726,17 +726,11 @@ export const make = (
             const release = approvers.hold(caller, admitted.session.id)
             scheduler.onEnd(admitted.run.id, release)
             return Effect.as(
-              // On the scope itself (`Scope.addFinalizer`), not `Effect.addFinalizer`: two plain calls
-              // need none of this fiber's refs back, which the latter diffs and patches twice at every
-              // close (~10 KB allocated per daemon turn, PERF-NOTES round 16b).
-              Effect.flatMap(Effect.scope, (scope) =>
-                Scope.addFinalizer(
-                  scope,
-                  Effect.sync(() => {
-                    attached.close()
-                    release()
-                  })
-                )
+              onScopeClose(
+                Effect.sync(() => {
+                  attached.close()
+                  release()
+                })
               ),
               { ...streamsOf(admitted, release), follower: attached }
             )

@@ -1,4 +1,4 @@
-import { Cause, Chunk, Effect, Exit, Option, RuntimeFlags, Scope, Stream } from "effect"
+import { Cause, Chunk, Effect, Exit, Option, RuntimeFlags, type Scope, Stream } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import { type JournalError, StreamLagged } from "../../domain/Errors.js"
 import type { RunId, SessionId } from "../../domain/Ids.js"
@@ -12,6 +12,7 @@ import {
 } from "../../ports/Journal.js"
 import { Done, type Failed, type Follower, isFailed } from "../Follower.js"
 import { makeHubs, type Subscriber } from "./hub.js"
+import { onScopeClose } from "./onScopeClose.js"
 import { makeKeyedLock } from "./sessionLock.js"
 
 /** @internal */
@@ -336,14 +337,13 @@ export const makeTape = (journal: JournalService, options: TapeOptions = {}): Ef
       return { take, onReady, close }
     }
 
-    // The close on the scope itself (`Scope.addFinalizer`), opened and registered in one
-    // uninterruptible region: `acquireRelease`'s `addFinalizer` would diff and patch the fiber's refs
-    // twice at every close, for a plain call that reads none (PERF-NOTES round 16b).
+    // Opened and its close registered in one uninterruptible region (`acquireRelease`'s form,
+    // without its fiber-ref diff and patch at every close: `onScopeClose`).
     const follow: Tape["follow"] = (sessionId, afterSeq, options) =>
       Effect.uninterruptible(
-        Effect.flatMap(Effect.scope, (scope) => {
+        Effect.suspend(() => {
           const f = open(sessionId, afterSeq, options)
-          return Effect.as(Scope.addFinalizer(scope, Effect.sync(f.close)), f)
+          return Effect.as(onScopeClose(Effect.sync(f.close)), f)
         })
       )
 
