@@ -182,18 +182,25 @@ export const decodeBatch = (encoded: { readonly header: string; readonly payload
   const header = JSON.parse(encoded.header) as Array<HeaderOp>
   const text = encoded.payloads
   let offset = 0
+  /** The next `length` characters of the concatenated payloads. */
+  const payload = (length: number) => {
+    const taken = text.slice(offset, offset + length)
+    offset += length
+    return taken
+  }
   const ops = new Array<Op>(header.length)
   for (let k = 0; k < header.length; k++) {
     const op = header[k]!
     if (Array.isArray(op)) {
       const row = op as PlainAppend
       const events: Array<WireEvent> = []
-      for (let i = 2; i < row.length; i += 4) {
-        const length = row[i + 3] as number
-        const payload = text.slice(offset, offset + length)
-        offset += length
-        events.push({ tag: row[i] as string, runId: row[i + 1] as string | null, at: row[i + 2] as number, payload })
-      }
+      for (let i = 2; i < row.length; i += 4)
+        events.push({
+          tag: row[i] as string,
+          runId: row[i + 1] as string | null,
+          at: row[i + 2] as number,
+          payload: payload(row[i + 3] as number)
+        })
       const addTokens = row[1] as number
       ops[k] = {
         op: "append",
@@ -212,11 +219,7 @@ export const decodeBatch = (encoded: { readonly header: string; readonly payload
       op: "append",
       sessionId: o.sessionId,
       effects: o.effects,
-      events: o.events.map(([tag, runId, at, length]) => {
-        const payload = text.slice(offset, offset + length)
-        offset += length
-        return { tag, runId, at, payload }
-      })
+      events: o.events.map(([tag, runId, at, length]) => ({ tag, runId, at, payload: payload(length) }))
     }
   }
   return ops
