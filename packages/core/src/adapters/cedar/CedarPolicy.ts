@@ -103,11 +103,12 @@ let loaded: typeof cedar | undefined
 // A failed load is kept: every later use rethrows it instead of reading and compiling 4 MB again.
 let loadFailed: unknown
 const CEDAR = "@cedar-policy/cedar-wasm/nodejs"
+const requireHere = createRequire(import.meta.url)
 const wasm = (): typeof cedar => {
   if (loaded !== undefined) return loaded
   if (loadFailed !== undefined) throw loadFailed
   try {
-    loaded = createRequire(import.meta.url)(CEDAR) as typeof cedar
+    loaded = requireHere(CEDAR) as typeof cedar
     return loaded
   } catch (e) {
     loadFailed = new Error(`cannot load Cedar (${CEDAR}): ${e instanceof Error ? e.message : String(e)}`, { cause: e })
@@ -118,7 +119,7 @@ const wasm = (): typeof cedar => {
 const resolvable = (): Either.Either<void, InvalidArgument> => {
   if (loaded !== undefined) return Either.void
   try {
-    createRequire(import.meta.url).resolve(CEDAR)
+    requireHere.resolve(CEDAR)
     return Either.void
   } catch (e) {
     return Either.left(
